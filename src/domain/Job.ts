@@ -1,0 +1,34 @@
+/**
+ * What a handler receives: one execution of a scheduled job's slot or of a queue item.
+ */
+import { Schema } from "effect"
+
+/** Where an execution came from: a recurring `scheduled_jobs` row or a `queue_items` row. */
+export const JobKind = Schema.Literal("scheduled", "queue")
+/** @see JobKind */
+export type JobKind = typeof JobKind.Type
+
+/**
+ * One execution handed to a handler.
+ *
+ * `payload` is the stored text as it is (usually JSON); parsing it is the handler's business, and a payload the
+ * handler cannot parse is the handler's error.
+ */
+export class Job extends Schema.Class<Job>("Job")({
+  /** The id of the `scheduled_jobs` row or of the `queue_items` row. */
+  id: Schema.String,
+  /** Whether this is a scheduled job's slot or a queue item. */
+  kind: JobKind,
+  /** The scheduled job's unique name; for a queue item, its task type. */
+  name: Schema.String,
+  /** Selects the handler. */
+  taskType: Schema.String,
+  /** The stored payload text (empty when the row holds NULL). */
+  payload: Schema.String,
+  /** The slot this execution is for (scheduled jobs) or the time the item was enqueued (queue items). */
+  scheduledFor: Schema.DateFromSelf,
+  /** 1 for the first attempt at a slot, 2 for its first retry, …; for queue items, the repetition number. */
+  attempt: Schema.Int,
+  /** Anything else the source knows (run id, priority, thread, …). */
+  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+}) {}

@@ -1,0 +1,26 @@
+/**
+ * One finished execution of a queue item, as recorded (insert-only) in `processed_items`.
+ */
+import { Schema } from "effect"
+
+/** `ok` when the handler succeeded, `error` otherwise. */
+export const ProcessedStatus = Schema.Literal("ok", "error")
+/** @see ProcessedStatus */
+export type ProcessedStatus = typeof ProcessedStatus.Type
+
+/** A row of `processed_items`. */
+export const ProcessedItem = Schema.Struct({
+  id: Schema.String,
+  queueItemId: Schema.String,
+  taskType: Schema.String,
+  payload: Schema.String,
+  status: ProcessedStatus,
+  /** Empty when `status` is `ok`. */
+  errorMsg: Schema.String,
+  startedAt: Schema.DateFromSelf,
+  finishedAt: Schema.DateFromSelf,
+  durationMs: Schema.Int,
+  createdAt: Schema.DateFromSelf
+})
+/** @see ProcessedItem */
+export interface ProcessedItem extends Schema.Schema.Type<typeof ProcessedItem> {}

@@ -1,0 +1,45 @@
+/**
+ * Ad-hoc work waiting in `queue_items`, and the rules that normalise what any writer (API, CLI, SQL) stores.
+ */
+import { Schema } from "effect"
+
+/** `pending` waits to be claimed; `processing` has at least one live execution. */
+export const QueueStatus = Schema.Literal("pending", "processing")
+/** @see QueueStatus */
+export type QueueStatus = typeof QueueStatus.Type
+
+/** `0`: executions of one task type run one at a time, cluster-wide. `1`: they may run side by side. */
+export const Thread = Schema.Literal(0, 1)
+/** @see Thread */
+export type Thread = typeof Thread.Type
+
+/** A row of `queue_items`. */
+export const QueueItem = Schema.Struct({
+  id: Schema.String,
+  taskType: Schema.String,
+  payload: Schema.String,
+  status: QueueStatus,
+  /** Higher runs first; equal priorities run in insertion order. */
+  priority: Schema.Int,
+  /** Runs left: `N` more times, or `-1` forever. */
+  maxRuns: Schema.Int,
+  thread: Thread,
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+/** @see QueueItem */
+export interface QueueItem extends Schema.Schema.Type<typeof QueueItem> {}
+
+/** Runs forever. */
+export const FOREVER = -1
+
+/** `1` once, `N` N times, `-1` forever; anything else (`0`, below `-1`, not an integer) counts as once. */
+export const normalizeMaxRuns = (maxRuns: number | null | undefined): number =>
+  typeof maxRuns === "number" && Number.isInteger(maxRuns) && (maxRuns === FOREVER || maxRuns >= 1) ? maxRuns : 1
+
+/** `1` is concurrent; anything else is sequential (`0`). */
+export const normalizeThread = (thread: number | null | undefined): Thread => (thread === 1 ? 1 : 0)
+
+/** A priority as stored: an integer, `0` when absent or not an integer. */
+export const normalizePriority = (priority: number | null | undefined): number =>
+  typeof priority === "number" && Number.isSafeInteger(priority) ? priority : 0

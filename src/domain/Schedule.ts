@@ -1,0 +1,236 @@
+/**
+ * When a recurring job fires: daily or weekly at a wall-clock time in a time zone, or at a fixed interval.
+ *
+ * Not to be confused with Effect's own `Schedule` (retry and repetition policies); import one of them under
+ * an alias when you need both: `import { Schedule as Recurrence } from "kairos"`.
+ */
+import { Duration, Either, ParseResult, Schema } from "effect"
+import { InvalidScheduleError, ScheduleDecodeError } from "./errors.js"
+import { dateExists, dayOf, DAY, HOUR, isoWeekday, isValidZone, MINUTE, resolveWall, wallAt } from "../internal/zone.js"
+
+const Hour = Schema.Int.pipe(Schema.between(0, 23, { message: () => "hour must be an integer from 0 to 23" }))
+const Minute = Schema.Int.pipe(Schema.between(0, 59, { message: () => "minute must be an integer from 0 to 59" }))
+const Weekday = Schema.Int.pipe(
+  Schema.between(1, 7, { message: () => "weekday must be an integer from 1 (Monday) to 7 (Sunday)" })
+)
+const TimeZone = Schema.String.pipe(
+  Schema.filter((tz) => isValidZone(tz) || `tz must be a known IANA time zone (got ${JSON.stringify(tz)})`)
+)
+const EveryMillis = Schema.Int.pipe(
+  Schema.greaterThanOrEqualTo(1, { message: () => "everyMillis must be a whole number of milliseconds, at least 1" })
+)
+
+/** Every day at `hour:minute` on the wall clock of `tz` (UTC when absent). */
+export const Daily = Schema.TaggedStruct("Daily", {
+  hour: Hour,
+  minute: Minute,
+  tz: Schema.optional(TimeZone)
+})
+/** @see Daily */
+export interface Daily extends Schema.Schema.Type<typeof Daily> {}
+
+/** Every week on ISO `weekday` (1 = Monday … 7 = Sunday) at `hour:minute` on the wall clock of `tz`. */
+export const Weekly = Schema.TaggedStruct("Weekly", {
+  weekday: Weekday,
+  hour: Hour,
+  minute: Minute,
+  tz: Schema.optional(TimeZone)
+})
+/** @see Weekly */
+export interface Weekly extends Schema.Schema.Type<typeof Weekly> {}
+
+/** Every `everyMillis` milliseconds, counted from the previous slot. */
+export const Interval = Schema.TaggedStruct("Interval", {
+  everyMillis: EveryMillis
+})
+/** @see Interval */
+export interface Interval extends Schema.Schema.Type<typeof Interval> {}
+
+/** The schema of a schedule as stored in the `schedule` column (a JSON object with a `_tag`). */
+export const Schedule = Schema.Union(Daily, Weekly, Interval)
+/** A recurring schedule: `Daily`, `Weekly` or `Interval`. */
+export type Schedule = Daily | Weekly | Interval
+
+/** The schema of a schedule encoded as a JSON string. */
+export const ScheduleFromJson = Schema.parseJson(Schedule)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Constructors
+
+const invalid = (field: InvalidScheduleError["field"], value: unknown, rule: string): InvalidScheduleError =>
+  new InvalidScheduleError({ field, value, message: `invalid schedule: ${rule} (got ${show(value)})` })
+
+const show = (value: unknown): string => {
+  if (typeof value === "string") return JSON.stringify(value)
+  if (typeof value === "bigint") return `${value}n`
+  try {
+    return JSON.stringify(value) ?? String(value)
+  } catch {
+    return String(value)
+  }
+}
+
+const checkRange = (field: "hour" | "minute" | "weekday", value: unknown, min: number, max: number, rule: string) => {
+  if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
+    throw invalid(field, value, rule)
+  }
+  return value
+}
+
+const checkZone = (tz: unknown): string | undefined => {
+  if (tz === undefined) return undefined
+  if (typeof tz !== "string" || !isValidZone(tz)) throw invalid("tz", tz, "tz must be a known IANA time zone or UTC")
+  return tz
+}
+
+const hourRule = "hour must be an integer from 0 to 23"
+const minuteRule = "minute must be an integer from 0 to 59"
+
+/**
+ * Every day at `hour:minute` in `tz` (UTC when absent).
+ *
+ * @throws InvalidScheduleError naming the field when hour, minute or tz is invalid.
+ * @example
+ * const standup = Schedule.daily({ hour: 9, minute: 30, tz: "Europe/Berlin" })
+ */
+export const daily = (options: {
+  readonly hour: number
+  readonly minute: number
+  readonly tz?: string | undefined
+}): Daily => {
+  const hour = checkRange("hour", options.hour, 0, 23, hourRule)
+  const minute = checkRange("minute", options.minute, 0, 59, minuteRule)
+  const tz = checkZone(options.tz)
+  return tz === undefined ? Daily.make({ hour, minute }) : Daily.make({ hour, minute, tz })
+}
+
+/**
+ * Every week on ISO `weekday` (1 = Monday … 7 = Sunday) at `hour:minute` in `tz` (UTC when absent).
+ *
+ * @throws InvalidScheduleError naming the field when weekday, hour, minute or tz is invalid.
+ */
+export const weekly = (options: {
+  readonly weekday: number
+  readonly hour: number
+  readonly minute: number
+  readonly tz?: string | undefined
+}): Weekly => {
+  const weekday = checkRange(
+    "weekday",
+    options.weekday,
+    1,
+    7,
+    "weekday must be an integer from 1 (Monday) to 7 (Sunday)"
+  )
+  const hour = checkRange("hour", options.hour, 0, 23, hourRule)
+  const minute = checkRange("minute", options.minute, 0, 59, minuteRule)
+  const tz = checkZone(options.tz)
+  return tz === undefined ? Weekly.make({ weekday, hour, minute }) : Weekly.make({ weekday, hour, minute, tz })
+}
+
+const everyRule = "every must be a positive, finite, whole number of milliseconds (at least 1)"
+
+/**
+ * Every `every` (an Effect `Duration.DurationInput`: `"5 minutes"`, `Duration.seconds(30)` or a number of
+ * milliseconds), counted from the previous slot.
+ *
+ * @throws InvalidScheduleError naming `every` when it is not a whole number of milliseconds of at least 1.
+ */
+export const interval = (options: { readonly every: Duration.DurationInput }): Interval => {
+  const every = options.every
+  // Duration.decode turns NaN and negative numbers into zero silently; check raw numbers first.
+  if (typeof every === "number" && !(Number.isFinite(every) && every > 0)) throw invalid("every", every, everyRule)
+  let duration: Duration.Duration
+  try {
+    duration = Duration.decode(every)
+  } catch {
+    throw invalid("every", every, everyRule)
+  }
+  const millis = Duration.toMillis(duration)
+  if (!Number.isFinite(millis) || !Number.isInteger(millis) || millis < 1) throw invalid("every", every, everyRule)
+  return Interval.make({ everyMillis: millis })
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Next fire time
+
+/**
+ * The first fire instant strictly after `from`.
+ *
+ * - Daily / Weekly are computed on the wall clock of the schedule's zone. Each local day (week) has exactly one
+ *   slot: a wall time that does not exist that day (a spring-forward gap) fires shifted forward by the gap's
+ *   length; a wall time that occurs twice (fall-back) fires once, at its earlier occurrence. A slot belongs to
+ *   its calendar date even when a gap pushes it past midnight. A date the zone skipped entirely has no slot.
+ * - Interval: exactly `from + every`.
+ */
+export const next = (schedule: Schedule, from: Date): Date => {
+  const fromMs = from.getTime()
+  if (Number.isNaN(fromMs)) throw new RangeError("Schedule.next: `from` is an invalid Date")
+  switch (schedule._tag) {
+    case "Interval":
+      return new Date(fromMs + schedule.everyMillis)
+    case "Daily":
+      return new Date(nextWallSlot(schedule.tz ?? "UTC", schedule.hour, schedule.minute, undefined, fromMs))
+    case "Weekly":
+      return new Date(nextWallSlot(schedule.tz ?? "UTC", schedule.hour, schedule.minute, schedule.weekday, fromMs))
+  }
+}
+
+const nextWallSlot = (tz: string, hour: number, minute: number, weekday: number | undefined, fromMs: number) => {
+  const timeOfDay = hour * HOUR + minute * MINUTE
+  // Start one day early: yesterday's slot may have been pushed past midnight by a gap and still lie ahead.
+  const firstDay = dayOf(wallAt(tz, fromMs)) - 1
+  // Slots never move backwards from one date to the next, so the first one after `from` is the answer.
+  for (let day = firstDay; day <= firstDay + 16; day++) {
+    if (weekday !== undefined && isoWeekday(day) !== weekday) continue
+    const slot = resolveWall(tz, day * DAY + timeOfDay)
+    // A date the zone skipped entirely has no slot (its wall time would land on the next date's).
+    if (slot > fromMs && dateExists(tz, day)) return slot
+  }
+  throw new RangeError(`Schedule.next: no slot found in ${tz} after ${new Date(fromMs).toISOString()}`)
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Codec
+
+const formatIssue = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+
+/** Decodes a stored schedule (the parsed JSON value of the `schedule` column). */
+export const decode = (input: unknown): Either.Either<Schedule, ScheduleDecodeError> =>
+  Schema.decodeUnknownEither(Schedule, { onExcessProperty: "error" })(input).pipe(
+    Either.mapLeft((e) => new ScheduleDecodeError({ input, message: `invalid stored schedule: ${formatIssue(e)}` }))
+  )
+
+/** Decodes a schedule from its JSON text. */
+export const decodeJson = (json: string): Either.Either<Schedule, ScheduleDecodeError> =>
+  Schema.decodeUnknownEither(ScheduleFromJson, { onExcessProperty: "error" })(json).pipe(
+    Either.mapLeft(
+      (e) => new ScheduleDecodeError({ input: json, message: `invalid stored schedule: ${formatIssue(e)}` })
+    )
+  )
+
+/** The JSON value stored for a schedule, e.g. `{"_tag":"Daily","hour":9,"minute":0,"tz":"Europe/Berlin"}`. */
+export const encode = (schedule: Schedule): Schedule => Schema.encodeSync(Schedule)(schedule)
+
+/** The JSON text of a schedule. */
+export const encodeJson = (schedule: Schedule): string => Schema.encodeSync(ScheduleFromJson)(schedule)
+
+// ---------------------------------------------------------------------------------------------------------------
+// Display
+
+const pad2 = (n: number): string => String(n).padStart(2, "0")
+const weekdayNames = ["Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun"] as const
+
+/** A short human description: `daily 09:00 Europe/Berlin`, `weekly Mon 09:00 UTC`, `every 5m`. */
+export const format = (schedule: Schedule): string => {
+  switch (schedule._tag) {
+    case "Daily":
+      return `daily ${pad2(schedule.hour)}:${pad2(schedule.minute)} ${schedule.tz ?? "UTC"}`
+    case "Weekly":
+      return `weekly ${weekdayNames[schedule.weekday - 1]} ${pad2(schedule.hour)}:${pad2(schedule.minute)} ${
+        schedule.tz ?? "UTC"
+      }`
+    case "Interval":
+      return `every ${Duration.format(Duration.millis(schedule.everyMillis))}`
+  }
+}

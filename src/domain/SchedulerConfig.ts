@@ -1,0 +1,124 @@
+/**
+ * The runner's configuration and its defaults.
+ */
+import { Duration } from "effect"
+
+/** What to do with slots missed while no runner was up (or while paused). */
+export type MissedSlotPolicy = "latest" | "skip"
+
+/** The configuration as a user writes it: every field optional, durations in any `Duration.DurationInput`. */
+export interface SchedulerConfigInput {
+  /** When false, `start` does nothing. Default true. The `scheduler.enabled` setting overrides it live. */
+  readonly enabled?: boolean | undefined
+  /** The fallback poll interval. Non-positive or absent: one minute. `scheduler.interval_seconds` overrides it. */
+  readonly interval?: Duration.DurationInput | undefined
+  /** Most items claimed by one tick. Non-positive or absent: 20. */
+  readonly batchSize?: number | undefined
+  /** Executions run at once by this process. Non-positive or absent: 1. */
+  readonly workers?: number | undefined
+  /** Retries after a failed run of a scheduled slot (so at most 1 + retryAttempts runs). Negative or absent: 3. */
+  readonly retryAttempts?: number | undefined
+  /** Wait before the first retry; doubles each retry. Non-positive or absent: one minute. */
+  readonly retryBackoff?: Duration.DurationInput | undefined
+  /** Upper bound of the retry wait. Non-positive or absent: one hour. */
+  readonly retryBackoffMax?: Duration.DurationInput | undefined
+  /** Most queue items claimed per tick; 0 (the default) is unlimited. */
+  readonly rateLimit?: number | undefined
+  /** How long one execution may run before it is interrupted, unless its task type says otherwise. Default 15 minutes. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** How long `stop` waits for running handlers before interrupting them. Default 30 seconds. */
+  readonly gracePeriod?: Duration.DurationInput | undefined
+  /** How long a claim stays valid without renewal; owners renew it at a third of this. Default 30 seconds. */
+  readonly leaseDuration?: Duration.DurationInput | undefined
+  /** The default missed-slot policy of scheduled jobs. Default `latest`: one run for the latest missed slot. */
+  readonly missedSlots?: MissedSlotPolicy | undefined
+}
+
+/** The configuration with every default filled in. */
+export interface SchedulerConfig {
+  readonly enabled: boolean
+  readonly interval: Duration.Duration
+  readonly batchSize: number
+  readonly workers: number
+  readonly retryAttempts: number
+  readonly retryBackoff: Duration.Duration
+  readonly retryBackoffMax: Duration.Duration
+  readonly rateLimit: number
+  readonly timeout: Duration.Duration
+  readonly gracePeriod: Duration.Duration
+  readonly leaseDuration: Duration.Duration
+  readonly missedSlots: MissedSlotPolicy
+}
+
+/** The defaults `withDefaults` fills in. */
+export const defaults: SchedulerConfig = {
+  enabled: true,
+  interval: Duration.minutes(1),
+  batchSize: 20,
+  workers: 1,
+  retryAttempts: 3,
+  retryBackoff: Duration.minutes(1),
+  retryBackoffMax: Duration.hours(1),
+  rateLimit: 0,
+  timeout: Duration.minutes(15),
+  gracePeriod: Duration.seconds(30),
+  leaseDuration: Duration.seconds(30),
+  missedSlots: "latest"
+}
+
+/** A positive, finite duration, or the fallback for anything else (absent, zero, negative, infinite, unparsable). */
+const positiveDuration = (
+  input: Duration.DurationInput | undefined,
+  fallback: Duration.Duration
+): Duration.Duration => {
+  if (input === undefined) return fallback
+  if (typeof input === "number" && !(input > 0)) return fallback
+  const decoded = Duration.decodeUnknown(input)
+  if (decoded._tag === "None") return fallback
+  const d = decoded.value
+  return Duration.isFinite(d) && Duration.greaterThan(d, Duration.zero) ? d : fallback
+}
+
+const positiveInt = (n: number | undefined, fallback: number): number =>
+  typeof n === "number" && Number.isInteger(n) && n > 0 ? n : fallback
+
+const nonNegativeInt = (n: number | undefined, fallback: number): number =>
+  typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : fallback
+
+/**
+ * Fills in every default: a non-positive interval or retry backoff becomes one minute, batch size 20, one worker,
+ * three retry attempts, a one-hour backoff cap, no rate limit, a 15-minute timeout.
+ */
+export const withDefaults = (input: SchedulerConfigInput = {}): SchedulerConfig => ({
+  enabled: input.enabled ?? defaults.enabled,
+  interval: positiveDuration(input.interval, defaults.interval),
+  batchSize: positiveInt(input.batchSize, defaults.batchSize),
+  workers: positiveInt(input.workers, defaults.workers),
+  retryAttempts: nonNegativeInt(input.retryAttempts, defaults.retryAttempts),
+  retryBackoff: positiveDuration(input.retryBackoff, defaults.retryBackoff),
+  retryBackoffMax: positiveDuration(input.retryBackoffMax, defaults.retryBackoffMax),
+  rateLimit: nonNegativeInt(input.rateLimit, defaults.rateLimit),
+  timeout: positiveDuration(input.timeout, defaults.timeout),
+  gracePeriod: positiveDuration(input.gracePeriod, defaults.gracePeriod),
+  leaseDuration: positiveDuration(input.leaseDuration, defaults.leaseDuration),
+  missedSlots: input.missedSlots === "skip" ? "skip" : defaults.missedSlots
+})
+
+/** An application's root configuration, of which the scheduler's section is one part. */
+export interface RootConfig {
+  readonly scheduler?: SchedulerConfigInput | undefined
+}
+
+/** Copies the scheduler section of the application's root configuration and fills in the defaults. */
+export const configFromRoot = (root: RootConfig): SchedulerConfig => withDefaults({ ...root.scheduler })
+
+/**
+ * The wait before retry `n` (1 for the first retry): `min(retryBackoffMax, retryBackoff × 2^(n−1))` times
+ * `jitter`, a factor the caller draws uniformly from [0.9, 1.1] (the domain draws no random numbers).
+ */
+export const retryDelay = (config: SchedulerConfig, n: number, jitter: number): Duration.Duration => {
+  const base = Duration.toMillis(config.retryBackoff) * 2 ** Math.max(0, n - 1)
+  const capped = Math.min(Duration.toMillis(config.retryBackoffMax), base)
+  const factor = Math.min(1.1, Math.max(0.9, jitter))
+  return Duration.millis(Math.round(capped * factor))
+}

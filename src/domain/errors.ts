@@ -1,0 +1,34 @@
+/**
+ * The domain's own errors: pure, raised by constructors and decoders, never by I/O.
+ */
+import { Data } from "effect"
+
+/**
+ * A schedule was built with a value it cannot use. Thrown by `Schedule.daily`, `Schedule.weekly` and
+ * `Schedule.interval`: an invalid schedule is a programmer error, caught where the schedule is built.
+ */
+export class InvalidScheduleError extends Data.TaggedError("InvalidScheduleError")<{
+  /** The offending field: `hour`, `minute`, `weekday`, `tz` or `every`. */
+  readonly field: "hour" | "minute" | "weekday" | "tz" | "every"
+  /** The value that was given. */
+  readonly value: unknown
+  readonly message: string
+}> {}
+
+/**
+ * A stored schedule (the `schedule` column, or any JSON) does not decode to a valid schedule.
+ */
+export class ScheduleDecodeError extends Data.TaggedError("ScheduleDecodeError")<{
+  /** The value that failed to decode, as it was read. */
+  readonly input: unknown
+  readonly message: string
+}> {}
+
+/**
+ * A scheduler configuration value is out of range (for example a negative worker count).
+ */
+export class InvalidConfigError extends Data.TaggedError("InvalidConfigError")<{
+  readonly field: string
+  readonly value: unknown
+  readonly message: string
+}> {}

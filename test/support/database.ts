@@ -1,0 +1,44 @@
+/**
+ * Postgres for a test file: a client on the run's database and a schema of the file's own, dropped at the end.
+ */
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
+import { inject } from "vitest"
+
+/** The database URL of this test run (embedded Postgres or `DATABASE_URL`). */
+export const databaseUrl = (): string => inject("databaseUrl")
+
+/** The name of the schema this test file works in. */
+export class TestSchema extends Context.Tag("kairos/test/TestSchema")<TestSchema, string>() {}
+
+/** A fresh, unique schema name: test files and concurrent runs never share one. */
+export const uniqueSchemaName = (label: string): string =>
+  `kt_${label
+    .toLowerCase()
+    .replace(/[^a-z0-9]+/g, "_")
+    .slice(0, 30)}_${randomBytes(5).toString("hex")}`
+
+/** A pooled client on the test run's database. */
+export const PgTestClient: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> = Layer.suspend(() =>
+  PgClient.layer({ url: Redacted.make(databaseUrl()), maxConnections: 8, applicationName: "kairos-test" })
+)
+
+/** Creates a schema of the file's own and drops it (with everything in it) when the layer is released. */
+export const TestSchemaLive = (label: string): Layer.Layer<TestSchema, unknown, SqlClient.SqlClient> =>
+  Layer.scoped(
+    TestSchema,
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const name = uniqueSchemaName(label)
+      yield* Effect.acquireRelease(sql`CREATE SCHEMA ${sql(name)}`, () =>
+        sql`DROP SCHEMA IF EXISTS ${sql(name)} CASCADE`.pipe(Effect.ignore)
+      )
+      return name
+    })
+  )
+
+/** A client plus a schema of the file's own. */
+export const PgTest = (label: string): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | TestSchema, unknown> =>
+  TestSchemaLive(label).pipe(Layer.provideMerge(PgTestClient))

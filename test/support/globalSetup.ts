@@ -1,0 +1,29 @@
+/**
+ * Starts one throwaway embedded Postgres for the whole test run unless `DATABASE_URL` is set, and stops it when
+ * the run ends, failed tests included. Test files read the URL with `inject("databaseUrl")`.
+ */
+import type { TestProject } from "vitest/node"
+import { startEmbedded, type EmbeddedServer } from "../../src/adapters/postgres/EmbeddedPostgres.js"
+
+declare module "vitest" {
+  export interface ProvidedContext {
+    databaseUrl: string
+  }
+}
+
+let server: EmbeddedServer | undefined
+
+export const setup = async (project: TestProject): Promise<void> => {
+  const fromEnv = process.env["DATABASE_URL"]
+  if (fromEnv !== undefined && fromEnv.length > 0) {
+    project.provide("databaseUrl", fromEnv)
+    return
+  }
+  server = await startEmbedded()
+  project.provide("databaseUrl", server.url)
+}
+
+export const teardown = async (): Promise<void> => {
+  await server?.stop()
+  server = undefined
+}
