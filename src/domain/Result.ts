@@ -38,8 +38,7 @@ export const errorMessage = (error: unknown): string => {
   if (Cause.isCause(error)) return Cause.pretty(error).split("\n")[0] ?? "unknown failure"
   if (error instanceof Error) {
     const tag = Predicate.hasProperty(error, "_tag") && typeof error._tag === "string" ? error._tag : undefined
-    if (error.message.length > 0)
-      return tag !== undefined && tag !== error.name ? `${tag}: ${error.message}` : error.message
+    if (error.message.length > 0) return tag !== undefined ? `${tag}: ${error.message}` : error.message
     return tag ?? error.name
   }
   if (typeof error === "string") return error

@@ -3,6 +3,7 @@
  * two-hour shifts, midnight transitions and a skipped day.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { Settings } from "luxon"
 import { Schedule } from "../../src/index.js"
 
 interface Row {
@@ -304,5 +305,22 @@ describe("Schedule.next", () => {
 
   it("rejects an invalid `from`", () => {
     expect(() => Schedule.next(daily(9, 0), new Date(Number.NaN))).toThrow(/invalid Date/)
+  })
+})
+
+describe("Schedule.next does not depend on today's date", () => {
+  it("resolves the New York fall-back 01:30 the same whatever Luxon believes 'now' is", () => {
+    const original = Settings.now
+    const s = daily(1, 30, "America/New_York")
+    const from = new Date("2026-10-31T12:00:00Z")
+    try {
+      const results = [Date.UTC(2026, 6, 1), Date.UTC(2026, 11, 1), Date.UTC(2031, 1, 1)].map((today) => {
+        Settings.now = () => today
+        return Schedule.next(s, from).toISOString()
+      })
+      expect(results).toEqual(["2026-11-01T05:30:00.000Z", "2026-11-01T05:30:00.000Z", "2026-11-01T05:30:00.000Z"])
+    } finally {
+      Settings.now = original
+    }
   })
 })
