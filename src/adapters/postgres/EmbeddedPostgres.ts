@@ -64,6 +64,54 @@ const binaries = async (): Promise<Binaries> => {
 }
 
 /**
+ * As root, Postgres runs as the `postgres` user, who cannot execute binaries inside a project under a 0700 folder
+ * (root's home, a mkdtemp folder). Then the binaries are copied once to a world-readable folder under the system
+ * temporary directory and run from there.
+ */
+const reachableBinaries = async (bin: Binaries, user: RunAs): Promise<Binaries> => {
+  if (user.uid === undefined) return bin
+  const ok = await exec(bin.initdb, ["--version"], user).then(
+    () => true,
+    () => false
+  )
+  if (ok) return bin
+  const nativeDir = path.resolve(path.dirname(bin.initdb), "..")
+  const version = (await exec(bin.initdb, ["--version"])).stdout.trim().replace(/[^0-9.]/g, "")
+  const target = path.join(os.tmpdir(), `kairos-pg-native-${version}-${process.arch}`)
+  const rebased: Binaries = {
+    initdb: path.join(target, "bin", "initdb"),
+    pg_ctl: path.join(target, "bin", "pg_ctl"),
+    postgres: path.join(target, "bin", "postgres")
+  }
+  const complete = path.join(target, ".complete")
+  // Only trust a copy this user made: the temporary directory is writable by everyone.
+  const owner = await fs.stat(target).then(
+    (st) => st.uid,
+    () => undefined
+  )
+  if (owner !== undefined && owner !== process.getuid?.()) {
+    throw new Error(`embedded Postgres: ${target} belongs to another user; remove it and retry`)
+  }
+  if (
+    !(await fs.access(complete).then(
+      () => true,
+      () => false
+    ))
+  ) {
+    // Copy beside the target, then rename: concurrent starts never see a half-copied folder.
+    const staging = await fs.mkdtemp(`${target}.staging-`)
+    await fs.cp(nativeDir, staging, { recursive: true, verbatimSymlinks: true })
+    await fs.chmod(staging, 0o755)
+    await fs.writeFile(path.join(staging, ".complete"), "")
+    await fs.rename(staging, target).catch(async () => {
+      // Another process won the race: use its copy.
+      await fs.rm(staging, { recursive: true, force: true })
+    })
+  }
+  return rebased
+}
+
+/**
  * The binary package ships its shared-library symlinks as a list its install script recreates; when an install
  * skipped scripts, initdb fails on a missing `libicuuc.so`. Recreating them is idempotent.
  */
@@ -180,8 +228,8 @@ const throwawaySettings = ["fsync = off", "synchronous_commit = off", "full_page
  */
 export const startEmbedded = async (options: StartOptions = {}): Promise<EmbeddedServer> => {
   const persistent = options.persistent ?? false
-  const bin = await binaries()
   const user = await runAs()
+  const bin = await reachableBinaries(await binaries(), user)
   if (!persistent) await removeOrphans()
 
   const base =
