@@ -8,3 +8,21 @@ export * as Result from "./domain/Result.js"
 export * as QueueItem from "./domain/QueueItem.js"
 export * as ProcessedItem from "./domain/ProcessedItem.js"
 export * as SchedulerConfig from "./domain/SchedulerConfig.js"
+export * as ScheduledJob from "./domain/ScheduledJob.js"
+export * as Clock from "./ports/Clock.js"
+export {
+  JobStore,
+  JobStoreError,
+  type Lease,
+  type NewRun,
+  type RunWithJob,
+  type JobDefinition
+} from "./ports/JobStore.js"
+export { Settings, SettingsError, SettingKeys } from "./ports/Settings.js"
+export { QueueStore, QueueStoreError, type EnqueueInput, type QueueClaim } from "./ports/QueueStore.js"
+export * as FakeStore from "./adapters/memory/FakeStore.js"
+export * as FakeClock from "./adapters/memory/FakeClock.js"
+export * as NoopStore from "./adapters/memory/NoopStore.js"
+export * as MemorySettings from "./adapters/memory/MemorySettings.js"
+export * as Runner from "./runtime/Runner.js"
+export { HandlerTimeoutError, type Handler, type HandlerOptions } from "./runtime/Handler.js"

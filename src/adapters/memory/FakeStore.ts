@@ -1,0 +1,256 @@
+/**
+ * An in-memory JobStore that behaves like the Postgres one, and lets tests add jobs and inspect every run.
+ */
+import { Context, Effect, Either, Layer, Option } from "effect"
+import * as Schedule from "../../domain/Schedule.js"
+import type { JobRun, OverlapPolicy, ScheduledJob } from "../../domain/ScheduledJob.js"
+import { now as clockNow } from "../../ports/Clock.js"
+import { type Lease, JobStore, JobStoreError, type NewRun, type RunWithJob } from "../../ports/JobStore.js"
+
+/** A job to add to the fake store. */
+export interface FakeJobInput {
+  readonly name: string
+  readonly taskType: string
+  /** A schedule, or any raw value to simulate a stored schedule that no longer decodes. */
+  readonly schedule: Schedule.Schedule | unknown
+  readonly payload?: string | undefined
+  readonly missedSlots?: "latest" | "skip" | undefined
+  readonly overlap?: OverlapPolicy | undefined
+  readonly enabled?: boolean | undefined
+  /** Default: `Schedule.next(schedule, now)`. */
+  readonly nextRunAt?: Date | undefined
+}
+
+/** What tests see of the fake store besides the JobStore port. */
+export class FakeStore extends Context.Tag("kairos/FakeStore")<
+  FakeStore,
+  {
+    /** Adds a job; its first slot is the schedule's next slot after the Clock's now. */
+    readonly addJob: (input: FakeJobInput) => Effect.Effect<ScheduledJob>
+    /** Every job, in insertion order. */
+    readonly jobs: Effect.Effect<ReadonlyArray<ScheduledJob>>
+    /** Every run, in insertion order. */
+    readonly runs: Effect.Effect<ReadonlyArray<JobRun>>
+    /** The runs of one job (by name), in insertion order. */
+    readonly runsOf: (name: string) => Effect.Effect<ReadonlyArray<JobRun>>
+    /** Overwrites a job's stored schedule value (to simulate a row edited by another program). */
+    readonly setStoredSchedule: (name: string, schedule: unknown) => Effect.Effect<void>
+  }
+>() {}
+
+const byTime = (a: Date, b: Date) => a.getTime() - b.getTime()
+
+/** Builds the store: its JobStore port and its FakeStore inspection handle share one state. */
+export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fake: FakeStore["Type"] }> = Effect.gen(
+  function* () {
+    const jobs: Array<ScheduledJob> = []
+    const runs: Array<JobRun> = []
+    let nextId = 1
+    let nextToken = 1
+    const lock = yield* Effect.makeSemaphore(1)
+
+    const jobById = (id: string): ScheduledJob | undefined => jobs.find((j) => j.id === id)
+    const replaceJob = (id: string, patch: Partial<ScheduledJob>) => {
+      const i = jobs.findIndex((j) => j.id === id)
+      if (i >= 0) jobs[i] = { ...jobs[i]!, ...patch }
+    }
+    const replaceRun = (id: string, patch: Partial<JobRun>) => {
+      const i = runs.findIndex((r) => r.id === id)
+      if (i >= 0) runs[i] = { ...runs[i]!, ...patch }
+    }
+    const withJob = (run: JobRun): Array<RunWithJob> => {
+      const job = jobById(run.jobId)
+      return job === undefined ? [] : [{ run, job }]
+    }
+    const holds = (lease: Lease) => {
+      const run = runs.find((r) => r.id === lease.runId)
+      return run !== undefined && run.status === "running" && run.leaseToken === lease.token
+    }
+
+    const store: JobStore["Type"] = JobStore.of({
+      transaction: (self) => lock.withPermits(1)(self),
+      listDue: (now, limit) =>
+        Effect.sync(() =>
+          jobs
+            .filter((j) => j.enabled && j.nextRunAt.getTime() <= now.getTime())
+            .sort((a, b) => byTime(a.nextRunAt, b.nextRunAt) || Number(a.id) - Number(b.id))
+            .slice(0, Math.max(0, limit))
+        ),
+      listDueRetries: (now, limit) =>
+        Effect.sync(() =>
+          runs
+            .filter((r) => r.status === "pending" && r.dueAt !== null && r.dueAt.getTime() <= now.getTime())
+            .sort((a, b) => byTime(a.dueAt!, b.dueAt!) || Number(a.id) - Number(b.id))
+            .flatMap(withJob)
+            .slice(0, Math.max(0, limit))
+        ),
+      listExpired: (now, limit) =>
+        Effect.sync(() =>
+          runs
+            .filter((r) => r.status === "running" && r.leaseUntil !== null && r.leaseUntil.getTime() < now.getTime())
+            .flatMap(withJob)
+            .slice(0, Math.max(0, limit))
+        ),
+      createRun: (input: NewRun) =>
+        Effect.suspend(() => {
+          const duplicate = runs.some(
+            (r) =>
+              r.jobId === input.jobId &&
+              r.scheduledFor.getTime() === input.scheduledFor.getTime() &&
+              r.attempt === input.attempt
+          )
+          if (duplicate) {
+            return Effect.fail(
+              new JobStoreError({
+                reason: "Conflict",
+                message: `a run of job ${input.jobId} for ${input.scheduledFor.toISOString()} attempt ${input.attempt} exists`
+              })
+            )
+          }
+          const running = input.status === "running"
+          const final = input.status === "success" || input.status === "failed" || input.status === "skipped"
+          const run: JobRun = {
+            id: String(nextId++),
+            jobId: input.jobId,
+            scheduledFor: input.scheduledFor,
+            attempt: input.attempt,
+            status: input.status,
+            startedAt: running || final ? input.now : null,
+            finishedAt: final ? input.now : null,
+            output: null,
+            error: input.error ?? null,
+            dueAt: input.status === "pending" ? (input.dueAt ?? input.now) : null,
+            owner: running ? (input.owner ?? null) : null,
+            leaseUntil: running ? (input.leaseUntil ?? null) : null,
+            leaseToken: running ? `t${nextToken++}` : null
+          }
+          runs.push(run)
+          return Effect.succeed(run)
+        }),
+      markRunning: (runId, { leaseUntil, now, owner }) =>
+        Effect.sync(() => {
+          const run = runs.find((r) => r.id === runId)
+          if (run === undefined || run.status !== "pending") return Option.none()
+          const token = `t${nextToken++}`
+          replaceRun(runId, { status: "running", startedAt: now, owner, leaseUntil, leaseToken: token, dueAt: null })
+          return Option.some({ runId, token })
+        }),
+      renewLease: (lease, leaseUntil) =>
+        Effect.sync(() => {
+          if (!holds(lease)) return false
+          replaceRun(lease.runId, { leaseUntil })
+          return true
+        }),
+      markSuccess: (lease, output, now) =>
+        Effect.sync(() => {
+          if (!holds(lease)) return false
+          replaceRun(lease.runId, { status: "success", finishedAt: now, output, leaseUntil: null })
+          return true
+        }),
+      markFailed: (lease, error, now) =>
+        Effect.sync(() => {
+          if (!holds(lease)) return false
+          replaceRun(lease.runId, { status: "failed", finishedAt: now, error, leaseUntil: null })
+          return true
+        }),
+      updateNextRun: (jobId, nextRunAt, now) => Effect.sync(() => replaceJob(jobId, { nextRunAt, updatedAt: now })),
+      disableJob: (jobId, now) => Effect.sync(() => replaceJob(jobId, { enabled: false, updatedAt: now })),
+      hasLiveRun: (jobId, now) =>
+        Effect.sync(() =>
+          runs.some(
+            (r) =>
+              r.jobId === jobId &&
+              r.status === "running" &&
+              r.leaseUntil !== null &&
+              r.leaseUntil.getTime() >= now.getTime()
+          )
+        ),
+      nextWakeAt: () =>
+        Effect.sync(() => {
+          const times = [
+            ...jobs.filter((j) => j.enabled).map((j) => j.nextRunAt.getTime()),
+            ...runs.filter((r) => r.status === "pending" && r.dueAt !== null).map((r) => r.dueAt!.getTime())
+          ]
+          return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
+        }),
+      upsertJobs: (definitions, now) =>
+        Effect.sync(() =>
+          definitions.map((def) => {
+            const existing = jobs.find((j) => j.name === def.name)
+            if (existing === undefined) {
+              const job: ScheduledJob = {
+                id: String(nextId++),
+                name: def.name,
+                taskType: def.taskType,
+                payload: def.payload,
+                schedule: def.schedule,
+                enabled: true,
+                nextRunAt: def.nextRunAt,
+                missedSlots: def.missedSlots,
+                overlap: def.overlap,
+                createdAt: now,
+                updatedAt: now
+              }
+              jobs.push(job)
+              return job
+            }
+            const scheduleChanged = JSON.stringify(existing.schedule) !== JSON.stringify(def.schedule)
+            replaceJob(existing.id, {
+              taskType: def.taskType,
+              payload: def.payload,
+              schedule: def.schedule,
+              enabled: true,
+              missedSlots: def.missedSlots,
+              overlap: def.overlap,
+              updatedAt: now,
+              ...(scheduleChanged || !existing.enabled ? { nextRunAt: def.nextRunAt } : {})
+            })
+            return jobById(existing.id)!
+          })
+        )
+    })
+
+    const fake: FakeStore["Type"] = FakeStore.of({
+      addJob: (input) =>
+        Effect.gen(function* () {
+          const now = yield* clockNow
+          const decoded = Schedule.decode(input.schedule)
+          const nextRunAt =
+            input.nextRunAt ?? (Either.isRight(decoded) ? Schedule.next(decoded.right, now) : new Date(now))
+          const job: ScheduledJob = {
+            id: String(nextId++),
+            name: input.name,
+            taskType: input.taskType,
+            payload: input.payload ?? "",
+            schedule: Either.isRight(decoded) ? Schedule.encode(decoded.right) : input.schedule,
+            enabled: input.enabled ?? true,
+            nextRunAt,
+            missedSlots: input.missedSlots ?? null,
+            overlap: input.overlap ?? "skip",
+            createdAt: now,
+            updatedAt: now
+          }
+          jobs.push(job)
+          return job
+        }),
+      jobs: Effect.sync(() => [...jobs]),
+      runs: Effect.sync(() => [...runs]),
+      runsOf: (name) =>
+        Effect.sync(() => {
+          const job = jobs.find((j) => j.name === name)
+          return job === undefined ? [] : runs.filter((r) => r.jobId === job.id)
+        }),
+      setStoredSchedule: (name, schedule) =>
+        Effect.sync(() => {
+          const job = jobs.find((j) => j.name === name)
+          if (job !== undefined) replaceJob(job.id, { schedule })
+        })
+    })
+    return { store, fake }
+  }
+)
+
+/** Provides the JobStore port and the FakeStore handle over one shared in-memory state. */
+export const layer: Layer.Layer<JobStore | FakeStore> = Layer.effectContext(
+  Effect.map(make, ({ fake, store }) => Context.make(JobStore, store).pipe(Context.add(FakeStore, fake)))
+)

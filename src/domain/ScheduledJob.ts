@@ -1,0 +1,111 @@
+/**
+ * Recurring jobs (`scheduled_jobs`) and their runs (`job_runs`), and the pure decision of what a due job does.
+ */
+import { Schema } from "effect"
+import type { MissedSlotPolicy } from "./SchedulerConfig.js"
+import * as Schedule from "./Schedule.js"
+
+/** What a slot does when the job's previous run is still going: `skip` it (the default) or `allow` overlap. */
+export const OverlapPolicy = Schema.Literal("skip", "allow")
+/** @see OverlapPolicy */
+export type OverlapPolicy = typeof OverlapPolicy.Type
+
+/** A row of `scheduled_jobs`. `schedule` is the stored JSON value, decoded by the runner when the job is due. */
+export const ScheduledJob = Schema.Struct({
+  id: Schema.String,
+  name: Schema.String,
+  taskType: Schema.String,
+  payload: Schema.String,
+  schedule: Schema.Unknown,
+  enabled: Schema.Boolean,
+  nextRunAt: Schema.DateFromSelf,
+  /** `null`: the runner's configured default. */
+  missedSlots: Schema.NullOr(Schema.Literal("latest", "skip")),
+  overlap: OverlapPolicy,
+  createdAt: Schema.DateFromSelf,
+  updatedAt: Schema.DateFromSelf
+})
+/** @see ScheduledJob */
+export interface ScheduledJob extends Schema.Schema.Type<typeof ScheduledJob> {}
+
+/** `pending` (a retry waiting for `dueAt`), `running`, `success`, `failed` or `skipped`. */
+export const RunStatus = Schema.Literal("pending", "running", "success", "failed", "skipped")
+/** @see RunStatus */
+export type RunStatus = typeof RunStatus.Type
+
+/** A row of `job_runs`: one attempt at one slot of one job. */
+export const JobRun = Schema.Struct({
+  id: Schema.String,
+  jobId: Schema.String,
+  scheduledFor: Schema.DateFromSelf,
+  attempt: Schema.Int,
+  status: RunStatus,
+  startedAt: Schema.NullOr(Schema.DateFromSelf),
+  finishedAt: Schema.NullOr(Schema.DateFromSelf),
+  /** The handler's output, JSON-encoded (`{}` when none). */
+  output: Schema.NullOr(Schema.String),
+  error: Schema.NullOr(Schema.String),
+  /** For a pending retry: when it becomes due. */
+  dueAt: Schema.NullOr(Schema.DateFromSelf),
+  /** For a running run: who runs it, until when its lease holds, and the token that fences its writes. */
+  owner: Schema.NullOr(Schema.String),
+  leaseUntil: Schema.NullOr(Schema.DateFromSelf),
+  leaseToken: Schema.NullOr(Schema.String)
+})
+/** @see JobRun */
+export interface JobRun extends Schema.Schema.Type<typeof JobRun> {}
+
+/** What a due job does on this tick. */
+export interface SlotDecision {
+  /** The slot to run now (attempt 1), if any. */
+  readonly run: Date | undefined
+  /** The slot recorded as `skipped` because the previous run is still going, if any. */
+  readonly skipped: Date | undefined
+  /** Slots that passed without a run or a skipped row (downtime, pause). */
+  readonly missed: number
+  /** The job's new `next_run_at`: the first slot after now, computed from the slot just taken. */
+  readonly next: Date
+}
+
+/**
+ * Decides what a due job does: its due slot is `slot` (its `next_run_at`, at or before `now`).
+ *
+ * - Slots that have passed since are collapsed to the latest one ≤ now (no storm of catch-up runs).
+ * - Overlap is judged first: when the previous run is still going (and overlap is not allowed), the latest
+ *   slot is recorded as skipped.
+ * - Otherwise the latest slot runs, unless it is missed (later than `lateAfterMs`) and the policy is `skip`.
+ * - The next slot is computed from the slot just taken, never from `now`, and is always after it.
+ */
+export const decideDue = (options: {
+  readonly schedule: Schedule.Schedule
+  readonly slot: Date
+  readonly now: Date
+  readonly missedSlots: MissedSlotPolicy
+  readonly overlap: OverlapPolicy
+  readonly previousRunning: boolean
+  readonly lateAfterMs: number
+}): SlotDecision => {
+  const { now, schedule, slot } = options
+  let latest = slot
+  let passed = 0
+  if (schedule._tag === "Interval") {
+    // Arithmetic, not iteration: a 1 ms interval after a day of downtime would loop 86 million times.
+    passed = Math.max(0, Math.floor((now.getTime() - slot.getTime()) / schedule.everyMillis))
+    latest = new Date(slot.getTime() + passed * schedule.everyMillis)
+  } else {
+    for (let n = Schedule.next(schedule, latest); n.getTime() <= now.getTime(); n = Schedule.next(schedule, latest)) {
+      latest = n
+      passed++
+    }
+  }
+  const next = Schedule.next(schedule, latest)
+  if (!(next.getTime() > latest.getTime() && latest.getTime() >= slot.getTime())) {
+    throw new RangeError(`decideDue: next slot ${next.toISOString()} is not after ${latest.toISOString()}`)
+  }
+  if (options.previousRunning && options.overlap === "skip") {
+    return { run: undefined, skipped: latest, missed: passed, next }
+  }
+  const late = now.getTime() - latest.getTime() > options.lateAfterMs
+  if (late && options.missedSlots === "skip") return { run: undefined, skipped: undefined, missed: passed + 1, next }
+  return { run: latest, skipped: undefined, missed: passed, next }
+}

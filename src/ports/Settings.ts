@@ -1,0 +1,30 @@
+/**
+ * Live switches the runner reads on every tick (from `scheduler_meta` in Postgres).
+ */
+import { Context, Data, type Effect, type Option } from "effect"
+
+/** Reading a setting failed. */
+export class SettingsError extends Data.TaggedError("SettingsError")<{
+  readonly reason: "Unavailable" | "Invalid" | "Unknown"
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** The keys the runner reads, every tick. */
+export const SettingKeys = {
+  /** `true` pauses every tick (the same switch as the `semaphore`: red = paused). */
+  paused: "scheduler.paused",
+  /** `false` makes ticks skip like a pause; overrides the config's `enabled`. */
+  enabled: "scheduler.enabled",
+  /** The poll interval in seconds; overrides the config's `interval`. */
+  intervalSeconds: "scheduler.interval_seconds"
+} as const
+
+/** Typed settings. A key that is not set reads as `None`. */
+export class Settings extends Context.Tag("kairos/Settings")<
+  Settings,
+  {
+    readonly getBool: (key: string) => Effect.Effect<Option.Option<boolean>, SettingsError>
+    readonly getInt: (key: string) => Effect.Effect<Option.Option<number>, SettingsError>
+  }
+>() {}

@@ -1,0 +1,77 @@
+/**
+ * Handlers: what a task type runs. An Effect, an async function or a plain function are all accepted; whatever
+ * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`.
+ */
+import { Cause, Data, Duration, Effect, Exit, Fiber, Predicate } from "effect"
+import type { Job } from "../domain/Job.js"
+import * as Result from "../domain/Result.js"
+
+/**
+ * A handler for one task type. It receives the job and an `AbortSignal` that fires when the execution times out or
+ * the runner is forced to stop (for plain async code; Effect handlers are interrupted instead).
+ */
+export type Handler<A = unknown, E = unknown, R = never> = (
+  job: Job,
+  signal: AbortSignal
+) => Effect.Effect<A, E, R> | PromiseLike<A> | A
+
+/** Options of a registered handler. */
+export interface HandlerOptions {
+  /** How long one execution may run before it is interrupted. Default: the runner's `timeout` (15 minutes). */
+  readonly timeout?: Duration.DurationInput | undefined
+}
+
+/** An execution ran past its timeout and was interrupted. */
+export class HandlerTimeoutError extends Data.TaggedError("HandlerTimeoutError")<{
+  readonly taskType: string
+  readonly timeout: Duration.Duration
+}> {
+  override get message(): string {
+    return `timed out after ${Duration.format(this.timeout)}: the handler was interrupted`
+  }
+}
+
+const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
+  Predicate.hasProperty(u, "then") && typeof u.then === "function"
+
+/** Runs one handler call to a `Result`. Never fails; interruption from outside still interrupts it. */
+export const runToResult = (
+  handler: Handler<unknown, unknown, never>,
+  job: Job,
+  timeout: Duration.Duration
+): Effect.Effect<Result.Result> =>
+  Effect.gen(function* () {
+    const controller = new AbortController()
+    const body: Effect.Effect<unknown, unknown> = Effect.suspend(() => {
+      let out: unknown
+      try {
+        out = handler(job, controller.signal)
+      } catch (e) {
+        // A plain function that throws: its error, as it threw it.
+        return Effect.fail(e)
+      }
+      if (Effect.isEffect(out)) return out as Effect.Effect<unknown, unknown>
+      if (isPromiseLike(out)) return Effect.tryPromise({ try: () => Promise.resolve(out), catch: (e) => e })
+      return Effect.succeed(out)
+    }).pipe(
+      Effect.timeoutFail({
+        duration: timeout,
+        onTimeout: () => new HandlerTimeoutError({ taskType: job.taskType, timeout })
+      }),
+      Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the execution was interrupted"))))
+    )
+    // In a child fiber, so a handler that interrupts itself is a recorded failure, not our own interruption.
+    const fiber = yield* Effect.fork(body)
+    const exit = yield* Fiber.await(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+    if (Exit.isSuccess(exit)) return Result.success(exit.value)
+    const cause = exit.cause
+    if (Cause.isTimeoutException(Cause.squash(cause))) return Result.failure(Cause.squash(cause))
+    const failure = Cause.failureOption(cause)
+    if (failure._tag === "Some") {
+      if (failure.value instanceof HandlerTimeoutError) controller.abort(failure.value)
+      return Result.failure(failure.value)
+    }
+    if (Cause.isInterruptedOnly(cause)) return Result.failure(cause, "interrupted: the handler was interrupted")
+    const defect = Cause.squash(cause)
+    return Result.failure(defect, `died: ${Result.errorMessage(defect)}`)
+  })

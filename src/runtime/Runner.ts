@@ -1,0 +1,424 @@
+/**
+ * The runner: claims due work, runs handlers in fibers it owns, records every outcome, and sleeps until the next
+ * slot, retry or poll — whichever comes first. Composed as a scoped service: closing its scope stops it.
+ */
+import {
+  Context,
+  Duration,
+  Effect,
+  Either,
+  Fiber,
+  FiberSet,
+  Layer,
+  Option,
+  Queue,
+  Random,
+  Ref,
+  type Scope
+} from "effect"
+import os from "node:os"
+import { randomBytes } from "node:crypto"
+import { Job } from "../domain/Job.js"
+import * as Result from "../domain/Result.js"
+import * as Schedule from "../domain/Schedule.js"
+import { decideDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
+import { retryDelay, withDefaults, type SchedulerConfig, type SchedulerConfigInput } from "../domain/SchedulerConfig.js"
+import { now as clockNow } from "../ports/Clock.js"
+import { type Lease, JobStore, type JobStoreError } from "../ports/JobStore.js"
+import { SettingKeys, Settings, type SettingsError } from "../ports/Settings.js"
+import { type Handler, type HandlerOptions, runToResult } from "./Handler.js"
+
+/** What one tick did. */
+export interface TickReport {
+  /** Why the tick did nothing, if it did nothing on purpose. */
+  readonly skipped?: "paused" | "disabled" | "stopped" | "busy" | undefined
+  /** Executions started by this tick. */
+  readonly started: number
+  /** Slots recorded as skipped because the previous run was still going. */
+  readonly overlapped: number
+  /** Runs whose owner was lost (lease expired), failed and handed to a retry. */
+  readonly rescued: number
+}
+
+/** A recurring job defined in code; the runner upserts it by name (see `defineJobs`). */
+export interface RecurringJob {
+  readonly name: string
+  readonly taskType: string
+  readonly schedule: Schedule.Schedule
+  readonly payload?: unknown
+  readonly missedSlots?: "latest" | "skip" | undefined
+  readonly overlap?: "skip" | "allow" | undefined
+}
+
+/** The runner's interface. */
+export class Runner extends Context.Tag("kairos/Runner")<
+  Runner,
+  {
+    /** Registers the handler of a task type. Registering a type again replaces its handler (and logs a warning). */
+    readonly register: <A, E, R>(
+      taskType: string,
+      handler: Handler<A, E, R>,
+      options?: HandlerOptions
+    ) => Effect.Effect<void, never, R>
+    /** Ticks now and then every interval, in a fiber of the runner's scope. Does nothing when disabled by config. */
+    readonly start: Effect.Effect<void>
+    /** Stops claiming, waits for running handlers up to the grace period, then interrupts them. */
+    readonly stop: Effect.Effect<void>
+    /** One tick: claims due work up to the free capacity and starts it; never waits for handlers. */
+    readonly tick: Effect.Effect<TickReport, JobStoreError | SettingsError>
+    /** Upserts recurring jobs by name; a changed schedule recomputes the next slot. */
+    readonly defineJobs: (
+      jobs: ReadonlyArray<RecurringJob>
+    ) => Effect.Effect<ReadonlyArray<ScheduledJob>, JobStoreError>
+    /** Executions running now in this process. */
+    readonly running: Effect.Effect<number>
+    /** This runner's owner id, as written on the runs it leases. */
+    readonly owner: string
+    /** The configuration with defaults applied. */
+    readonly config: SchedulerConfig
+  }
+>() {}
+
+interface Registered {
+  readonly run: Handler<unknown, unknown, never>
+  readonly timeout: Duration.Duration
+}
+
+interface Claimed {
+  readonly job: ScheduledJob
+  readonly run: JobRun
+  readonly lease: Lease
+}
+
+const STOP_ERROR = "interrupted: the runner stopped before the handler finished"
+
+/** Builds a runner in the current scope. `Settings` is optional: without it nothing is paused. */
+export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Type"], never, JobStore | Scope.Scope> =>
+  Effect.gen(function* () {
+    const config = withDefaults(input)
+    const store = yield* JobStore
+    const settings = yield* Effect.serviceOption(Settings)
+    const scope = yield* Effect.scope
+    const owner = `${os.hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`
+    const handlers = new Map<string, Registered>()
+    const executions = yield* FiberSet.make<void, never>()
+    const inFlight = yield* Ref.make(0)
+    const stopping = yield* Ref.make(false)
+    const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<never, never>>>(Option.none())
+    // A wake-up: new capacity (an execution finished) or a new retry to sleep towards.
+    const wake = yield* Queue.sliding<void>(1)
+    const leaseMs = Duration.toMillis(config.leaseDuration)
+
+    const register = <A, E, R>(taskType: string, handler: Handler<A, E, R>, options?: HandlerOptions) =>
+      Effect.gen(function* () {
+        const context = yield* Effect.context<R>()
+        const run: Handler<unknown, unknown, never> = (job, signal) => {
+          const out = handler(job, signal)
+          return Effect.isEffect(out) ? Effect.provide(out as Effect.Effect<A, E, R>, context) : out
+        }
+        const timeout =
+          options?.timeout === undefined ? config.timeout : withDefaults({ timeout: options.timeout }).timeout
+        if (handlers.has(taskType)) {
+          yield* Effect.logWarning(`handler for task type "${taskType}" registered again: the new one replaces it`)
+        }
+        handlers.set(taskType, { run, timeout })
+      })
+
+    /** The live switches: config supplies the defaults, settings override them every tick. */
+    const readSwitches = Effect.gen(function* () {
+      if (Option.isNone(settings)) return { paused: false, enabled: true, interval: config.interval }
+      const s = settings.value
+      const paused = Option.getOrElse(yield* s.getBool(SettingKeys.paused), () => false)
+      const enabled = Option.getOrElse(yield* s.getBool(SettingKeys.enabled), () => config.enabled)
+      const seconds = yield* s.getInt(SettingKeys.intervalSeconds)
+      const interval = Option.isSome(seconds) && seconds.value > 0 ? Duration.seconds(seconds.value) : config.interval
+      return { paused, enabled, interval }
+    })
+
+    /** A retry of `run` as a pending row, due after the backoff (or at once), if attempts remain. */
+    const scheduleRetry = (run: JobRun, now: Date, immediately = false) =>
+      Effect.gen(function* () {
+        if (run.attempt >= 1 + config.retryAttempts) return false
+        const jitter = yield* Random.nextRange(0.9, 1.1)
+        const delay = immediately ? 0 : Duration.toMillis(retryDelay(config, run.attempt, jitter))
+        yield* store.createRun({
+          jobId: run.jobId,
+          scheduledFor: run.scheduledFor,
+          attempt: run.attempt + 1,
+          status: "pending",
+          dueAt: new Date(now.getTime() + delay),
+          now
+        })
+        return true
+      })
+
+    const leaseUntil = (now: Date) => new Date(now.getTime() + leaseMs)
+
+    /** Claims due work in one transaction: rescues, due retries, then due jobs. */
+    const claim = (now: Date, limit: number, interval: Duration.Duration) =>
+      store.transaction(
+        Effect.gen(function* () {
+          const claimed: Array<Claimed> = []
+          let overlapped = 0
+          let rescued = 0
+          for (const { run } of yield* store.listExpired(now, config.batchSize)) {
+            if (run.leaseToken === null) continue
+            const lost = `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil?.toISOString()})`
+            if (yield* store.markFailed({ runId: run.id, token: run.leaseToken }, lost, now)) {
+              yield* scheduleRetry(run, now, true)
+              rescued++
+            }
+          }
+          for (const { job, run } of yield* store.listDueRetries(now, limit)) {
+            const lease = yield* store.markRunning(run.id, { now, owner, leaseUntil: leaseUntil(now) })
+            if (Option.isSome(lease)) {
+              claimed.push({ job, run: { ...run, status: "running", startedAt: now }, lease: lease.value })
+            }
+          }
+          const room = limit - claimed.length
+          const due = room > 0 ? yield* store.listDue(now, room) : []
+          for (const job of due) {
+            const decoded = Schedule.decode(job.schedule)
+            if (Either.isLeft(decoded)) {
+              // Fail once and disable: a schedule that no longer decodes must not fail on every tick.
+              yield* store.createRun({
+                jobId: job.id,
+                scheduledFor: job.nextRunAt,
+                attempt: 1,
+                status: "failed",
+                error: `${decoded.left.message}; the job was disabled`,
+                now
+              })
+              yield* store.disableJob(job.id, now)
+              yield* Effect.logError(`job "${job.name}" disabled: ${decoded.left.message}`).pipe(
+                Effect.annotateLogs({ jobId: job.id, taskType: job.taskType })
+              )
+              continue
+            }
+            const decision = decideDue({
+              schedule: decoded.right,
+              slot: job.nextRunAt,
+              now,
+              missedSlots: job.missedSlots ?? config.missedSlots,
+              overlap: job.overlap,
+              previousRunning: job.overlap === "skip" ? yield* store.hasLiveRun(job.id, now) : false,
+              lateAfterMs: Duration.toMillis(interval)
+            })
+            if (decision.skipped !== undefined) {
+              yield* store.createRun({
+                jobId: job.id,
+                scheduledFor: decision.skipped,
+                attempt: 1,
+                status: "skipped",
+                error: "skipped: the previous run was still running",
+                now
+              })
+              overlapped++
+            }
+            if (decision.run !== undefined) {
+              const run = yield* store.createRun({
+                jobId: job.id,
+                scheduledFor: decision.run,
+                attempt: 1,
+                status: "running",
+                owner,
+                leaseUntil: leaseUntil(now),
+                now
+              })
+              if (run.leaseToken !== null) claimed.push({ job, run, lease: { runId: run.id, token: run.leaseToken } })
+            }
+            yield* store.updateNextRun(job.id, decision.next, now)
+          }
+          return { claimed, overlapped, rescued }
+        })
+      )
+
+    /** Renews the lease while the handler runs; completes when the lease is lost. */
+    const keepLease = (lease: Lease) =>
+      Effect.gen(function* () {
+        while (true) {
+          yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
+          const now = yield* clockNow
+          const held = yield* store
+            .renewLease(lease, leaseUntil(now), now)
+            .pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`lease renewal failed: ${e.message}`), true)))
+          if (!held) return
+        }
+      })
+
+    const finish = (c: Claimed, result: Result.Result) =>
+      Effect.gen(function* () {
+        const now = yield* clockNow
+        if (!result.failed) {
+          const ok = yield* store.markSuccess(c.lease, Result.encodeOutput(result.output), now)
+          if (!ok) yield* Effect.logWarning("result refused: the run's lease was lost")
+          return
+        }
+        yield* store.transaction(
+          Effect.gen(function* () {
+            const ok = yield* store.markFailed(c.lease, result.message, now)
+            if (!ok) return yield* Effect.logWarning("failure refused: the run's lease was lost")
+            yield* scheduleRetry(c.run, now)
+          })
+        )
+      }).pipe(
+        Effect.annotateLogs({ jobId: c.job.id, job: c.job.name, taskType: c.job.taskType, attempt: c.run.attempt })
+      )
+
+    const execute = (c: Claimed): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const handler = handlers.get(c.job.taskType)
+        if (handler === undefined) {
+          const now = yield* clockNow
+          // No retry: this process has no handler for it, and a retry here cannot change that.
+          yield* store.markFailed(c.lease, `unknown task type "${c.job.taskType}": no handler is registered`, now)
+          return
+        }
+        const job = new Job({
+          id: c.job.id,
+          kind: "scheduled",
+          name: c.job.name,
+          taskType: c.job.taskType,
+          payload: c.job.payload,
+          scheduledFor: c.run.scheduledFor,
+          attempt: c.run.attempt,
+          metadata: { runId: c.run.id, owner }
+        })
+        const outcome = yield* Effect.raceFirst(
+          Effect.map(runToResult(handler.run, job, handler.timeout), Option.some),
+          Effect.as(keepLease(c.lease), Option.none<Result.Result>())
+        )
+        if (Option.isNone(outcome)) {
+          yield* Effect.logWarning("lease lost while running: the handler was aborted and its result discarded")
+          return
+        }
+        yield* finish(c, outcome.value)
+      }).pipe(
+        Effect.onInterrupt(() =>
+          // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
+          Effect.gen(function* () {
+            const now = yield* clockNow
+            yield* store.transaction(
+              Effect.gen(function* () {
+                if (yield* store.markFailed(c.lease, STOP_ERROR, now)) yield* scheduleRetry(c.run, now, true)
+              })
+            )
+          }).pipe(Effect.catchAll((e) => Effect.logError(`could not release a lease at stop: ${e.message}`)))
+        ),
+        Effect.catchAll((e) => Effect.logError(`recording a run failed: ${e.message}`)),
+        Effect.ensuring(
+          Effect.zipRight(
+            Ref.update(inFlight, (n) => n - 1),
+            Queue.offer(wake, undefined)
+          )
+        ),
+        Effect.annotateLogs({ jobId: c.job.id, job: c.job.name, taskType: c.job.taskType })
+      )
+
+    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError> = Effect.gen(function* () {
+      if (yield* Ref.get(stopping)) return { skipped: "stopped", started: 0, overlapped: 0, rescued: 0 }
+      const switches = yield* readSwitches
+      if (switches.paused) return { skipped: "paused", started: 0, overlapped: 0, rescued: 0 }
+      if (!switches.enabled) return { skipped: "disabled", started: 0, overlapped: 0, rescued: 0 }
+      const limit = Math.min(config.batchSize, config.workers - (yield* Ref.get(inFlight)))
+      if (limit <= 0) return { skipped: "busy", started: 0, overlapped: 0, rescued: 0 }
+      const now = yield* clockNow
+      const { claimed, overlapped, rescued } = yield* claim(now, limit, switches.interval)
+      for (const c of claimed) {
+        yield* Ref.update(inFlight, (n) => n + 1)
+        yield* FiberSet.run(executions, execute(c))
+      }
+      return { started: claimed.length, overlapped, rescued }
+    })
+
+    /** How long to sleep after a tick: until the next poll, or the next slot or retry if that comes first. */
+    const nextDelay = Effect.gen(function* () {
+      const { interval } = yield* readSwitches
+      const pollMs = Duration.toMillis(interval)
+      if ((yield* Ref.get(inFlight)) >= config.workers) return pollMs
+      const now = yield* clockNow
+      const wakeAt = yield* store.nextWakeAt(now)
+      if (Option.isNone(wakeAt)) return pollMs
+      // Work already due but not taken (locked by another instance): look again shortly, never spin.
+      return Math.min(pollMs, Math.max(50, wakeAt.value.getTime() - now.getTime()))
+    })
+
+    const loop: Effect.Effect<never> = Effect.gen(function* () {
+      let failures = 0
+      while (true) {
+        const delayMs = yield* tick.pipe(
+          Effect.zipRight(nextDelay),
+          Effect.tap(() => {
+            failures = 0
+          }),
+          Effect.catchAll((e) => {
+            failures++
+            // The database may be away: back off, never crash, resume by itself.
+            const backoff = Math.min(60_000, 1000 * 2 ** Math.min(6, failures - 1))
+            return Effect.as(Effect.logError(`tick failed (retrying in ${backoff} ms): ${e.message}`), backoff)
+          })
+        )
+        yield* Queue.takeAll(wake)
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(delayMs)), Queue.take(wake))
+      }
+    })
+
+    const start = Effect.gen(function* () {
+      if (!config.enabled) return
+      if (Option.isSome(yield* Ref.get(loopFiber)) || (yield* Ref.get(stopping))) return
+      const fiber = yield* Effect.forkIn(loop, scope)
+      yield* Ref.set(loopFiber, Option.some(fiber))
+    })
+
+    const stop = Effect.gen(function* () {
+      if (yield* Ref.getAndSet(stopping, true)) return
+      const fiber = yield* Ref.get(loopFiber)
+      if (Option.isSome(fiber)) yield* Fiber.interrupt(fiber.value)
+      const drained = yield* FiberSet.awaitEmpty(executions).pipe(
+        Effect.timeoutTo({
+          duration: config.gracePeriod,
+          onSuccess: () => true,
+          onTimeout: () => false
+        })
+      )
+      if (!drained) {
+        yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)
+        yield* FiberSet.clear(executions)
+      }
+    })
+
+    yield* Effect.addFinalizer(() => stop)
+
+    const defineJobs = (jobs: ReadonlyArray<RecurringJob>) =>
+      Effect.gen(function* () {
+        const now = yield* clockNow
+        return yield* store.upsertJobs(
+          jobs.map((j) => ({
+            name: j.name,
+            taskType: j.taskType,
+            schedule: Schedule.encode(j.schedule),
+            payload:
+              j.payload === undefined ? "" : typeof j.payload === "string" ? j.payload : JSON.stringify(j.payload),
+            nextRunAt: Schedule.next(j.schedule, now),
+            missedSlots: j.missedSlots ?? null,
+            overlap: j.overlap ?? "skip"
+          })),
+          now
+        )
+      })
+
+    return Runner.of({
+      register,
+      start,
+      stop,
+      tick,
+      defineJobs,
+      running: Ref.get(inFlight),
+      owner,
+      config
+    })
+  })
+
+/** The runner as a layer; closing the layer's scope stops it (gracefully, within the grace period). */
+export const layer = (config: SchedulerConfigInput = {}): Layer.Layer<Runner, never, JobStore> =>
+  Layer.scoped(Runner, make(config))

@@ -1,0 +1,122 @@
+/**
+ * The runner fires scheduled jobs at the right instants across DST, driven by the fake clock (no real sleeps).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Ref } from "effect"
+import { FakeClock, FakeStore, Runner, Schedule } from "../../src/index.js"
+import { testLayer } from "../support/runner.js"
+
+const HOUR = 3_600_000
+
+/** Registers a handler that records when it ran (fake time) and which slot it was given. */
+const recorder = (taskType: string) =>
+  Effect.gen(function* () {
+    const runner = yield* Runner.Runner
+    const calls = yield* Ref.make<ReadonlyArray<{ at: string; slot: string }>>([])
+    yield* runner.register(taskType, (job) =>
+      Effect.gen(function* () {
+        const at = yield* FakeClock.now
+        yield* Ref.update(calls, (xs) => [...xs, { at: at.toISOString(), slot: job.scheduledFor.toISOString() }])
+      })
+    )
+    return calls
+  })
+
+describe("Runner with scheduled jobs", () => {
+  it.scoped(
+    "Daily 09:00 Europe/Berlin fires once per local day, 2026-03-01 to 2026-11-15, at the right UTC instant",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-03-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        const calls = yield* recorder("report")
+        yield* store.addJob({
+          name: "berlin",
+          taskType: "report",
+          schedule: Schedule.daily({ hour: 9, minute: 0, tz: "Europe/Berlin" })
+        })
+        yield* runner.start
+        yield* FakeClock.advanceTo("2026-11-15T00:00:00Z")
+        const got = yield* Ref.get(calls)
+        const expected: Array<string> = []
+        for (let d = Date.UTC(2026, 2, 1); d < Date.UTC(2026, 10, 15); d += 24 * HOUR) {
+          // CET (+1) before 2026-03-29 and from 2026-10-25; CEST (+2) in between.
+          const summer = d >= Date.UTC(2026, 2, 29) && d < Date.UTC(2026, 9, 25)
+          expected.push(new Date(d + (summer ? 7 : 8) * HOUR).toISOString())
+        }
+        expect(got.length).toBe(259)
+        expect(got.map((c) => c.slot)).toEqual(expected)
+        // Each ran at its slot, not a poll later.
+        expect(got.every((c) => c.at === c.slot)).toBe(true)
+        const runs = yield* store.runsOf("berlin")
+        expect(runs.length).toBe(259)
+        expect(runs.every((r) => r.status === "success" && r.attempt === 1 && r.output === "{}")).toBe(true)
+      }).pipe(Effect.provide(testLayer({ interval: "1 day" })))
+  )
+
+  it.scoped("Daily 02:30 America/New_York fires once on 2026-03-08, at 03:30 EDT", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-03-06T12:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const calls = yield* recorder("ny")
+      yield* store.addJob({
+        name: "ny",
+        taskType: "ny",
+        schedule: Schedule.daily({ hour: 2, minute: 30, tz: "America/New_York" })
+      })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-03-10T00:00:00Z")
+      expect((yield* Ref.get(calls)).map((c) => c.at)).toEqual([
+        "2026-03-07T07:30:00.000Z",
+        "2026-03-08T07:30:00.000Z",
+        "2026-03-09T06:30:00.000Z"
+      ])
+    }).pipe(Effect.provide(testLayer({ interval: "6 hours" })))
+  )
+
+  it.scoped("Daily 01:30 America/New_York fires once on 2026-11-01, at 01:30 EDT, never again at 01:30 EST", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-10-31T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const calls = yield* recorder("ny")
+      yield* store.addJob({
+        name: "ny",
+        taskType: "ny",
+        schedule: Schedule.daily({ hour: 1, minute: 30, tz: "America/New_York" })
+      })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-11-03T00:00:00Z")
+      const at = (yield* Ref.get(calls)).map((c) => c.at)
+      expect(at).toEqual(["2026-10-31T05:30:00.000Z", "2026-11-01T05:30:00.000Z", "2026-11-02T06:30:00.000Z"])
+      expect(at).not.toContain("2026-11-01T06:30:00.000Z")
+    }).pipe(Effect.provide(testLayer({ interval: "6 hours" })))
+  )
+
+  it.scoped("Interval 1h over the fall-back night fires every 3,600 s", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-10-31T22:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const calls = yield* recorder("tick")
+      yield* store.addJob({ name: "hourly", taskType: "tick", schedule: Schedule.interval({ every: "1 hour" }) })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-11-01T12:00:00Z")
+      const at = (yield* Ref.get(calls)).map((c) => new Date(c.at).getTime())
+      expect(at.length).toBe(14)
+      expect(at[0]).toBe(Date.parse("2026-10-31T23:00:00Z"))
+      for (let i = 1; i < at.length; i++) expect(at[i]! - at[i - 1]!).toBe(HOUR)
+    }).pipe(Effect.provide(testLayer()))
+  )
+
+  it.scoped("a job's first slot is the schedule's next slot after its creation", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-05-05T09:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const job = yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.daily({ hour: 9, minute: 0 }) })
+      expect(job.nextRunAt.toISOString()).toBe("2026-05-06T09:00:00.000Z")
+    }).pipe(Effect.provide(testLayer()))
+  )
+})

@@ -1,0 +1,34 @@
+/**
+ * A runner on the memory adapters for runtime tests: FakeStore, MemorySettings, Effect's TestClock.
+ */
+import { Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
+import type { SchedulerConfigInput } from "../../src/domain/SchedulerConfig.js"
+import * as FakeStore from "../../src/adapters/memory/FakeStore.js"
+import * as MemorySettings from "../../src/adapters/memory/MemorySettings.js"
+import * as Runner from "../../src/runtime/Runner.js"
+
+/** FakeStore + MemorySettings + a Runner with `config`, all exposed. */
+export const testLayer = (config: SchedulerConfigInput = {}, settings: Record<string, boolean | number> = {}) =>
+  Runner.layer(config).pipe(Layer.provideMerge(Layer.merge(FakeStore.layer, MemorySettings.layer(settings))))
+
+/** Runs `self` with a logger that records every line (level and message) into the returned ref. */
+export const captureLogs = <A, E, R>(self: (lines: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>) =>
+  Effect.gen(function* () {
+    const lines = yield* Ref.make<ReadonlyArray<string>>([])
+    const logger = Logger.make(({ logLevel, message }) => {
+      const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
+      Ref.update(lines, (xs) => [...xs, `${logLevel.label} ${text}`]).pipe(Effect.runSync)
+    })
+    return yield* Effect.locally(self(lines), FiberRef.currentLoggers, HashSet.make(logger))
+  })
+
+/** Lets forked fibers run until `condition` holds (no clock movement); fails after many rounds. */
+export const settle = (condition: Effect.Effect<boolean>, rounds = 200): Effect.Effect<void, Error> =>
+  Effect.gen(function* () {
+    for (let i = 0; i < rounds; i++) {
+      if (yield* condition) return
+      yield* Effect.yieldNow()
+      yield* Effect.promise(() => new Promise((r) => setImmediate(r)))
+    }
+    return yield* Effect.fail(new Error("condition never held"))
+  })
