@@ -68,7 +68,10 @@ export const runToResult = (
     if (Cause.isTimeoutException(Cause.squash(cause))) return Result.failure(Cause.squash(cause))
     const failure = Cause.failureOption(cause)
     if (failure._tag === "Some") {
-      if (failure.value instanceof HandlerTimeoutError) controller.abort(failure.value)
+      if (failure.value instanceof HandlerTimeoutError) {
+        controller.abort(failure.value)
+        return Result.failure(failure.value, failure.value.message)
+      }
       return Result.failure(failure.value)
     }
     if (Cause.isInterruptedOnly(cause)) return Result.failure(cause, "interrupted: the handler was interrupted")

@@ -55,7 +55,7 @@ export class Runner extends Context.Tag("kairos/Runner")<
   Runner,
   {
     /** Registers the handler of a task type. Registering a type again replaces its handler (and logs a warning). */
-    readonly register: <A, E, R>(
+    readonly register: <A, E = never, R = never>(
       taskType: string,
       handler: Handler<A, E, R>,
       options?: HandlerOptions
@@ -109,7 +109,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const wake = yield* Queue.sliding<void>(1)
     const leaseMs = Duration.toMillis(config.leaseDuration)
 
-    const register = <A, E, R>(taskType: string, handler: Handler<A, E, R>, options?: HandlerOptions) =>
+    const register = <A, E = never, R = never>(taskType: string, handler: Handler<A, E, R>, options?: HandlerOptions) =>
       Effect.gen(function* () {
         const context = yield* Effect.context<R>()
         const run: Handler<unknown, unknown, never> = (job, signal) => {

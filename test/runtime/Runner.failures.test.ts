@@ -1,0 +1,233 @@
+/**
+ * Failures become recorded results: retries with backoff as durable rows, timeouts, every kind of handler error,
+ * schedules that no longer decode, unknown task types.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Ref } from "effect"
+import { FakeClock, FakeStore, Runner, Schedule } from "../../src/index.js"
+import { captureLogs, testLayer } from "../support/runner.js"
+
+const MINUTE = 60_000
+
+describe("Runner retries", () => {
+  it.scoped("a handler failing twice then succeeding leaves attempts 1, 2, 3 spaced by the backoff", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const count = yield* Ref.make(0)
+      yield* runner.register("flaky", () =>
+        Effect.gen(function* () {
+          const n = yield* Ref.updateAndGet(count, (x) => x + 1)
+          if (n <= 2) return yield* Effect.fail(new Error(`failure ${n}`))
+          return { ok: n }
+        })
+      )
+      yield* store.addJob({ name: "flaky", taskType: "flaky", schedule: Schedule.daily({ hour: 1, minute: 0 }) })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-01T02:00:00Z")
+      const runs = yield* store.runsOf("flaky")
+      expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+        [1, "failed"],
+        [2, "failed"],
+        [3, "success"]
+      ])
+      expect(runs.map((r) => r.error)).toEqual(["failure 1", "failure 2", null])
+      expect(runs[2]!.output).toBe(`{"ok":3}`)
+      expect(new Set(runs.map((r) => r.scheduledFor.toISOString()))).toEqual(new Set(["2026-01-01T01:00:00.000Z"]))
+      const gap1 = runs[1]!.startedAt!.getTime() - runs[0]!.finishedAt!.getTime()
+      const gap2 = runs[2]!.startedAt!.getTime() - runs[1]!.finishedAt!.getTime()
+      // retryBackoff 1 minute: 1 min then 2 min, each times a jitter in [0.9, 1.1].
+      expect(gap1).toBeGreaterThanOrEqual(0.9 * MINUTE)
+      expect(gap1).toBeLessThanOrEqual(1.1 * MINUTE)
+      expect(gap2).toBeGreaterThanOrEqual(1.8 * MINUTE)
+      expect(gap2).toBeLessThanOrEqual(2.2 * MINUTE)
+    }).pipe(Effect.provide(testLayer({ retryBackoff: "1 minute", interval: "1 hour" })))
+  )
+
+  it.scoped("a handler failing forever has exactly 1 + retryAttempts rows per slot, and the next slot still comes", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      yield* runner.register("broken", () => Promise.reject(new Error("always")))
+      yield* store.addJob({ name: "broken", taskType: "broken", schedule: Schedule.daily({ hour: 1, minute: 0 }) })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-03T00:00:00Z")
+      const runs = yield* store.runsOf("broken")
+      const bySlot = new Map<string, Array<number>>()
+      for (const r of runs) {
+        const key = r.scheduledFor.toISOString()
+        bySlot.set(key, [...(bySlot.get(key) ?? []), r.attempt])
+        expect(r.status).toBe("failed")
+        expect(r.error).toBe("always")
+      }
+      expect([...bySlot.entries()]).toEqual([
+        ["2026-01-01T01:00:00.000Z", [1, 2, 3, 4]],
+        ["2026-01-02T01:00:00.000Z", [1, 2, 3, 4]]
+      ])
+    }).pipe(Effect.provide(testLayer({ retryAttempts: 3, interval: "1 hour" })))
+  )
+
+  it.scoped("a hanging handler is interrupted at its timeout, recorded with an error naming it, and retried", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const aborted = yield* Ref.make(0)
+      yield* runner.register(
+        "hang",
+        (_job, signal) =>
+          new Promise<never>(() => {
+            signal.addEventListener("abort", () => Effect.runSync(Ref.update(aborted, (n) => n + 1)))
+          }),
+        { timeout: "30 seconds" }
+      )
+      yield* store.addJob({ name: "hang", taskType: "hang", schedule: Schedule.daily({ hour: 1, minute: 0 }) })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-01T01:00:29Z")
+      expect((yield* store.runsOf("hang")).map((r) => r.status)).toEqual(["running"])
+      yield* FakeClock.advanceTo("2026-01-01T01:00:31Z")
+      const [first] = yield* store.runsOf("hang")
+      expect(first!.status).toBe("failed")
+      expect(first!.error).toBe("timed out after 30s: the handler was interrupted")
+      expect(first!.finishedAt!.toISOString()).toBe("2026-01-01T01:00:30.000Z")
+      expect(yield* Ref.get(aborted)).toBe(1)
+      // Retried like any failure: attempt 2 is pending, due after the backoff.
+      const runs = yield* store.runsOf("hang")
+      expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+        [1, "failed"],
+        [2, "pending"]
+      ])
+      yield* FakeClock.advanceTo("2026-01-01T01:02:00Z")
+      // retryAttempts 1: the second attempt times out too, and that slot is done.
+      const after = yield* store.runsOf("hang")
+      expect(after.map((r) => [r.attempt, r.status])).toEqual([
+        [1, "failed"],
+        [2, "failed"]
+      ])
+      expect(after[1]!.error).toBe("timed out after 30s: the handler was interrupted")
+    }).pipe(Effect.provide(testLayer({ retryAttempts: 1, retryBackoff: "30 seconds", interval: "1 hour" })))
+  )
+})
+
+describe("Runner records every kind of handler failure, never crashing", () => {
+  const cases: ReadonlyArray<readonly [string, Runner.RecurringJob["taskType"], (job: unknown) => unknown, string]> = [
+    ["a thrown exception", "throws", () => {
+      throw new Error("thrown")
+    }, "thrown"],
+    ["a rejected promise", "rejects", async () => {
+      throw new Error("rejected")
+    }, "rejected"],
+    ["an Effect failure", "fails", () => Effect.fail(new Error("failed")), "failed"],
+    ["an Effect defect", "dies", () => Effect.die(new Error("died hard")), "died: died hard"],
+    ["an interruption", "interrupts", () => Effect.interrupt, "interrupted: the handler was interrupted"],
+    ["a thrown string", "throws-string", () => {
+      throw "plain"
+    }, "plain"]
+  ]
+  for (const [name, taskType, handler, error] of cases) {
+    it.scoped(`${name} is a failed run with its message`, () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register(taskType, handler)
+        yield* runner.register("fine", () => "ok")
+        yield* store.addJob({ name: taskType, taskType, schedule: Schedule.interval({ every: "1 minute" }) })
+        yield* store.addJob({ name: "fine", taskType: "fine", schedule: Schedule.interval({ every: "1 minute" }) })
+        yield* runner.start
+        yield* FakeClock.advance("1 minute")
+        const [run] = yield* store.runsOf(taskType)
+        expect(run!.status).toBe("failed")
+        expect(run!.error).toBe(error)
+        expect((yield* store.runsOf("fine")).map((r) => [r.status, r.output])).toEqual([["success", `"ok"`]])
+        // The runner goes on: the next slot runs too.
+        yield* FakeClock.advance("1 minute")
+        expect((yield* store.runsOf("fine")).length).toBe(2)
+      }).pipe(Effect.provide(testLayer({ retryAttempts: 0, workers: 2 })))
+    )
+  }
+})
+
+describe("Runner and bad stored data", () => {
+  it.scoped("a stored schedule that no longer decodes: one failed run, the job disabled, one log line, others unaffected", () =>
+    captureLogs((logs) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("t", () => undefined)
+        yield* store.addJob({ name: "good", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+        yield* store.addJob({ name: "bad", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+        yield* store.setStoredSchedule("bad", { _tag: "Daily", hour: 25, minute: 0 })
+        yield* runner.start
+        yield* FakeClock.advance("10 minutes")
+        const bad = yield* store.runsOf("bad")
+        expect(bad.length).toBe(1)
+        expect(bad[0]!.status).toBe("failed")
+        expect(bad[0]!.error).toContain("invalid stored schedule")
+        expect(bad[0]!.error).toContain("hour must be an integer from 0 to 23")
+        expect((yield* store.jobs).find((j) => j.name === "bad")!.enabled).toBe(false)
+        const errors = (yield* Ref.get(logs)).filter((l) => l.startsWith("ERROR"))
+        expect(errors.length).toBe(1)
+        expect(errors[0]).toContain(`job "bad" disabled`)
+        expect((yield* store.runsOf("good")).filter((r) => r.status === "success").length).toBe(10)
+      })
+    ).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  )
+
+  it.scoped("an unknown task type is a failed run naming it, and the runner goes on", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      yield* store.addJob({ name: "orphan", taskType: "nobody", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advance("2 minutes")
+      const runs = yield* store.runsOf("orphan")
+      expect(runs.map((r) => r.status)).toEqual(["failed", "failed"])
+      expect(runs[0]!.error).toBe(`unknown task type "nobody": no handler is registered`)
+    }).pipe(Effect.provide(testLayer()))
+  )
+})
+
+describe("Runner.register", () => {
+  it.scoped("registering a task type again replaces its handler and logs a warning", () =>
+    captureLogs((logs) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("t", () => "first")
+        yield* runner.register("t", () => "second")
+        yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+        yield* runner.start
+        yield* FakeClock.advance("1 minute")
+        expect((yield* store.runsOf("j")).map((r) => r.output)).toEqual([`"second"`])
+        const warnings = (yield* Ref.get(logs)).filter((l) => l.startsWith("WARN"))
+        expect(warnings).toEqual([`WARN handler for task type "t" registered again: the new one replaces it`])
+      })
+    ).pipe(Effect.provide(testLayer()))
+  )
+
+  it.scoped("an Effect handler gets the services it requires from where it was registered", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const seen = yield* Deferred.make<string>()
+      class Greeting extends Effect.Tag("test/Greeting")<Greeting, { readonly text: string }>() {}
+      yield* runner
+        .register("greet", (job) =>
+          Effect.flatMap(Greeting, (g) => Deferred.succeed(seen, `${g.text} ${job.payload}`))
+        )
+        .pipe(Effect.provideService(Greeting, { text: "hello" }))
+      yield* store.addJob({ name: "g", taskType: "greet", payload: "world", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advance("1 minute")
+      expect(yield* Deferred.await(seen)).toBe("hello world")
+    }).pipe(Effect.provide(testLayer()))
+  )
+})
+
