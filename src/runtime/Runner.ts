@@ -175,59 +175,68 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
               claimed.push({ job, run: { ...run, status: "running", startedAt: now }, lease: lease.value })
             }
           }
-          const room = limit - claimed.length
-          const due = room > 0 ? yield* store.listDue(now, room) : []
-          for (const job of due) {
-            const decoded = Schedule.decode(job.schedule)
-            if (Either.isLeft(decoded)) {
-              // Fail once and disable: a schedule that no longer decodes must not fail on every tick.
-              yield* store.createRun({
-                jobId: job.id,
-                scheduledFor: job.nextRunAt,
-                attempt: 1,
-                status: "failed",
-                error: `${decoded.left.message}; the job was disabled`,
-                now
+          // Slots that only record a row (skipped, undecodable) take no worker: keep looking while there is room.
+          let room = limit - claimed.length
+          let budget = config.batchSize
+          while (room > 0 && budget > 0) {
+            const due = yield* store.listDue(now, Math.min(room, budget))
+            if (due.length === 0) break
+            budget -= due.length
+            for (const job of due) {
+              const decoded = Schedule.decode(job.schedule)
+              if (Either.isLeft(decoded)) {
+                // Fail once and disable: a schedule that no longer decodes must not fail on every tick.
+                yield* store.createRun({
+                  jobId: job.id,
+                  scheduledFor: job.nextRunAt,
+                  attempt: 1,
+                  status: "failed",
+                  error: `${decoded.left.message}; the job was disabled`,
+                  now
+                })
+                yield* store.disableJob(job.id, now)
+                yield* Effect.logError(`job "${job.name}" disabled: ${decoded.left.message}`).pipe(
+                  Effect.annotateLogs({ jobId: job.id, taskType: job.taskType })
+                )
+                continue
+              }
+              const decision = decideDue({
+                schedule: decoded.right,
+                slot: job.nextRunAt,
+                now,
+                missedSlots: job.missedSlots ?? config.missedSlots,
+                overlap: job.overlap,
+                previousRunning: job.overlap === "skip" ? yield* store.hasLiveRun(job.id, now) : false,
+                lateAfterMs: Duration.toMillis(interval)
               })
-              yield* store.disableJob(job.id, now)
-              yield* Effect.logError(`job "${job.name}" disabled: ${decoded.left.message}`).pipe(
-                Effect.annotateLogs({ jobId: job.id, taskType: job.taskType })
-              )
-              continue
+              if (decision.skipped !== undefined) {
+                yield* store.createRun({
+                  jobId: job.id,
+                  scheduledFor: decision.skipped,
+                  attempt: 1,
+                  status: "skipped",
+                  error: "skipped: the previous run was still running",
+                  now
+                })
+                overlapped++
+              }
+              if (decision.run !== undefined) {
+                const run = yield* store.createRun({
+                  jobId: job.id,
+                  scheduledFor: decision.run,
+                  attempt: 1,
+                  status: "running",
+                  owner,
+                  leaseUntil: leaseUntil(now),
+                  now
+                })
+                if (run.leaseToken !== null) {
+                  claimed.push({ job, run, lease: { runId: run.id, token: run.leaseToken } })
+                  room--
+                }
+              }
+              yield* store.updateNextRun(job.id, decision.next, now)
             }
-            const decision = decideDue({
-              schedule: decoded.right,
-              slot: job.nextRunAt,
-              now,
-              missedSlots: job.missedSlots ?? config.missedSlots,
-              overlap: job.overlap,
-              previousRunning: job.overlap === "skip" ? yield* store.hasLiveRun(job.id, now) : false,
-              lateAfterMs: Duration.toMillis(interval)
-            })
-            if (decision.skipped !== undefined) {
-              yield* store.createRun({
-                jobId: job.id,
-                scheduledFor: decision.skipped,
-                attempt: 1,
-                status: "skipped",
-                error: "skipped: the previous run was still running",
-                now
-              })
-              overlapped++
-            }
-            if (decision.run !== undefined) {
-              const run = yield* store.createRun({
-                jobId: job.id,
-                scheduledFor: decision.run,
-                attempt: 1,
-                status: "running",
-                owner,
-                leaseUntil: leaseUntil(now),
-                now
-              })
-              if (run.leaseToken !== null) claimed.push({ job, run, lease: { runId: run.id, token: run.leaseToken } })
-            }
-            yield* store.updateNextRun(job.id, decision.next, now)
           }
           return { claimed, overlapped, rescued }
         })
@@ -315,39 +324,46 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         Effect.annotateLogs({ jobId: c.job.id, job: c.job.name, taskType: c.job.taskType })
       )
 
-    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError> = Effect.gen(function* () {
-      if (yield* Ref.get(stopping)) return { skipped: "stopped", started: 0, overlapped: 0, rescued: 0 }
+    /** One tick, plus the poll interval it read (the loop sleeps by it). */
+    const tickWithInterval = Effect.gen(function* () {
+      const idle = (skipped: TickReport["skipped"]) => ({ skipped, started: 0, overlapped: 0, rescued: 0 })
+      if (yield* Ref.get(stopping)) return { report: idle("stopped"), interval: config.interval }
       const switches = yield* readSwitches
-      if (switches.paused) return { skipped: "paused", started: 0, overlapped: 0, rescued: 0 }
-      if (!switches.enabled) return { skipped: "disabled", started: 0, overlapped: 0, rescued: 0 }
+      const interval = switches.interval
+      if (switches.paused) return { report: idle("paused"), interval }
+      if (!switches.enabled) return { report: idle("disabled"), interval }
       const limit = Math.min(config.batchSize, config.workers - (yield* Ref.get(inFlight)))
-      if (limit <= 0) return { skipped: "busy", started: 0, overlapped: 0, rescued: 0 }
+      if (limit <= 0) return { report: idle("busy"), interval }
       const now = yield* clockNow
-      const { claimed, overlapped, rescued } = yield* claim(now, limit, switches.interval)
+      const { claimed, overlapped, rescued } = yield* claim(now, limit, interval)
       for (const c of claimed) {
         yield* Ref.update(inFlight, (n) => n + 1)
         yield* FiberSet.run(executions, execute(c))
       }
-      return { started: claimed.length, overlapped, rescued }
+      return { report: { started: claimed.length, overlapped, rescued }, interval }
     })
 
+    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError> = Effect.map(tickWithInterval, (t) => t.report)
+
     /** How long to sleep after a tick: until the next poll, or the next slot or retry if that comes first. */
-    const nextDelay = Effect.gen(function* () {
-      const { interval } = yield* readSwitches
-      const pollMs = Duration.toMillis(interval)
-      if ((yield* Ref.get(inFlight)) >= config.workers) return pollMs
-      const now = yield* clockNow
-      const wakeAt = yield* store.nextWakeAt(now)
-      if (Option.isNone(wakeAt)) return pollMs
-      // Work already due but not taken (locked by another instance): look again shortly, never spin.
-      return Math.min(pollMs, Math.max(50, wakeAt.value.getTime() - now.getTime()))
-    })
+    const nextDelay = (report: TickReport, interval: Duration.Duration) =>
+      Effect.gen(function* () {
+        const pollMs = Duration.toMillis(interval)
+        // Paused, disabled or full: only the poll (or a wake-up) can change that.
+        if (report.skipped !== undefined) return pollMs
+        if ((yield* Ref.get(inFlight)) >= config.workers) return pollMs
+        const now = yield* clockNow
+        const wakeAt = yield* store.nextWakeAt(now)
+        if (Option.isNone(wakeAt)) return pollMs
+        // Work already due but not taken (locked by another instance): look again shortly, never spin.
+        return Math.min(pollMs, Math.max(50, wakeAt.value.getTime() - now.getTime()))
+      })
 
     const loop: Effect.Effect<never> = Effect.gen(function* () {
       let failures = 0
       while (true) {
-        const delayMs = yield* tick.pipe(
-          Effect.zipRight(nextDelay),
+        const delayMs = yield* tickWithInterval.pipe(
+          Effect.flatMap(({ interval, report }) => nextDelay(report, interval)),
           Effect.tap(() => {
             failures = 0
           }),
@@ -374,13 +390,17 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       if (yield* Ref.getAndSet(stopping, true)) return
       const fiber = yield* Ref.get(loopFiber)
       if (Option.isSome(fiber)) yield* Fiber.interrupt(fiber.value)
-      const drained = yield* FiberSet.awaitEmpty(executions).pipe(
-        Effect.timeoutTo({
-          duration: config.gracePeriod,
-          onSuccess: () => true,
-          onTimeout: () => false
-        })
-      )
+      const drained =
+        yield* // Interruptible: stop often runs in a scope finalizer (uninterruptible), where the timeout could not
+        // otherwise cut the wait short.
+        FiberSet.awaitEmpty(executions).pipe(
+          Effect.interruptible,
+          Effect.timeoutTo({
+            duration: config.gracePeriod,
+            onSuccess: () => true,
+            onTimeout: () => false
+          })
+        )
       if (!drained) {
         yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)
         yield* FiberSet.clear(executions)

@@ -45,28 +45,30 @@ describe("Runner retries", () => {
     }).pipe(Effect.provide(testLayer({ retryBackoff: "1 minute", interval: "1 hour" })))
   )
 
-  it.scoped("a handler failing forever has exactly 1 + retryAttempts rows per slot, and the next slot still comes", () =>
-    Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const store = yield* FakeStore.FakeStore
-      const runner = yield* Runner.Runner
-      yield* runner.register("broken", () => Promise.reject(new Error("always")))
-      yield* store.addJob({ name: "broken", taskType: "broken", schedule: Schedule.daily({ hour: 1, minute: 0 }) })
-      yield* runner.start
-      yield* FakeClock.advanceTo("2026-01-03T00:00:00Z")
-      const runs = yield* store.runsOf("broken")
-      const bySlot = new Map<string, Array<number>>()
-      for (const r of runs) {
-        const key = r.scheduledFor.toISOString()
-        bySlot.set(key, [...(bySlot.get(key) ?? []), r.attempt])
-        expect(r.status).toBe("failed")
-        expect(r.error).toBe("always")
-      }
-      expect([...bySlot.entries()]).toEqual([
-        ["2026-01-01T01:00:00.000Z", [1, 2, 3, 4]],
-        ["2026-01-02T01:00:00.000Z", [1, 2, 3, 4]]
-      ])
-    }).pipe(Effect.provide(testLayer({ retryAttempts: 3, interval: "1 hour" })))
+  it.scoped(
+    "a handler failing forever has exactly 1 + retryAttempts rows per slot, and the next slot still comes",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("broken", () => Promise.reject(new Error("always")))
+        yield* store.addJob({ name: "broken", taskType: "broken", schedule: Schedule.daily({ hour: 1, minute: 0 }) })
+        yield* runner.start
+        yield* FakeClock.advanceTo("2026-01-03T00:00:00Z")
+        const runs = yield* store.runsOf("broken")
+        const bySlot = new Map<string, Array<number>>()
+        for (const r of runs) {
+          const key = r.scheduledFor.toISOString()
+          bySlot.set(key, [...(bySlot.get(key) ?? []), r.attempt])
+          expect(r.status).toBe("failed")
+          expect(r.error).toBe("always")
+        }
+        expect([...bySlot.entries()]).toEqual([
+          ["2026-01-01T01:00:00.000Z", [1, 2, 3, 4]],
+          ["2026-01-02T01:00:00.000Z", [1, 2, 3, 4]]
+        ])
+      }).pipe(Effect.provide(testLayer({ retryAttempts: 3, interval: "1 hour" })))
   )
 
   it.scoped("a hanging handler is interrupted at its timeout, recorded with an error naming it, and retried", () =>
@@ -113,18 +115,33 @@ describe("Runner retries", () => {
 
 describe("Runner records every kind of handler failure, never crashing", () => {
   const cases: ReadonlyArray<readonly [string, Runner.RecurringJob["taskType"], (job: unknown) => unknown, string]> = [
-    ["a thrown exception", "throws", () => {
-      throw new Error("thrown")
-    }, "thrown"],
-    ["a rejected promise", "rejects", async () => {
-      throw new Error("rejected")
-    }, "rejected"],
+    [
+      "a thrown exception",
+      "throws",
+      () => {
+        throw new Error("thrown")
+      },
+      "thrown"
+    ],
+    [
+      "a rejected promise",
+      "rejects",
+      async () => {
+        throw new Error("rejected")
+      },
+      "rejected"
+    ],
     ["an Effect failure", "fails", () => Effect.fail(new Error("failed")), "failed"],
     ["an Effect defect", "dies", () => Effect.die(new Error("died hard")), "died: died hard"],
     ["an interruption", "interrupts", () => Effect.interrupt, "interrupted: the handler was interrupted"],
-    ["a thrown string", "throws-string", () => {
-      throw "plain"
-    }, "plain"]
+    [
+      "a thrown string",
+      "throws-string",
+      () => {
+        throw "plain"
+      },
+      "plain"
+    ]
   ]
   for (const [name, taskType, handler, error] of cases) {
     it.scoped(`${name} is a failed run with its message`, () =>
@@ -151,30 +168,32 @@ describe("Runner records every kind of handler failure, never crashing", () => {
 })
 
 describe("Runner and bad stored data", () => {
-  it.scoped("a stored schedule that no longer decodes: one failed run, the job disabled, one log line, others unaffected", () =>
-    captureLogs((logs) =>
-      Effect.gen(function* () {
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const store = yield* FakeStore.FakeStore
-        const runner = yield* Runner.Runner
-        yield* runner.register("t", () => undefined)
-        yield* store.addJob({ name: "good", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
-        yield* store.addJob({ name: "bad", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
-        yield* store.setStoredSchedule("bad", { _tag: "Daily", hour: 25, minute: 0 })
-        yield* runner.start
-        yield* FakeClock.advance("10 minutes")
-        const bad = yield* store.runsOf("bad")
-        expect(bad.length).toBe(1)
-        expect(bad[0]!.status).toBe("failed")
-        expect(bad[0]!.error).toContain("invalid stored schedule")
-        expect(bad[0]!.error).toContain("hour must be an integer from 0 to 23")
-        expect((yield* store.jobs).find((j) => j.name === "bad")!.enabled).toBe(false)
-        const errors = (yield* Ref.get(logs)).filter((l) => l.startsWith("ERROR"))
-        expect(errors.length).toBe(1)
-        expect(errors[0]).toContain(`job "bad" disabled`)
-        expect((yield* store.runsOf("good")).filter((r) => r.status === "success").length).toBe(10)
-      })
-    ).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  it.scoped(
+    "a stored schedule that no longer decodes: one failed run, the job disabled, one log line, others unaffected",
+    () =>
+      captureLogs((logs) =>
+        Effect.gen(function* () {
+          yield* FakeClock.set("2026-01-01T00:00:00Z")
+          const store = yield* FakeStore.FakeStore
+          const runner = yield* Runner.Runner
+          yield* runner.register("t", () => undefined)
+          yield* store.addJob({ name: "good", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+          yield* store.addJob({ name: "bad", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+          yield* store.setStoredSchedule("bad", { _tag: "Daily", hour: 25, minute: 0 })
+          yield* runner.start
+          yield* FakeClock.advance("10 minutes")
+          const bad = yield* store.runsOf("bad")
+          expect(bad.length).toBe(1)
+          expect(bad[0]!.status).toBe("failed")
+          expect(bad[0]!.error).toContain("invalid stored schedule")
+          expect(bad[0]!.error).toContain("hour must be an integer from 0 to 23")
+          expect((yield* store.jobs).find((j) => j.name === "bad")!.enabled).toBe(false)
+          const errors = (yield* Ref.get(logs)).filter((l) => l.startsWith("ERROR"))
+          expect(errors.length).toBe(1)
+          expect(errors[0]).toContain(`job "bad" disabled`)
+          expect((yield* store.runsOf("good")).filter((r) => r.status === "success").length).toBe(10)
+        })
+      ).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
   )
 
   it.scoped("an unknown task type is a failed run naming it, and the runner goes on", () =>
@@ -219,15 +238,17 @@ describe("Runner.register", () => {
       const seen = yield* Deferred.make<string>()
       class Greeting extends Effect.Tag("test/Greeting")<Greeting, { readonly text: string }>() {}
       yield* runner
-        .register("greet", (job) =>
-          Effect.flatMap(Greeting, (g) => Deferred.succeed(seen, `${g.text} ${job.payload}`))
-        )
+        .register("greet", (job) => Effect.flatMap(Greeting, (g) => Deferred.succeed(seen, `${g.text} ${job.payload}`)))
         .pipe(Effect.provideService(Greeting, { text: "hello" }))
-      yield* store.addJob({ name: "g", taskType: "greet", payload: "world", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* store.addJob({
+        name: "g",
+        taskType: "greet",
+        payload: "world",
+        schedule: Schedule.interval({ every: "1 minute" })
+      })
       yield* runner.start
       yield* FakeClock.advance("1 minute")
       expect(yield* Deferred.await(seen)).toBe("hello world")
     }).pipe(Effect.provide(testLayer()))
   )
 })
-

@@ -1,0 +1,318 @@
+/**
+ * Live switches (pause, enabled, poll interval), missed slots, overlap, worker capacity and graceful stop.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
+import { FakeClock, FakeStore, MemorySettings, Runner, Schedule, SettingKeys, Settings } from "../../src/index.js"
+import { settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
+
+const iso = (d: Date | null) => d?.toISOString()
+
+describe("Runner live settings", () => {
+  it.scoped("no run starts while paused; runs resume after unpause", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const settings = yield* MemorySettings.MemorySettings
+      const runner = yield* Runner.Runner
+      yield* runner.register("t", () => undefined)
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-01T00:03:30Z")
+      expect((yield* store.runsOf("j")).length).toBe(3)
+      yield* settings.set(SettingKeys.paused, true)
+      yield* FakeClock.advanceTo("2026-01-01T00:10:30Z")
+      const whilePaused = yield* store.runsOf("j")
+      expect(whilePaused.length).toBe(3)
+      yield* settings.set(SettingKeys.paused, false)
+      yield* FakeClock.advanceTo("2026-01-01T00:15:30Z")
+      const runs = yield* store.runsOf("j")
+      expect(runs.length).toBeGreaterThan(3)
+      // Nothing started inside the paused window.
+      for (const r of runs) {
+        const t = r.startedAt!.getTime()
+        expect(t <= Date.parse("2026-01-01T00:03:30Z") || t > Date.parse("2026-01-01T00:10:30Z")).toBe(true)
+      }
+      // After the pause: one run for the latest missed slot, then every minute again, no storm.
+      // The first tick after unpausing (the 00:11 poll) runs only the latest slot: no run for 00:04 … 00:10.
+      expect(runs.slice(3).map((r) => iso(r.scheduledFor))).toEqual([
+        "2026-01-01T00:11:00.000Z",
+        "2026-01-01T00:12:00.000Z",
+        "2026-01-01T00:13:00.000Z",
+        "2026-01-01T00:14:00.000Z",
+        "2026-01-01T00:15:00.000Z"
+      ])
+    }).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  )
+
+  it.scoped("scheduler.enabled = false makes ticks do nothing until it is true again", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const settings = yield* MemorySettings.MemorySettings
+      const runner = yield* Runner.Runner
+      yield* runner.register("t", () => undefined)
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* settings.set(SettingKeys.enabled, false)
+      yield* runner.start
+      yield* FakeClock.advance("5 minutes")
+      expect((yield* store.runsOf("j")).length).toBe(0)
+      expect(yield* runner.tick).toMatchObject({ skipped: "disabled", started: 0 })
+      yield* settings.set(SettingKeys.enabled, true)
+      yield* FakeClock.advance("2 minutes")
+      // The first tick after re-enabling (00:06) runs the latest slot, then 00:07.
+      expect((yield* store.runsOf("j")).map((r) => iso(r.scheduledFor))).toEqual([
+        "2026-01-01T00:06:00.000Z",
+        "2026-01-01T00:07:00.000Z"
+      ])
+    }).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  )
+
+  it.scoped("scheduler.interval_seconds changed at runtime changes the tick spacing", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const ticks = yield* TickCounter
+      const settings = yield* MemorySettings.MemorySettings
+      const runner = yield* Runner.Runner
+      yield* runner.start
+      yield* FakeClock.advance("10 minutes")
+      // Ticks at 0, 1, …, 10 minutes with the 60 s interval.
+      expect(yield* Ref.get(ticks)).toBe(11)
+      yield* settings.set(SettingKeys.intervalSeconds, 10)
+      yield* FakeClock.advance("10 minutes")
+      // The tick at 00:11 reads the new value; from then on every 10 s: 00:11:10 … 00:20:00 is 54 more.
+      expect(yield* Ref.get(ticks)).toBe(11 + 1 + 54)
+    }).pipe(Effect.provide(countingLayer({ interval: "1 minute" })))
+  )
+})
+
+class TickCounter extends Context.Tag("test/TickCounter")<TickCounter, Ref.Ref<number>>() {}
+
+/** Like testLayer, with a Settings that counts how often a tick reads `scheduler.paused` (once per tick). */
+const countingLayer = (config: Parameters<typeof testLayer>[0]) => {
+  const counting = Layer.effectContext(
+    Effect.gen(function* () {
+      const inner = yield* Settings
+      const handle = yield* MemorySettings.MemorySettings
+      const count = yield* Ref.make(0)
+      const settings = Settings.of({
+        getBool: (key) =>
+          Effect.zipRight(
+            key === SettingKeys.paused ? Ref.update(count, (n) => n + 1) : Effect.void,
+            inner.getBool(key)
+          ),
+        getInt: inner.getInt
+      })
+      return Context.make(Settings, settings).pipe(
+        Context.add(MemorySettings.MemorySettings, handle),
+        Context.add(TickCounter, count)
+      )
+    })
+  ).pipe(Layer.provide(MemorySettings.layer()))
+  return Runner.layer(config).pipe(Layer.provideMerge(Layer.merge(FakeStore.layer, counting)))
+}
+
+describe("Runner and missed slots", () => {
+  for (const [policy, expected] of [
+    ["latest", ["2026-01-04T09:00:00.000Z"]],
+    ["skip", []]
+  ] as const) {
+    it.scoped(`three days of downtime: ${expected.length} catch-up run(s) with the ${policy} policy`, () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("t", () => undefined)
+        yield* store.addJob({
+          name: "daily",
+          taskType: "t",
+          schedule: Schedule.daily({ hour: 9, minute: 0 }),
+          missedSlots: policy
+        })
+        // No runner is up while the slots of the 1st to the 4th pass.
+        yield* FakeClock.advanceTo("2026-01-04T12:00:00Z")
+        yield* runner.start
+        yield* FakeClock.advance("1 hour")
+        const runs = yield* store.runsOf("daily")
+        expect(runs.map((r) => iso(r.scheduledFor))).toEqual(expected)
+        expect(runs.every((r) => r.status === "success")).toBe(true)
+        // Then the next slot after now, on time.
+        const [job] = yield* store.jobs
+        expect(iso(job!.nextRunAt)).toBe("2026-01-05T09:00:00.000Z")
+        yield* FakeClock.advanceTo("2026-01-05T09:00:00Z")
+        expect((yield* store.runsOf("daily")).map((r) => iso(r.scheduledFor))).toEqual([
+          ...expected,
+          "2026-01-05T09:00:00.000Z"
+        ])
+      }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+    )
+  }
+})
+
+describe("Runner and overlap", () => {
+  it.scoped(
+    "a 150 s handler on a 60 s interval never overlaps; each slot in between is one skipped row; other jobs stay on time",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("slow", () => Effect.sleep("150 seconds"))
+        yield* runner.register("fast", () => undefined)
+        yield* store.addJob({ name: "slow", taskType: "slow", schedule: Schedule.interval({ every: "60 seconds" }) })
+        yield* store.addJob({ name: "fast", taskType: "fast", schedule: Schedule.interval({ every: "60 seconds" }) })
+        yield* runner.start
+        yield* FakeClock.advanceTo("2026-01-01T00:10:30Z")
+        const slow = yield* store.runsOf("slow")
+        const ran = slow.filter((r) => r.status === "success")
+        const skipped = slow.filter((r) => r.status === "skipped")
+        expect(ran.map((r) => iso(r.scheduledFor))).toEqual([
+          "2026-01-01T00:01:00.000Z",
+          "2026-01-01T00:04:00.000Z",
+          "2026-01-01T00:07:00.000Z"
+        ])
+        expect(skipped.map((r) => iso(r.scheduledFor))).toEqual([
+          "2026-01-01T00:02:00.000Z",
+          "2026-01-01T00:03:00.000Z",
+          "2026-01-01T00:05:00.000Z",
+          "2026-01-01T00:06:00.000Z",
+          "2026-01-01T00:08:00.000Z",
+          "2026-01-01T00:09:00.000Z"
+        ])
+        for (const r of skipped) {
+          expect(r.attempt).toBe(1)
+          expect(iso(r.startedAt)).toBe(iso(r.finishedAt))
+          expect(r.error).toBe("skipped: the previous run was still running")
+        }
+        // The 00:10 slot is running now; no two runs' [started, finished) intersect.
+        const intervals = slow
+          .filter((r) => r.status !== "skipped")
+          .map((r) => [r.startedAt!.getTime(), (r.finishedAt ?? new Date(8.64e15)).getTime()] as const)
+        for (let i = 1; i < intervals.length; i++) expect(intervals[i]![0]).toBeGreaterThanOrEqual(intervals[i - 1]![1])
+        const fast = yield* store.runsOf("fast")
+        expect(fast.length).toBe(10)
+        expect(fast.every((r) => iso(r.startedAt) === iso(r.scheduledFor) && r.status === "success")).toBe(true)
+      yield* stopUnderFakeClock
+      }).pipe(Effect.provide(testLayer({ workers: 2, interval: "1 minute" })))
+  )
+})
+
+describe("Runner capacity", () => {
+  /** Three jobs due at the same slot whose handlers wait on a latch each; returns who started. */
+  const latched = (names: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const started = yield* Ref.make<ReadonlyArray<string>>([])
+      const latches = new Map<string, Deferred.Deferred<void>>()
+      for (const name of names) {
+        latches.set(name, yield* Deferred.make<void>())
+        yield* store.addJob({
+          name,
+          taskType: "latched",
+          payload: name,
+          schedule: Schedule.daily({ hour: 9, minute: 0 })
+        })
+      }
+      yield* runner.register("latched", (job) =>
+        Effect.zipRight(
+          Ref.update(started, (xs) => [...xs, job.payload]),
+          Deferred.await(latches.get(job.payload)!)
+        )
+      )
+      return { started, release: (name: string) => Deferred.succeed(latches.get(name)!, undefined) }
+    })
+
+  it.scoped("one worker runs a batch in order, one at a time", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const { release, started } = yield* latched(["a", "b", "c"])
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-01T09:00:00Z")
+      yield* settle(Effect.map(Ref.get(started), (s) => s.length === 1))
+      expect(yield* Ref.get(started)).toEqual(["a"])
+      expect(yield* runner.running).toBe(1)
+      yield* release("a")
+      yield* settle(Effect.map(Ref.get(started), (s) => s.length === 2))
+      expect(yield* Ref.get(started)).toEqual(["a", "b"])
+      yield* release("b")
+      yield* settle(Effect.map(Ref.get(started), (s) => s.length === 3))
+      expect(yield* Ref.get(started)).toEqual(["a", "b", "c"])
+      yield* release("c")
+      yield* settle(Effect.map(runner.running, (n) => n === 0))
+    }).pipe(Effect.provide(testLayer({ workers: 1, interval: "1 hour" })))
+  )
+
+  it.scoped("four workers run four at once", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const { release, started } = yield* latched(["a", "b", "c", "d", "e"])
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-01T09:00:00Z")
+      yield* settle(Effect.map(Ref.get(started), (s) => s.length === 4))
+      expect([...(yield* Ref.get(started))].sort()).toEqual(["a", "b", "c", "d"])
+      expect(yield* runner.running).toBe(4)
+      // The fifth waits for capacity, then starts as soon as one finishes.
+      yield* release("b")
+      yield* settle(Effect.map(Ref.get(started), (s) => s.length === 5))
+      for (const n of ["a", "c", "d", "e"]) yield* release(n)
+      yield* settle(Effect.map(runner.running, (n) => n === 0))
+    }).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
+  )
+})
+
+describe("Runner.stop", () => {
+  it.scoped("waits for a running handler within the grace period; nothing runs after stop", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const latch = yield* Deferred.make<void>()
+      yield* runner.register("t", () => Deferred.await(latch))
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advance("1 minute")
+      expect(yield* runner.running).toBe(1)
+      const stopping = yield* Effect.fork(runner.stop)
+      yield* FakeClock.advance("10 seconds")
+      expect(stopping.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(latch, undefined)
+      yield* Fiber.join(stopping)
+      expect((yield* store.runsOf("j")).map((r) => r.status)).toEqual(["success"])
+      yield* FakeClock.advance("1 hour")
+      expect((yield* store.runsOf("j")).length).toBe(1)
+      expect(yield* runner.tick).toMatchObject({ skipped: "stopped", started: 0 })
+    }).pipe(Effect.provide(testLayer({ gracePeriod: "30 seconds", interval: "1 minute" })))
+  )
+
+  it.scoped("interrupts a handler still running after the grace period and hands the slot to a retry at once", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const aborted = yield* Ref.make(false)
+      yield* runner.register(
+        "t",
+        (_job, signal) =>
+          new Promise(() => signal.addEventListener("abort", () => Effect.runSync(Ref.set(aborted, true))))
+      )
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advance("1 minute")
+      const stopping = yield* Effect.fork(runner.stop)
+      yield* FakeClock.advance("30 seconds")
+      yield* Fiber.join(stopping)
+      expect(yield* Ref.get(aborted)).toBe(true)
+      const runs = yield* store.runsOf("j")
+      expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+        [1, "failed"],
+        [2, "pending"]
+      ])
+      expect(runs[0]!.error).toBe("interrupted: the runner stopped before the handler finished")
+      expect(iso(runs[1]!.dueAt)).toBe("2026-01-01T00:01:30.000Z")
+      expect(yield* runner.running).toBe(0)
+    }).pipe(Effect.provide(testLayer({ gracePeriod: "30 seconds", timeout: "1 hour", interval: "1 minute" })))
+  )
+})
