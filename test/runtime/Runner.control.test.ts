@@ -192,7 +192,7 @@ describe("Runner and overlap", () => {
         const fast = yield* store.runsOf("fast")
         expect(fast.length).toBe(10)
         expect(fast.every((r) => iso(r.startedAt) === iso(r.scheduledFor) && r.status === "success")).toBe(true)
-      yield* stopUnderFakeClock
+        yield* stopUnderFakeClock
       }).pipe(Effect.provide(testLayer({ workers: 2, interval: "1 minute" })))
   )
 })

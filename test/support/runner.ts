@@ -1,26 +1,14 @@
 /**
  * A runner on the memory adapters for runtime tests: FakeStore, MemorySettings, Effect's TestClock.
  */
-import { Effect, Fiber, FiberRef, HashSet, Layer, Logger, Ref, TestClock } from "effect"
-import type { SchedulerConfigInput } from "../../src/domain/SchedulerConfig.js"
-import * as FakeStore from "../../src/adapters/memory/FakeStore.js"
-import * as MemorySettings from "../../src/adapters/memory/MemorySettings.js"
-import * as Runner from "../../src/runtime/Runner.js"
+import { Effect, FiberRef, HashSet, Logger, Ref } from "effect"
+import * as TestRunner from "../../src/adapters/memory/TestRunner.js"
 
-/** FakeStore + MemorySettings + a Runner with `config`, all exposed. */
-export const testLayer = (config: SchedulerConfigInput = {}, settings: Record<string, boolean | number> = {}) =>
-  StopAtEnd.pipe(
-    Layer.provideMerge(Runner.layer(config)),
-    Layer.provideMerge(Layer.merge(FakeStore.layer, MemorySettings.layer(settings)))
-  )
+/** Stops the runner under the fake clock (its grace period is clock time). */
+export const stopUnderFakeClock = TestRunner.stop
 
-/**
- * Stops the runner under the fake clock when the test's scope closes (before the runner's own finalizer), so a
- * test that ends — or fails — with a handler still running does not wait for a clock nobody moves.
- */
-const StopAtEnd: Layer.Layer<never, never, Runner.Runner> = Layer.scopedDiscard(
-  Effect.addFinalizer(() => Effect.suspend(() => stopUnderFakeClock))
-)
+/** FakeStore + MemorySettings + a Runner with `config`, all exposed; stopped under the fake clock at the end. */
+export const testLayer = TestRunner.layer
 
 /** Runs `self` with a logger that records every line (level and message) into the returned ref. */
 export const captureLogs = <A, E, R>(self: (lines: Ref.Ref<ReadonlyArray<string>>) => Effect.Effect<A, E, R>) =>
@@ -43,14 +31,3 @@ export const settle = (condition: Effect.Effect<boolean>, rounds = 200): Effect.
     }
     return yield* Effect.fail(new Error("condition never held"))
   })
-
-/**
- * Stops the runner under the fake clock: the grace period is clock time, so it is advanced while `stop` waits.
- * (A test whose scope closes with a handler still running would otherwise wait for a clock nobody moves.)
- */
-export const stopUnderFakeClock = Effect.gen(function* () {
-  const runner = yield* Runner.Runner
-  const stopping = yield* Effect.fork(runner.stop)
-  yield* TestClock.adjust(runner.config.gracePeriod)
-  yield* Fiber.join(stopping)
-})
