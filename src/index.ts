@@ -18,7 +18,7 @@ export {
   type RunWithJob,
   type JobDefinition
 } from "./ports/JobStore.js"
-export { Settings, SettingsError, SettingKeys } from "./ports/Settings.js"
+export { Settings, SettingsError, SettingKeys, SettingsWriter } from "./ports/Settings.js"
 export { QueueStore, QueueStoreError, type EnqueueInput, type QueueClaim } from "./ports/QueueStore.js"
 export * as FakeStore from "./adapters/memory/FakeStore.js"
 export * as FakeClock from "./adapters/memory/FakeClock.js"
@@ -27,3 +27,7 @@ export * as MemorySettings from "./adapters/memory/MemorySettings.js"
 export * as Runner from "./runtime/Runner.js"
 export { HandlerTimeoutError, type Handler, type HandlerOptions } from "./runtime/Handler.js"
 export * as TestRunner from "./adapters/memory/TestRunner.js"
+export * as PgJobStore from "./adapters/postgres/PgJobStore.js"
+export * as PgSettings from "./adapters/postgres/PgSettings.js"
+export { migrate, MigrationError } from "./adapters/postgres/migrations.js"
+export * as EmbeddedPostgres from "./adapters/postgres/EmbeddedPostgres.js"

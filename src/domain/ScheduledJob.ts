@@ -18,7 +18,8 @@ export const ScheduledJob = Schema.Struct({
   payload: Schema.String,
   schedule: Schema.Unknown,
   enabled: Schema.Boolean,
-  nextRunAt: Schema.DateFromSelf,
+  /** `null` for a job inserted without one (by SQL): the runner sets it to the first slot after `createdAt`. */
+  nextRunAt: Schema.NullOr(Schema.DateFromSelf),
   /** `null`: the runner's configured default. */
   missedSlots: Schema.NullOr(Schema.Literal("latest", "skip")),
   overlap: OverlapPolicy,

@@ -28,3 +28,11 @@ export class Settings extends Context.Tag("kairos/Settings")<
     readonly getInt: (key: string) => Effect.Effect<Option.Option<number>, SettingsError>
   }
 >() {}
+
+/** Changes settings (tests, the CLI, an admin endpoint). `undefined` removes a key. */
+export class SettingsWriter extends Context.Tag("kairos/SettingsWriter")<
+  SettingsWriter,
+  {
+    readonly set: (key: string, value: boolean | number | string | undefined) => Effect.Effect<void, SettingsError>
+  }
+>() {}

@@ -188,7 +188,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
                 // Fail once and disable: a schedule that no longer decodes must not fail on every tick.
                 yield* store.createRun({
                   jobId: job.id,
-                  scheduledFor: job.nextRunAt,
+                  scheduledFor: job.nextRunAt ?? job.createdAt,
                   attempt: 1,
                   status: "failed",
                   error: `${decoded.left.message}; the job was disabled`,
@@ -200,9 +200,15 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
                 )
                 continue
               }
+              // A job inserted without a next_run_at (by SQL): its first slot is the one after its creation.
+              const slot = job.nextRunAt ?? Schedule.next(decoded.right, job.createdAt)
+              if (slot.getTime() > now.getTime()) {
+                yield* store.updateNextRun(job.id, slot, now)
+                continue
+              }
               const decision = decideDue({
                 schedule: decoded.right,
-                slot: job.nextRunAt,
+                slot,
                 now,
                 missedSlots: job.missedSlots ?? config.missedSlots,
                 overlap: job.overlap,

@@ -92,7 +92,7 @@ describe("Runner.defineJobs", () => {
       yield* runner.defineJobs([{ name: "report", taskType: "report", schedule: daily9, payload: { to: "x" } }])
       let jobs = yield* store.jobs
       expect(jobs.length).toBe(1)
-      expect(jobs[0]!.nextRunAt.toISOString()).toBe("2026-01-02T09:00:00.000Z")
+      expect(jobs[0]!.nextRunAt!.toISOString()).toBe("2026-01-02T09:00:00.000Z")
       expect(jobs[0]!.payload).toBe(`{"to":"x"}`)
       yield* FakeClock.advanceTo("2026-01-01T13:00:00Z")
       yield* runner.defineJobs([
@@ -100,7 +100,7 @@ describe("Runner.defineJobs", () => {
       ])
       jobs = yield* store.jobs
       expect(jobs.length).toBe(1)
-      expect(jobs[0]!.nextRunAt.toISOString()).toBe("2026-01-01T14:00:00.000Z")
+      expect(jobs[0]!.nextRunAt!.toISOString()).toBe("2026-01-01T14:00:00.000Z")
       expect(jobs[0]!.schedule).toEqual({ _tag: "Daily", hour: 14, minute: 0 })
     }).pipe(Effect.provide(TestRunner.layer()))
   )

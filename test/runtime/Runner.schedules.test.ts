@@ -116,7 +116,7 @@ describe("Runner with scheduled jobs", () => {
       yield* FakeClock.set("2026-05-05T09:00:00Z")
       const store = yield* FakeStore.FakeStore
       const job = yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.daily({ hour: 9, minute: 0 }) })
-      expect(job.nextRunAt.toISOString()).toBe("2026-05-06T09:00:00.000Z")
+      expect(job.nextRunAt?.toISOString()).toBe("2026-05-06T09:00:00.000Z")
     }).pipe(Effect.provide(testLayer()))
   )
 })

@@ -39,6 +39,8 @@ export class FakeStore extends Context.Tag("kairos/FakeStore")<
 >() {}
 
 const byTime = (a: Date, b: Date) => a.getTime() - b.getTime()
+/** Jobs without a next_run_at sort first, as in Postgres (`ORDER BY next_run_at NULLS FIRST`). */
+const dueOrder = (j: ScheduledJob) => (j.nextRunAt === null ? Number.NEGATIVE_INFINITY : j.nextRunAt.getTime())
 
 /** Builds the store: its JobStore port and its FakeStore inspection handle share one state. */
 export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fake: FakeStore["Type"] }> = Effect.gen(
@@ -68,12 +70,24 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
     }
 
     const store: JobStore["Type"] = JobStore.of({
-      transaction: (self) => lock.withPermits(1)(self),
+      // All or nothing, as in Postgres: a failed transaction leaves no trace.
+      transaction: (self) =>
+        lock.withPermits(1)(
+          Effect.suspend(() => {
+            const saved = { jobs: [...jobs], runs: [...runs] }
+            return Effect.onError(self, () =>
+              Effect.sync(() => {
+                jobs.splice(0, jobs.length, ...saved.jobs)
+                runs.splice(0, runs.length, ...saved.runs)
+              })
+            )
+          })
+        ),
       listDue: (now, limit) =>
         Effect.sync(() =>
           jobs
-            .filter((j) => j.enabled && j.nextRunAt.getTime() <= now.getTime())
-            .sort((a, b) => byTime(a.nextRunAt, b.nextRunAt) || Number(a.id) - Number(b.id))
+            .filter((j) => j.enabled && (j.nextRunAt === null || j.nextRunAt.getTime() <= now.getTime()))
+            .sort((a, b) => dueOrder(a) - dueOrder(b) || Number(a.id) - Number(b.id))
             .slice(0, Math.max(0, limit))
         ),
       listDueRetries: (now, limit) =>
@@ -165,10 +179,10 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
               r.leaseUntil.getTime() >= now.getTime()
           )
         ),
-      nextWakeAt: () =>
+      nextWakeAt: (now) =>
         Effect.sync(() => {
           const times = [
-            ...jobs.filter((j) => j.enabled).map((j) => j.nextRunAt.getTime()),
+            ...jobs.filter((j) => j.enabled).map((j) => (j.nextRunAt === null ? now.getTime() : j.nextRunAt.getTime())),
             ...runs.filter((r) => r.status === "pending" && r.dueAt !== null).map((r) => r.dueAt!.getTime())
           ]
           return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))

@@ -2,7 +2,7 @@
  * Settings held in memory, changeable by tests while the runner reads them live.
  */
 import { Context, Effect, Layer, Option, Ref } from "effect"
-import { Settings } from "../../ports/Settings.js"
+import { Settings, SettingsWriter } from "../../ports/Settings.js"
 
 type Value = boolean | number | string
 
@@ -31,8 +31,10 @@ const toInt = (v: Value): Option.Option<number> => {
   return Number.isInteger(n) ? Option.some(n) : Option.none()
 }
 
-/** Provides Settings and the MemorySettings handle, starting from `initial`. */
-export const layer = (initial: Readonly<Record<string, Value>> = {}): Layer.Layer<Settings | MemorySettings> =>
+/** Provides Settings, its writer and the MemorySettings handle, starting from `initial`. */
+export const layer = (
+  initial: Readonly<Record<string, Value>> = {}
+): Layer.Layer<Settings | SettingsWriter | MemorySettings> =>
   Layer.effectContext(
     Effect.gen(function* () {
       const ref = yield* Ref.make(new Map<string, Value>(Object.entries(initial)))
@@ -50,6 +52,9 @@ export const layer = (initial: Readonly<Record<string, Value>> = {}): Layer.Laye
             return copy
           })
       })
-      return Context.make(Settings, settings).pipe(Context.add(MemorySettings, handle))
+      return Context.make(Settings, settings).pipe(
+        Context.add(MemorySettings, handle),
+        Context.add(SettingsWriter, SettingsWriter.of({ set: handle.set }))
+      )
     })
   )

@@ -1,0 +1,22 @@
+/**
+ * The memory adapters against the same contract suites as Postgres.
+ */
+import { Effect, Layer } from "effect"
+import * as FakeStore from "../../src/adapters/memory/FakeStore.js"
+import * as MemorySettings from "../../src/adapters/memory/MemorySettings.js"
+import { JobStore } from "../../src/index.js"
+import { StoreInspector, suite } from "../contracts/JobStoreContract.js"
+import { suite as settingsSuite } from "../contracts/SettingsContract.js"
+
+const inspector = Layer.effect(
+  StoreInspector,
+  Effect.map(FakeStore.FakeStore, (fake) =>
+    StoreInspector.of({
+      runs: (jobId) => Effect.map(fake.runs, (runs) => runs.filter((r) => r.jobId === jobId)),
+      job: (jobId) => Effect.map(fake.jobs, (jobs) => jobs.find((j) => j.id === jobId))
+    })
+  )
+)
+
+suite("memory", Layer.provideMerge(inspector, FakeStore.layer) as Layer.Layer<JobStore | StoreInspector>)
+settingsSuite("memory", MemorySettings.layer())
