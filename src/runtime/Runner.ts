@@ -358,6 +358,8 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         // Paused, disabled or full: only the poll (or a wake-up) can change that.
         if (report.skipped !== undefined) return pollMs
         if ((yield* Ref.get(inFlight)) >= config.workers) return pollMs
+        // A full batch: more may be due right now.
+        if (report.started >= config.batchSize) return 0
         const now = yield* clockNow
         const wakeAt = yield* store.nextWakeAt(now)
         if (Option.isNone(wakeAt)) return pollMs

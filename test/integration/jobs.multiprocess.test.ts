@@ -1,0 +1,193 @@
+/**
+ * Several runner processes on one database: every slot fires exactly once, definitions upsert safely, a killed
+ * owner's run is retried after its lease, and a frozen owner cannot write over its successor.
+ * Integration: real processes, real signals, a real Postgres, wall time.
+ */
+import { afterEach, describe, expect, it } from "vitest"
+import { Schedule } from "../../src/index.js"
+import { killAll, migratedSchema, sleep, startWorker, type TestDb, type Worker } from "../support/workers.js"
+
+let db: TestDb | undefined
+let workers: Array<Worker> = []
+
+afterEach(async () => {
+  killAll(workers)
+  workers = []
+  await db?.close()
+  db = undefined
+})
+
+const SECOND = 1000
+
+describe("many runner processes, one database", () => {
+  it(
+    "four processes: every (job, slot) has exactly one first-attempt run, none missing, none doubled",
+    { timeout: 150_000 },
+    async () => {
+      db = await migratedSchema("four")
+      const config = { workers: 16, batchSize: 50, interval: "1 second", leaseDuration: "10 seconds" }
+      workers = Array.from({ length: 4 }, () => startWorker(db!, { config }))
+      await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
+
+      // 100 interval jobs every second, their first slots on the next whole second but one.
+      const start = Math.ceil(Date.now() / SECOND) * SECOND + 2 * SECOND
+      const interval = Schedule.encodeJson(Schedule.interval({ every: "1 second" }))
+      await db.query(
+        `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule, next_run_at)
+       SELECT 'interval-' || i, 'noop', $1::jsonb, $2 FROM generate_series(1, 100) i`,
+        [interval, new Date(start)]
+      )
+      // 20 daily jobs whose slot (the next whole minute, in various zones) falls inside the window.
+      const minute = new Date(Math.ceil((Date.now() + 3 * SECOND) / 60_000) * 60_000)
+      const zones = ["UTC", "Europe/Berlin", "America/New_York", "Asia/Kolkata", "Australia/Lord_Howe"]
+      for (let i = 0; i < 20; i++) {
+        const tz = zones[i % zones.length]!
+        const local = new Date(minute.getTime())
+        const parts = new Intl.DateTimeFormat("en-GB", {
+          timeZone: tz,
+          hour: "2-digit",
+          minute: "2-digit",
+          hourCycle: "h23"
+        }).formatToParts(local)
+        const hour = Number(parts.find((p) => p.type === "hour")!.value)
+        const min = Number(parts.find((p) => p.type === "minute")!.value)
+        const schedule = Schedule.daily({ hour, minute: min, tz })
+        const slot = Schedule.next(schedule, new Date(minute.getTime() - 1))
+        expect(slot.getTime()).toBe(minute.getTime())
+        await db.query(
+          `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule, next_run_at) VALUES ($1, 'noop', $2::jsonb, $3)`,
+          [`daily-${i}`, Schedule.encodeJson(schedule), slot]
+        )
+      }
+      const end = Math.max(start + 20 * SECOND, minute.getTime() + 3 * SECOND)
+      await sleep(end - Date.now())
+      const stopped = Date.now()
+      const exits = await Promise.all(workers.map((w) => w.stop()))
+      expect(exits.map((e) => e.code)).toEqual([0, 0, 0, 0])
+
+      const doubled = await db.query(
+        `SELECT job_id, scheduled_for, count(*)::int AS n FROM $schema.job_runs WHERE attempt = 1
+       GROUP BY job_id, scheduled_for HAVING count(*) > 1`
+      )
+      expect(doubled).toEqual([])
+      const rows = await db.query<{ name: string; slots: Array<Date>; statuses: Array<string> }>(
+        `SELECT j.name, array_agg(r.scheduled_for ORDER BY r.scheduled_for) AS slots, array_agg(DISTINCT r.status) AS statuses
+       FROM $schema.scheduled_jobs j LEFT JOIN $schema.job_runs r ON r.job_id = j.id AND r.attempt = 1
+       GROUP BY j.name`
+      )
+      expect(rows.length).toBe(120)
+      // Each process took a share of the work.
+      const owners = await db.query<{ n: number }>(`SELECT count(DISTINCT owner)::int AS n FROM $schema.job_runs`)
+      expect(owners[0]!.n).toBe(4)
+      for (const row of rows) {
+        expect(row.statuses).toEqual(["success"])
+        const slots = row.slots.map((d) => new Date(d).getTime())
+        if (row.name.startsWith("daily-")) {
+          expect(slots).toEqual([minute.getTime()])
+          continue
+        }
+        // Consecutive seconds from the first slot to the last one due before the stop.
+        expect(slots[0]).toBe(start)
+        for (let i = 1; i < slots.length; i++) expect(slots[i]! - slots[i - 1]!).toBe(SECOND)
+        expect(slots[slots.length - 1]).toBeGreaterThanOrEqual(stopped - 3 * SECOND)
+      }
+    }
+  )
+
+  it(
+    "three processes starting at once upsert the same definitions: one row per name, one next_run_at",
+    { timeout: 60_000 },
+    async () => {
+      db = await migratedSchema("upsert")
+      const define = [
+        { name: "report", taskType: "noop", schedule: Schedule.daily({ hour: 9, minute: 0, tz: "Europe/Berlin" }) },
+        { name: "cleanup", taskType: "noop", schedule: Schedule.weekly({ weekday: 1, hour: 3, minute: 0 }) },
+        { name: "sync", taskType: "noop", schedule: Schedule.interval({ every: "1 hour" }) }
+      ]
+      workers = Array.from({ length: 3 }, () => startWorker(db!, { define, config: { interval: "1 minute" } }))
+      await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
+      const jobs = await db.query<{ name: string; next_run_at: Date; schedule: unknown }>(
+        `SELECT name, next_run_at, schedule FROM $schema.scheduled_jobs ORDER BY name`
+      )
+      expect(jobs.map((j) => j.name)).toEqual(["cleanup", "report", "sync"])
+      expect(jobs.find((j) => j.name === "report")!.schedule).toEqual({
+        _tag: "Daily",
+        hour: 9,
+        minute: 0,
+        tz: "Europe/Berlin"
+      })
+      const report = jobs.find((j) => j.name === "report")!
+      expect(new Date(report.next_run_at).getTime()).toBeGreaterThan(Date.now())
+      await Promise.all(workers.map((w) => w.stop()))
+    }
+  )
+
+  it(
+    "a process killed with SIGKILL mid-handler: after its lease expires another retries the run",
+    { timeout: 60_000 },
+    async () => {
+      db = await migratedSchema("sigkill")
+      const config = { interval: "500 millis", leaseDuration: "2 seconds", retryBackoff: "1 second" }
+      const victim = startWorker(db, { config, slowMs: 60_000 })
+      await victim.waitFor((e) => e.event === "ready")
+      workers = [victim]
+      await db.query(
+        `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule, next_run_at) VALUES ('nightly', 'slow', $1::jsonb, $2)`,
+        [Schedule.encodeJson(Schedule.daily({ hour: 3, minute: 0 })), new Date(Date.now() - 1000)]
+      )
+      await victim.waitFor((e) => e.event === "start")
+      const survivor = startWorker(db, { config, slowMs: 60_000 })
+      workers.push(survivor)
+      await survivor.waitFor((e) => e.event === "ready")
+      victim.child.kill("SIGKILL")
+      const retried = await survivor.waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
+      expect(retried.job).toBe("nightly")
+      await sleep(500)
+      const runs = await db.query<{ attempt: number; status: string; error: string | null; owner: string | null }>(
+        `SELECT attempt, status, error, owner FROM $schema.job_runs ORDER BY attempt`
+      )
+      expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+        [1, "failed"],
+        [2, "success"]
+      ])
+      expect(runs[0]!.error).toMatch(/^owner lost: .* stopped renewing its lease/)
+      expect(runs[1]!.owner).toBe((await survivor.waitFor((e) => e.event === "ready")).owner)
+      await survivor.stop()
+    }
+  )
+
+  it(
+    "a frozen owner (SIGSTOP past its lease, then SIGCONT) cannot record its completion over the new owner's",
+    { timeout: 60_000 },
+    async () => {
+      db = await migratedSchema("frozen")
+      const config = { interval: "500 millis", leaseDuration: "1500 millis", retryBackoff: "1 second" }
+      const frozen = startWorker(db, { config, slowMs: 3_000 })
+      workers = [frozen]
+      await frozen.waitFor((e) => e.event === "ready")
+      await db.query(
+        `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule, next_run_at) VALUES ('report', 'slow', $1::jsonb, $2)`,
+        [Schedule.encodeJson(Schedule.daily({ hour: 3, minute: 0 })), new Date(Date.now() - 1000)]
+      )
+      await frozen.waitFor((e) => e.event === "start")
+      frozen.child.kill("SIGSTOP")
+      const successor = startWorker(db, { config, slowMs: 3_000 })
+      workers.push(successor)
+      await successor.waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
+      // Let the frozen one wake past its handler's end: it must find its lease gone.
+      frozen.child.kill("SIGCONT")
+      await frozen.waitFor((e) => e.event === "log" && /lease (was )?lost|refused/.test(String(e.message)), 15_000)
+      await sleep(500)
+      const runs = await db.query<{ attempt: number; status: string; error: string | null; output: unknown }>(
+        `SELECT attempt, status, error, output FROM $schema.job_runs ORDER BY attempt`
+      )
+      expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+        [1, "failed"],
+        [2, "success"]
+      ])
+      expect(runs[0]!.error).toMatch(/^owner lost/)
+      expect(runs[0]!.output).toBeNull()
+      await Promise.all(workers.map((w) => w.stop()))
+    }
+  )
+})

@@ -1,0 +1,75 @@
+/**
+ * The runner on the Postgres stores in-process, with the real clock (integration: a real Postgres).
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { Runner, Schedule } from "../../src/index.js"
+import { TestSchema } from "../support/database.js"
+import { PgStores } from "../support/pgStores.js"
+
+const Live = Runner.layer({ workers: 4 }).pipe(Layer.provideMerge(PgStores("runnerpg")))
+
+const waitIdle = Effect.gen(function* () {
+  const runner = yield* Runner.Runner
+  for (let i = 0; i < 200 && (yield* runner.running) > 0; i++) yield* Effect.sleep("20 millis")
+})
+
+layer(Live, { timeout: "60 seconds", excludeTestServices: true })("Runner on Postgres", (it) => {
+  it.effect("a stored schedule that no longer decodes fails that job's run clearly; other jobs keep running", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const runner = yield* Runner.Runner
+      yield* runner.register("work", () => ({ done: true }))
+      const past = new Date(Date.now() - 1000)
+      yield* sql`INSERT INTO ${sql(`${schema}.scheduled_jobs`)} (name, task_type, schedule, next_run_at) VALUES
+        ('good', 'work', ${Schedule.encodeJson(Schedule.interval({ every: "1 hour" }))}::jsonb, ${past}),
+        ('bad', 'work', ${`{"_tag":"Daily","hour":25,"minute":0}`}::jsonb, ${past}),
+        ('worse', 'work', ${`{"_tag":"Cron","expr":"* * * * *"}`}::jsonb, ${past})`
+      yield* runner.tick
+      yield* waitIdle
+      yield* runner.tick
+      yield* waitIdle
+      const rows = yield* sql<{
+        name: string
+        enabled: boolean
+        status: string
+        error: string | null
+        output: unknown
+      }>`
+        SELECT j.name, j.enabled, r.status, r.error, r.output
+        FROM ${sql(`${schema}.job_runs`)} r JOIN ${sql(`${schema}.scheduled_jobs`)} j ON j.id = r.job_id
+        ORDER BY j.name, r.id`
+      expect(rows.map((r) => [r.name, r.status, r.enabled])).toEqual([
+        ["bad", "failed", false],
+        ["good", "success", true],
+        ["worse", "failed", false]
+      ])
+      expect(rows[0]!.error).toContain("hour must be an integer from 0 to 23")
+      expect(rows[0]!.error).toContain("the job was disabled")
+      expect(rows[1]!.output).toEqual({ done: true })
+    })
+  )
+
+  it.effect("a job inserted by SQL without next_run_at gets its first slot from its creation time", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const runner = yield* Runner.Runner
+      yield* sql`INSERT INTO ${sql(`${schema}.scheduled_jobs`)} (name, task_type, schedule, created_at) VALUES
+        ('by-sql', 'work', ${Schedule.encodeJson(Schedule.daily({ hour: 9, minute: 0 }))}::jsonb, '2026-01-01T12:00:00Z')`
+      yield* runner.tick
+      yield* waitIdle
+      const [job] = yield* sql<{ next_run_at: Date }>`
+        SELECT next_run_at FROM ${sql(`${schema}.scheduled_jobs`)} WHERE name = 'by-sql'`
+      // Its first slot (2026-01-02 09:00) has passed, so it ran once (the latest missed slot) and moved on.
+      const runs = yield* sql<{ scheduled_for: Date }>`
+        SELECT r.scheduled_for FROM ${sql(`${schema}.job_runs`)} r
+        JOIN ${sql(`${schema}.scheduled_jobs`)} j ON j.id = r.job_id WHERE j.name = 'by-sql'`
+      expect(runs.length).toBe(1)
+      expect(new Date(job!.next_run_at).getTime()).toBeGreaterThan(Date.now())
+      expect(new Date(runs[0]!.scheduled_for).getUTCHours()).toBe(9)
+    })
+  )
+})

@@ -1,0 +1,117 @@
+/**
+ * Multi-process test support: a migrated schema reachable with a plain `pg` client, and runner processes.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import type { ChildProcess } from "node:child_process"
+import pg from "pg"
+import { migrate } from "../../src/adapters/postgres/migrations.js"
+import { databaseUrl, uniqueSchemaName } from "./database.js"
+import { exited, spawnTs } from "./process.js"
+
+export interface TestDb {
+  readonly schema: string
+  readonly url: string
+  readonly query: <R = Record<string, unknown>>(text: string, values?: ReadonlyArray<unknown>) => Promise<Array<R>>
+  readonly close: () => Promise<void>
+}
+
+/** A fresh migrated schema; `close` drops it. */
+export const migratedSchema = async (label: string): Promise<TestDb> => {
+  const url = databaseUrl()
+  const schema = uniqueSchemaName(label)
+  await Effect.runPromise(
+    migrate({ schema }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped)
+  )
+  const pool = new pg.Pool({ connectionString: url, max: 4 })
+  return {
+    schema,
+    url,
+    query: async <R>(text: string, values?: ReadonlyArray<unknown>) =>
+      (await pool.query(text.replaceAll("$schema", `"${schema}"`), values as Array<unknown>)).rows as Array<R>,
+    close: async () => {
+      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      await pool.end()
+    }
+  }
+}
+
+export interface Worker {
+  readonly child: ChildProcess
+  readonly events: Array<Record<string, unknown>>
+  /** Resolves when an event matching `predicate` has been printed. */
+  readonly waitFor: (
+    predicate: (e: Record<string, unknown>) => boolean,
+    timeoutMs?: number
+  ) => Promise<Record<string, unknown>>
+  /** SIGTERM, then the exit. */
+  readonly stop: () => Promise<{ code: number | null; signal: NodeJS.Signals | null }>
+}
+
+/** Starts `test/fixtures/job-worker.ts` on the schema with the given options. */
+export const startWorker = (db: TestDb, options: Record<string, unknown> = {}): Worker => {
+  const child = spawnTs("test/fixtures/job-worker.ts", [JSON.stringify(options)], {
+    env: { ...process.env, DATABASE_URL: db.url, KAIROS_SCHEMA: db.schema }
+  })
+  const events: Array<Record<string, unknown>> = []
+  const waiters: Array<() => void> = []
+  let buffer = ""
+  let stderr = ""
+  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
+  child.stdout?.on("data", (d: Buffer) => {
+    buffer += d.toString()
+    let nl: number
+    while ((nl = buffer.indexOf("\n")) >= 0) {
+      const line = buffer.slice(0, nl)
+      buffer = buffer.slice(nl + 1)
+      try {
+        events.push(JSON.parse(line) as Record<string, unknown>)
+      } catch {
+        events.push({ event: "text", line })
+      }
+      for (const w of waiters.splice(0)) w()
+    }
+  })
+  child.on("exit", () => {
+    for (const w of waiters.splice(0)) w()
+  })
+  const waitFor = (predicate: (e: Record<string, unknown>) => boolean, timeoutMs = 30_000) =>
+    new Promise<Record<string, unknown>>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`worker ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}`)),
+        timeoutMs
+      )
+      const check = () => {
+        const found = events.find(predicate)
+        if (found !== undefined) {
+          clearTimeout(timer)
+          resolve(found)
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          clearTimeout(timer)
+          reject(new Error(`worker ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}`))
+        } else waiters.push(check)
+      }
+      check()
+    })
+  return {
+    child,
+    events,
+    waitFor,
+    stop: async () => {
+      if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
+      return exited(child)
+    }
+  }
+}
+
+/** Kills whatever is left (for `finally` blocks). */
+export const killAll = (workers: ReadonlyArray<Worker>) => {
+  for (const w of workers) {
+    if (w.child.exitCode === null && w.child.signalCode === null) {
+      w.child.kill("SIGCONT")
+      w.child.kill("SIGKILL")
+    }
+  }
+}
+
+export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
