@@ -1,0 +1,48 @@
+/**
+ * Everything on Postgres in one layer: a pooled client, the migrations, the stores and the runner.
+ */
+import { PgClient } from "@effect/sql-pg"
+import type { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import type { ConfigError } from "effect"
+import { Layer, Redacted } from "effect"
+import type { SchedulerConfigInput } from "../../domain/SchedulerConfig.js"
+import type { JobStore } from "../../ports/JobStore.js"
+import type { Settings, SettingsWriter } from "../../ports/Settings.js"
+import * as Runner from "../../runtime/Runner.js"
+import { migrate, type MigrationError } from "./migrations.js"
+import * as PgJobStore from "./PgJobStore.js"
+import * as PgSettings from "./PgSettings.js"
+
+export interface Options extends SchedulerConfigInput {
+  /** The database: a URL (`postgres://…`). */
+  readonly url: string | Redacted.Redacted
+  /** The schema of kairos's tables. Default `public`. */
+  readonly schema?: string | undefined
+  /** Run the migrations when the layer is built. Default true. */
+  readonly migrate?: boolean | undefined
+  /** Most connections of the pool. Default 10. */
+  readonly maxConnections?: number | undefined
+}
+
+/** The runner with its Postgres stores, the client and the settings writer, migrated unless told otherwise. */
+export const layer = (
+  options: Options
+): Layer.Layer<
+  Runner.Runner | JobStore | Settings | SettingsWriter | SqlClient.SqlClient | PgClient.PgClient,
+  MigrationError | SqlError | ConfigError.ConfigError
+> => {
+  const schema = options.schema
+  const client = PgClient.layer({
+    url: typeof options.url === "string" ? Redacted.make(options.url) : options.url,
+    maxConnections: options.maxConnections ?? 10,
+    applicationName: "kairos"
+  })
+  const migrated = options.migrate === false ? Layer.empty : Layer.effectDiscard(migrate({ schema }))
+  const stores = Layer.mergeAll(PgJobStore.layer({ schema }), PgSettings.layer({ schema }))
+  return Runner.layer(options).pipe(
+    Layer.provideMerge(stores),
+    Layer.provideMerge(migrated),
+    Layer.provideMerge(client)
+  )
+}
