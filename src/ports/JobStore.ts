@@ -82,6 +82,8 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
     readonly hasLiveRun: (jobId: string, now: Date) => Effect.Effect<boolean, JobStoreError>
     /** The earliest instant at which a job or a retry becomes due, if any: the idle runner sleeps until then. */
     readonly nextWakeAt: (now: Date) => Effect.Effect<Option.Option<Date>, JobStoreError>
+    /** Disables every enabled job whose name is not in `names` (jobs removed from code); returns how many. */
+    readonly disableJobsExcept: (names: ReadonlyArray<string>, now: Date) => Effect.Effect<number, JobStoreError>
     /** Inserts or updates jobs by name; a changed schedule recomputes `next_run_at`. Returns the stored jobs. */
     readonly upsertJobs: (
       jobs: ReadonlyArray<JobDefinition>,

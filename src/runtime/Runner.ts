@@ -67,8 +67,13 @@ export class Runner extends Context.Tag("kairos/Runner")<
     /** One tick: claims due work up to the free capacity and starts it; never waits for handlers. */
     readonly tick: Effect.Effect<TickReport, JobStoreError | SettingsError>
     /** Upserts recurring jobs by name; a changed schedule recomputes the next slot. */
+    /**
+     * Upserts recurring jobs by name; a changed schedule recomputes the next slot. With `disableOthers`, every
+     * other enabled job (one removed from code) is disabled.
+     */
     readonly defineJobs: (
-      jobs: ReadonlyArray<RecurringJob>
+      jobs: ReadonlyArray<RecurringJob>,
+      options?: { readonly disableOthers?: boolean | undefined }
     ) => Effect.Effect<ReadonlyArray<ScheduledJob>, JobStoreError>
     /** Executions running now in this process. */
     readonly running: Effect.Effect<number>
@@ -417,9 +422,17 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
 
     yield* Effect.addFinalizer(() => stop)
 
-    const defineJobs = (jobs: ReadonlyArray<RecurringJob>) =>
+    const defineJobs = (
+      jobs: ReadonlyArray<RecurringJob>,
+      options?: { readonly disableOthers?: boolean | undefined }
+    ) =>
       Effect.gen(function* () {
         const now = yield* clockNow
+        if (options?.disableOthers === true) {
+          const names = jobs.map((j) => j.name)
+          const disabled = yield* store.disableJobsExcept(names, now)
+          if (disabled > 0) yield* Effect.logInfo(`disabled ${disabled} job(s) no longer defined in code`)
+        }
         return yield* store.upsertJobs(
           jobs.map((j) => ({
             name: j.name,

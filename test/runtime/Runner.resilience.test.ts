@@ -102,6 +102,15 @@ describe("Runner.defineJobs", () => {
       expect(jobs.length).toBe(1)
       expect(jobs[0]!.nextRunAt!.toISOString()).toBe("2026-01-01T14:00:00.000Z")
       expect(jobs[0]!.schedule).toEqual({ _tag: "Daily", hour: 14, minute: 0 })
+      // A job removed from code is disabled when asked to.
+      yield* runner.defineJobs([{ name: "other", taskType: "t", schedule: Schedule.interval({ every: "1 hour" }) }], {
+        disableOthers: true
+      })
+      jobs = yield* store.jobs
+      expect(jobs.map((j) => [j.name, j.enabled])).toEqual([
+        ["report", false],
+        ["other", true]
+      ])
     }).pipe(Effect.provide(TestRunner.layer()))
   )
 })

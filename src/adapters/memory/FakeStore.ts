@@ -187,6 +187,13 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
           ]
           return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
         }),
+      disableJobsExcept: (names, now) =>
+        Effect.sync(() => {
+          const keep = new Set(names)
+          const stale = jobs.filter((j) => j.enabled && !keep.has(j.name))
+          for (const j of stale) replaceJob(j.id, { enabled: false, updatedAt: now })
+          return stale.length
+        }),
       upsertJobs: (definitions, now) =>
         Effect.sync(() =>
           definitions.map((def) => {

@@ -34,6 +34,7 @@ export const store: JobStore["Type"] = JobStore.of({
   disableJob: () => Effect.void,
   hasLiveRun: () => Effect.succeed(false),
   nextWakeAt: () => Effect.succeed(Option.none()),
+  disableJobsExcept: () => Effect.succeed(0),
   upsertJobs: () => Effect.succeed([])
 })
 

@@ -246,6 +246,14 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           Effect.mapError(toStoreError)
         ),
 
+      disableJobsExcept: (names, now) =>
+        sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now}
+            WHERE enabled AND NOT (name = ANY(${names}::text[]))
+            RETURNING id`.pipe(
+          Effect.map((rows) => rows.length),
+          Effect.mapError(toStoreError)
+        ),
+
       upsertJobs: (definitions: ReadonlyArray<JobDefinition>, now) => {
         // One row per name (the last definition wins): ON CONFLICT cannot touch a row twice in one statement.
         const byName = [...new Map(definitions.map((d) => [d.name, d])).values()]
