@@ -1,8 +1,8 @@
 /**
- * The in-database queue: `queue_items`, the insert-only `processed_items` log and the semaphore.
- * (Implemented on memory and Postgres by the queue work; the runner uses it once those land.)
+ * The in-database queue: `queue_items`, the insert-only `processed_items` log, per-execution leases, the live
+ * workers and the semaphore.
  */
-import { Context, Data, type Effect } from "effect"
+import { Context, Data, type Effect, type Scope } from "effect"
 import type { ProcessedItem } from "../domain/ProcessedItem.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 
@@ -13,7 +13,7 @@ export class QueueStoreError extends Data.TaggedError("QueueStoreError")<{
   readonly cause?: unknown
 }> {}
 
-/** What `enqueue` stores; `maxRuns` and `thread` are normalised as the contract says. */
+/** What `enqueue` stores; `maxRuns`, `thread` and `priority` are normalised as the contract says. */
 export interface EnqueueInput {
   readonly taskType: string
   readonly payload?: string | undefined
@@ -25,16 +25,30 @@ export interface EnqueueInput {
 /** One claimed execution of an item, fenced by its lease token. */
 export interface QueueClaim {
   readonly item: QueueItem
+  /** Executions of the item finished before this one (so this is repetition `runsDone + 1` or later). */
+  readonly runsDone: number
   readonly leaseId: string
   readonly token: string
 }
 
-/** The queue store. Every method takes `now` from the Clock port. */
+/** A live worker, as registered in `scheduler_workers`. */
+export interface WorkerInfo {
+  readonly id: string
+  readonly taskTypes: ReadonlyArray<string>
+  readonly startedAt: Date
+  readonly heartbeatAt: Date
+}
+
+/** The queue store. Every method that depends on time takes `now` from the Clock port. */
 export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
   {
     readonly enqueue: (input: EnqueueInput, now: Date) => Effect.Effect<QueueItem, QueueStoreError>
-    /** Claims up to `limit` executions of the given task types (priority desc, then insertion order). */
+    /**
+     * Claims up to `limit` executions of the given task types, highest priority first, then oldest: at most one
+     * sequential (`thread = 0`) execution per task type cluster-wide; a concurrent item may run several of its
+     * remaining repetitions at once.
+     */
     readonly claimBatch: (options: {
       readonly limit: number
       readonly taskTypes: ReadonlyArray<string>
@@ -42,11 +56,11 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       readonly leaseUntil: Date
       readonly now: Date
     }) => Effect.Effect<ReadonlyArray<QueueClaim>, QueueStoreError>
-    /** Renews an execution's lease; false when it was lost. */
+    /** Extends an execution's lease; false when it was lost. */
     readonly renewLease: (claim: QueueClaim, leaseUntil: Date, now: Date) => Effect.Effect<boolean, QueueStoreError>
     /**
-     * Records one finished execution: inserts its `processed_items` row and deletes or re-queues the item, fenced by
-     * the lease token. False (and nothing written) when the lease was lost.
+     * Records one finished execution: its `processed_items` row, and the item deleted (runs exhausted) or
+     * pending again. Fenced by the lease token: false, and nothing written, when the lease was lost.
      */
     readonly recordResult: (
       claim: QueueClaim,
@@ -58,8 +72,24 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     readonly pendingCount: () => Effect.Effect<number, QueueStoreError>
     /** The last `n` executions, newest first. */
     readonly recentProcessed: (n: number) => Effect.Effect<ReadonlyArray<ProcessedItem>, QueueStoreError>
-    /** True when green (work may start). A missing row is green. */
+    /** True when green (work may start). No semaphore row is green. */
     readonly getSemaphore: () => Effect.Effect<boolean, QueueStoreError>
+    /** Sets the kill switch; idle workers are woken so it takes effect at once. */
     readonly setSemaphore: (green: boolean, now: Date) => Effect.Effect<void, QueueStoreError>
+    /** Registers (or refreshes) a live worker and the task types it handles. */
+    readonly registerWorker: (
+      id: string,
+      taskTypes: ReadonlyArray<string>,
+      now: Date
+    ) => Effect.Effect<void, QueueStoreError>
+    /** Removes a worker that stops. */
+    readonly unregisterWorker: (id: string) => Effect.Effect<void, QueueStoreError>
+    /** Workers whose heartbeat is newer than `since`. */
+    readonly liveWorkers: (since: Date) => Effect.Effect<ReadonlyArray<WorkerInfo>, QueueStoreError>
+    /**
+     * Calls `wake` whenever work may have arrived (an item inserted, even by plain SQL; the semaphore changed),
+     * until the scope closes. A hint only: the poll stays the source of truth.
+     */
+    readonly subscribe: (wake: () => void) => Effect.Effect<void, never, Scope.Scope>
   }
 >() {}

@@ -14,7 +14,7 @@ import {
   Queue,
   Random,
   Ref,
-  type Scope
+  Scope
 } from "effect"
 import os from "node:os"
 import { randomBytes } from "node:crypto"
@@ -26,14 +26,17 @@ import { retryDelay, withDefaults, type SchedulerConfig, type SchedulerConfigInp
 import { now as clockNow } from "../ports/Clock.js"
 import { type Lease, JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { SettingKeys, Settings, type SettingsError } from "../ports/Settings.js"
+import { type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
 import { type Handler, type HandlerOptions, runToResult } from "./Handler.js"
 
 /** What one tick did. */
 export interface TickReport {
   /** Why the tick did nothing, if it did nothing on purpose. */
   readonly skipped?: "paused" | "disabled" | "stopped" | "busy" | undefined
-  /** Executions started by this tick. */
+  /** Executions started by this tick (scheduled runs and queue items). */
   readonly started: number
+  /** Of those, queue-item executions. */
+  readonly queued?: number | undefined
   /** Slots recorded as skipped because the previous run was still going. */
   readonly overlapped: number
   /** Runs whose owner was lost (lease expired), failed and handed to a retry. */
@@ -65,7 +68,9 @@ export class Runner extends Context.Tag("kairos/Runner")<
     /** Stops claiming, waits for running handlers up to the grace period, then interrupts them. */
     readonly stop: Effect.Effect<void>
     /** One tick: claims due work up to the free capacity and starts it; never waits for handlers. */
-    readonly tick: Effect.Effect<TickReport, JobStoreError | SettingsError>
+    readonly tick: Effect.Effect<TickReport, JobStoreError | SettingsError | QueueStoreError>
+    /** Wakes an idle runner now (new work arrived); the poll stays the fallback. */
+    readonly wake: Effect.Effect<void>
     /** Upserts recurring jobs by name; a changed schedule recomputes the next slot. */
     /**
      * Upserts recurring jobs by name; a changed schedule recomputes the next slot. With `disableOthers`, every
@@ -103,6 +108,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const config = withDefaults(input)
     const store = yield* JobStore
     const settings = yield* Effect.serviceOption(Settings)
+    const queue = yield* Effect.serviceOption(QueueStore)
     const scope = yield* Effect.scope
     const owner = `${os.hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`
     const handlers = new Map<string, Registered>()
@@ -131,9 +137,16 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
 
     /** The live switches: config supplies the defaults, settings override them every tick. */
     const readSwitches = Effect.gen(function* () {
-      if (Option.isNone(settings)) return { paused: false, enabled: true, interval: config.interval }
+      if (Option.isNone(settings)) {
+        const red = Option.isSome(queue) && !(yield* queue.value.getSemaphore())
+        return { paused: red, enabled: true, interval: config.interval }
+      }
       const s = settings.value
       const paused = Option.getOrElse(yield* s.getBool(SettingKeys.paused), () => false)
+      // The queue's kill switch pauses everything (in Postgres it is the same row).
+      if (!paused && Option.isSome(queue) && !(yield* queue.value.getSemaphore())) {
+        return { paused: true, enabled: true, interval: config.interval }
+      }
       const enabled = Option.getOrElse(yield* s.getBool(SettingKeys.enabled), () => config.enabled)
       const seconds = yield* s.getInt(SettingKeys.intervalSeconds)
       const interval = Option.isSome(seconds) && seconds.value > 0 ? Duration.seconds(seconds.value) : config.interval
@@ -335,6 +348,90 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         Effect.annotateLogs({ jobId: c.job.id, job: c.job.name, taskType: c.job.taskType })
       )
 
+    let lastHousekeeping = Number.NEGATIVE_INFINITY
+
+    /** Claims queue items into the room left, and starts them. Returns how many started. */
+    const claimQueue = (q: QueueStore["Type"], now: Date, room: number) =>
+      Effect.gen(function* () {
+        // Every third of a lease: heartbeat, and take back executions whose owner died.
+        if (now.getTime() - lastHousekeeping >= leaseMs / 3) {
+          lastHousekeeping = now.getTime()
+          yield* q.registerWorker(owner, [...handlers.keys()], now)
+          const recovered = yield* q.recoverStuck(now)
+          if (recovered > 0) yield* Effect.logWarning(`took back ${recovered} queue execution(s) whose lease expired`)
+        }
+        const limit = config.rateLimit > 0 ? Math.min(room, config.rateLimit) : room
+        if (limit <= 0 || handlers.size === 0) return 0
+        const claims = yield* q.claimBatch({
+          limit,
+          taskTypes: [...handlers.keys()],
+          owner,
+          leaseUntil: leaseUntil(now),
+          now
+        })
+        for (const c of claims) {
+          yield* Ref.update(inFlight, (n) => n + 1)
+          yield* FiberSet.run(executions, executeQueue(q, c))
+        }
+        return claims.length
+      })
+
+    const keepQueueLease = (q: QueueStore["Type"], c: QueueClaim) =>
+      Effect.gen(function* () {
+        while (true) {
+          yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
+          const now = yield* clockNow
+          const held = yield* q
+            .renewLease(c, leaseUntil(now), now)
+            .pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`lease renewal failed: ${e.message}`), true)))
+          if (!held) return
+        }
+      })
+
+    const executeQueue = (q: QueueStore["Type"], c: QueueClaim): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const startedAt = yield* clockNow
+        const handler = handlers.get(c.item.taskType)
+        const job = new Job({
+          id: c.item.id,
+          kind: "queue",
+          name: c.item.taskType,
+          taskType: c.item.taskType,
+          payload: c.item.payload,
+          scheduledFor: c.item.createdAt,
+          attempt: c.runsDone + 1,
+          metadata: { priority: c.item.priority, thread: c.item.thread, maxRuns: c.item.maxRuns, leaseId: c.leaseId }
+        })
+        const outcome =
+          handler === undefined
+            ? Option.some(Result.failure(`unknown task type "${c.item.taskType}": no handler is registered`))
+            : yield* Effect.raceFirst(
+                Effect.map(runToResult(handler.run, job, handler.timeout), Option.some),
+                // A lost lease (renewal refused) aborts the handler: another instance owns the item now.
+                Effect.as(keepQueueLease(q, c), Option.none<Result.Result>())
+              )
+        if (Option.isNone(outcome)) {
+          return yield* Effect.logWarning("lease lost while running: the handler was aborted and its result discarded")
+        }
+        const finishedAt = yield* clockNow
+        const result = outcome.value
+        const recorded = yield* q.recordResult(c, {
+          startedAt,
+          finishedAt,
+          error: result.failed ? result.message : undefined
+        })
+        if (!recorded) yield* Effect.logWarning("result refused: the execution's lease was lost")
+      }).pipe(
+        Effect.catchAll((e) => Effect.logError(`recording a queue result failed: ${e.message}`)),
+        Effect.ensuring(
+          Effect.zipRight(
+            Ref.update(inFlight, (n) => n - 1),
+            Queue.offer(wake, undefined)
+          )
+        ),
+        Effect.annotateLogs({ itemId: c.item.id, taskType: c.item.taskType })
+      )
+
     /** One tick, plus the poll interval it read (the loop sleeps by it). */
     const tickWithInterval = Effect.gen(function* () {
       const idle = (skipped: TickReport["skipped"]) => ({ skipped, started: 0, overlapped: 0, rescued: 0 })
@@ -351,10 +448,14 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         yield* Ref.update(inFlight, (n) => n + 1)
         yield* FiberSet.run(executions, execute(c))
       }
-      return { report: { started: claimed.length, overlapped, rescued }, interval }
+      const queued = Option.isSome(queue) ? yield* claimQueue(queue.value, now, limit - claimed.length) : 0
+      return { report: { started: claimed.length + queued, queued, overlapped, rescued }, interval }
     })
 
-    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError> = Effect.map(tickWithInterval, (t) => t.report)
+    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError | QueueStoreError> = Effect.map(
+      tickWithInterval,
+      (t) => t.report
+    )
 
     /** How long to sleep after a tick: until the next poll, or the next slot or retry if that comes first. */
     const nextDelay = (report: TickReport, interval: Duration.Duration) =>
@@ -395,6 +496,13 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const start = Effect.gen(function* () {
       if (!config.enabled) return
       if (Option.isSome(yield* Ref.get(loopFiber)) || (yield* Ref.get(stopping))) return
+      if (Option.isSome(queue)) {
+        // New items and semaphore changes wake the idle runner at once; the poll stays the fallback.
+        yield* Scope.extend(
+          queue.value.subscribe(() => Queue.unsafeOffer(wake, undefined)),
+          scope
+        )
+      }
       const fiber = yield* Effect.forkIn(loop, scope)
       yield* Ref.set(loopFiber, Option.some(fiber))
     })
@@ -417,6 +525,14 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       if (!drained) {
         yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)
         yield* FiberSet.clear(executions)
+      }
+      if (Option.isSome(queue)) {
+        // Release what was cut short, so another instance takes it at once, and leave the live workers.
+        const now = yield* clockNow
+        yield* queue.value.recoverStuck(now, owner).pipe(
+          Effect.zipRight(queue.value.unregisterWorker(owner)),
+          Effect.catchAll((e) => Effect.logError(`could not release queue leases at stop: ${e.message}`))
+        )
       }
     })
 
@@ -453,6 +569,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       start,
       stop,
       tick,
+      wake: Queue.offer(wake, undefined).pipe(Effect.asVoid),
       defineJobs,
       running: Ref.get(inFlight),
       owner,

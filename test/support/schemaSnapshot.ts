@@ -4,6 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
+import { channel } from "../../src/adapters/postgres/PgSchema.js"
 
 export const describeSchema = (schema: string) =>
   Effect.gen(function* () {
@@ -45,5 +46,6 @@ export const describeSchema = (schema: string) =>
     lines.push("", "FUNCTIONS")
     for (const f of functions) lines.push(f.def.trim(), "")
     const text = lines.join("\n").trim() + "\n"
-    return text.split(schema).join("<schema>")
+    // The NOTIFY channel is derived from the schema's name too.
+    return text.split(channel(schema)).join("<channel>").split(schema).join("<schema>")
   })

@@ -5,7 +5,7 @@
 import { Migrator, SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Effect } from "effect"
-import { type PgOptions, schemaName } from "./PgSchema.js"
+import { channel, type PgOptions, schemaName } from "./PgSchema.js"
 
 /** Migrating failed. */
 export class MigrationError extends Data.TaggedError("kairos/MigrationError")<{
@@ -60,9 +60,112 @@ const migration0001 = (schema: string) =>
       )`
   })
 
+const migration0002 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    yield* sql`
+      CREATE TABLE ${s}.queue_items (
+        id         bigserial PRIMARY KEY,
+        task_type  text NOT NULL,
+        payload    text,
+        status     text NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'processing')),
+        priority   int NOT NULL DEFAULT 0,
+        max_runs   int NOT NULL DEFAULT 1,
+        thread     int NOT NULL DEFAULT 0,
+        in_flight  int NOT NULL DEFAULT 0,
+        runs_done  int NOT NULL DEFAULT 0,
+        created_at timestamptz NOT NULL DEFAULT now(),
+        updated_at timestamptz NOT NULL DEFAULT now()
+      )`
+    // Whoever inserts (API, CLI, plain SQL), the stored values follow the contract's rules.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_queue_items_normalize() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        NEW.max_runs := CASE WHEN NEW.max_runs = -1 OR NEW.max_runs >= 1 THEN NEW.max_runs ELSE 1 END;
+        NEW.thread := CASE WHEN NEW.thread = 1 THEN 1 ELSE 0 END;
+        NEW.priority := coalesce(NEW.priority, 0);
+        NEW.status := 'pending';
+        NEW.in_flight := 0;
+        NEW.runs_done := 0;
+        NEW.created_at := coalesce(NEW.created_at, now());
+        NEW.updated_at := coalesce(NEW.updated_at, NEW.created_at);
+        RETURN NEW;
+      END
+      $fn$`
+    yield* sql`
+      CREATE TRIGGER queue_items_normalize BEFORE INSERT ON ${s}.queue_items
+      FOR EACH ROW EXECUTE FUNCTION ${s}.kairos_queue_items_normalize()`
+    // One wake-up per INSERT statement, non-empty (empty payloads are dropped by some listeners), on the
+    // schema's own channel.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_queue_items_notify() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM pg_notify(${sql.literal(`'${channel(schema)}'`)}, 'queue_items');
+        RETURN NULL;
+      END
+      $fn$`
+    yield* sql`
+      CREATE TRIGGER queue_items_notify AFTER INSERT ON ${s}.queue_items
+      FOR EACH STATEMENT EXECUTE FUNCTION ${s}.kairos_queue_items_notify()`
+    // What can be claimed: nothing in flight, or a concurrent item with room for another repetition.
+    yield* sql`
+      CREATE INDEX queue_items_claimable ON ${s}.queue_items (task_type, thread, priority DESC, id)
+      WHERE in_flight = 0 OR (thread = 1 AND (max_runs = -1 OR in_flight < max_runs))`
+    // At most one sequential execution per task type, cluster-wide: the claim's lock is the first guard,
+    // this index the last.
+    yield* sql`
+      CREATE UNIQUE INDEX queue_items_one_sequential ON ${s}.queue_items (task_type)
+      WHERE status = 'processing' AND thread = 0`
+    yield* sql`
+      CREATE TABLE ${s}.queue_leases (
+        id          bigserial PRIMARY KEY,
+        item_id     bigint NOT NULL REFERENCES ${s}.queue_items (id) ON DELETE CASCADE,
+        token       text NOT NULL,
+        owner       text NOT NULL,
+        started_at  timestamptz NOT NULL,
+        lease_until timestamptz NOT NULL
+      )`
+    yield* sql`CREATE INDEX queue_leases_item ON ${s}.queue_leases (item_id)`
+    yield* sql`CREATE INDEX queue_leases_until ON ${s}.queue_leases (lease_until)`
+    yield* sql`CREATE INDEX queue_leases_owner ON ${s}.queue_leases (owner)`
+    yield* sql`
+      CREATE TABLE ${s}.processed_items (
+        id            bigserial PRIMARY KEY,
+        queue_item_id bigint NOT NULL,
+        task_type     text NOT NULL,
+        payload       text,
+        status        text NOT NULL CHECK (status IN ('ok', 'error')),
+        error_msg     text NOT NULL DEFAULT '',
+        started_at    timestamptz NOT NULL,
+        finished_at   timestamptz NOT NULL,
+        duration_ms   int NOT NULL,
+        created_at    timestamptz NOT NULL DEFAULT now()
+      )`
+    yield* sql`CREATE INDEX processed_items_item ON ${s}.processed_items (queue_item_id)`
+    // Insert-only in the database itself: privileges do not bind a superuser. TRUNCATE stays possible.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_processed_items_insert_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        RAISE EXCEPTION 'processed_items is insert-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
+      END
+      $fn$`
+    yield* sql`
+      CREATE TRIGGER processed_items_insert_only BEFORE UPDATE OR DELETE ON ${s}.processed_items
+      FOR EACH ROW EXECUTE FUNCTION ${s}.kairos_processed_items_insert_only()`
+    yield* sql`
+      CREATE TABLE ${s}.scheduler_workers (
+        id           text PRIMARY KEY,
+        task_types   text[] NOT NULL DEFAULT '{}',
+        started_at   timestamptz NOT NULL DEFAULT now(),
+        heartbeat_at timestamptz NOT NULL DEFAULT now()
+      )`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
-  "0001_scheduled_jobs": migration0001(schema)
+  "0001_scheduled_jobs": migration0001(schema),
+  "0002_queue": migration0002(schema)
 })
 
 /**

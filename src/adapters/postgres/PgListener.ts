@@ -1,0 +1,198 @@
+/**
+ * A LISTEN/NOTIFY wake-up source that survives a dead connection.
+ *
+ * @effect/sql-pg's `listen()` stalls forever once its connection dies and drops empty payloads (STACK.md §9), so
+ * this listener owns a dedicated `pg.Client`, checks it with `SELECT 1`, and reconnects with backoff. Notifications
+ * sent while it is disconnected are lost: treat them as hints and poll on `onReconnect`.
+ *
+ * The client's `application_name` is `kairos-listener:<channel>`, so an operator (or a test) can find its backend in
+ * `pg_stat_activity`.
+ */
+import { Clock, Data, Deferred, Duration, Effect, Exit, Redacted, Ref, Runtime } from "effect"
+import type { Scope } from "effect"
+import pg from "pg"
+
+/** How to reach Postgres, what to listen to and what to call. */
+export interface ListenerOptions {
+  /** The Postgres connection URL. */
+  readonly url: string | Redacted.Redacted
+  /** The channel: already a safe lower-case identifier of at most 63 bytes. */
+  readonly channel: string
+  /** Called synchronously for every notification on the channel, empty payloads included. */
+  readonly onNotify: (payload: string) => void
+  /**
+   * Called after a successful re-connect (not the connect `make` waited for; but a first connect that succeeds only
+   * after `make` returned counts). Notifications sent while disconnected are lost, so callers poll once here.
+   */
+  readonly onReconnect?: (() => void) | undefined
+  /** How often `SELECT 1` checks the listening connection; a failure reconnects. Default 5 seconds. */
+  readonly healthCheckInterval?: Duration.DurationInput | undefined
+  /** The delay before reconnecting: doubles from `initial` (default 100 ms) up to `max` (default 5 s). */
+  readonly reconnectBackoff?:
+    | { readonly initial?: Duration.DurationInput; readonly max?: Duration.DurationInput }
+    | undefined
+}
+
+/** Why a connection was given up; internal, it only drives the reconnect loop and its log line. */
+class ListenerError extends Data.TaggedError("ListenerError")<{
+  readonly reason: "connect" | "listen" | "health check" | "lost"
+  readonly cause: unknown
+}> {}
+
+// Bounds every round trip, so a half-open TCP connection (no RST ever arrives) cannot hang a step forever.
+const operationTimeout = Duration.seconds(10)
+// Closing must not hold the scope open for long: a graceful end is tried, then the socket is destroyed.
+const closeTimeout = Duration.seconds(2)
+
+// Per connection: whether its callbacks may still fire, and whether its LISTEN went through.
+interface Live {
+  active: boolean
+  listening: boolean
+}
+
+const failures: Record<ListenerError["reason"], string> = {
+  connect: "could not connect",
+  listen: "LISTEN failed",
+  "health check": "health check failed",
+  lost: "connection lost"
+}
+
+const describe = (cause: unknown): string => (cause instanceof Error ? cause.message : String(cause))
+
+/**
+ * Listens until the scope closes. Never fails: connection problems are logged (`Effect.logWarning`) and retried with
+ * backoff. Resolves once the first `LISTEN` has been executed (so a NOTIFY sent after `yield* make(...)` returns is
+ * delivered), or after the first connection attempt failed (it keeps retrying in the background).
+ *
+ * @example
+ * ```ts
+ * const listener = yield* PgListener.make({ url, channel: "kairos_wake", onNotify: () => wake(), onReconnect: poll })
+ * const up = yield* listener.connected
+ * ```
+ */
+export const make: (
+  options: ListenerOptions
+) => Effect.Effect<{ readonly connected: Effect.Effect<boolean> }, never, Scope.Scope> = Effect.fnUntraced(function* (
+  options: ListenerOptions
+) {
+  const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
+  const { channel, onNotify, onReconnect } = options
+  const applicationName = `kairos-listener:${channel}`.slice(0, 63)
+  const healthCheckInterval = Duration.decode(options.healthCheckInterval ?? "5 seconds")
+  const initialBackoff = Duration.decode(options.reconnectBackoff?.initial ?? "100 millis")
+  const maxBackoff = Duration.max(initialBackoff, Duration.decode(options.reconnectBackoff?.max ?? "5 seconds"))
+
+  const connected = yield* Ref.make(false)
+  const ready = yield* Deferred.make<void>()
+  // pg calls us from its event emitter, outside any fiber: log through the caller's runtime (logger, annotations).
+  const runtime = yield* Effect.runtime<never>()
+  const logFromCallback = (message: string, cause: unknown) =>
+    Runtime.runFork(runtime)(
+      Effect.logWarning(`PgListener: ${message}: ${describe(cause)}`).pipe(Effect.annotateLogs({ channel }))
+    )
+
+  const attempt = <A>(reason: ListenerError["reason"], run: () => Promise<A>) =>
+    Effect.tryPromise({ try: run, catch: (cause) => new ListenerError({ reason, cause }) }).pipe(
+      Effect.timeoutFail({
+        duration: operationTimeout,
+        onTimeout: () => new ListenerError({ reason, cause: `timed out after ${Duration.format(operationTimeout)}` })
+      })
+    )
+
+  const open = (lost: Deferred.Deferred<never, ListenerError>, live: Live) => {
+    const client = new pg.Client({
+      connectionString: url,
+      application_name: applicationName,
+      keepAlive: true,
+      connectionTimeoutMillis: Duration.toMillis(operationTimeout)
+    })
+    const lose = (cause: unknown) => Deferred.unsafeDone(lost, Exit.fail(new ListenerError({ reason: "lost", cause })))
+    // Never removed: an 'error' event without a listener would crash the process, even after we let go.
+    client.on("error", lose)
+    client.on("end", () => lose("connection ended"))
+    client.on("notification", (message) => {
+      if (!live.active || message.channel !== channel) return
+      try {
+        onNotify(message.payload ?? "")
+      } catch (cause) {
+        // A throw here would unwind into pg's protocol parser and break the connection.
+        logFromCallback("onNotify threw", cause)
+      }
+    })
+    return client
+  }
+
+  const close = (client: pg.Client, live: Live, exit: Exit.Exit<unknown, unknown>) =>
+    Effect.gen(function* () {
+      live.active = false
+      yield* Ref.set(connected, false)
+      // UNLISTEN only on shutdown: a failed connection cannot answer, and ending the session drops the LISTEN anyway.
+      if (live.listening && Exit.isInterrupted(exit)) {
+        yield* Effect.tryPromise(() => client.query(`UNLISTEN ${client.escapeIdentifier(channel)}`)).pipe(
+          Effect.timeout(closeTimeout),
+          Effect.ignore
+        )
+      }
+      const ended = yield* Effect.tryPromise(() => client.end()).pipe(Effect.timeout(closeTimeout), Effect.option)
+      if (ended._tag === "None") client.connection.stream.destroy()
+    })
+
+  // When the current connection's LISTEN went through, if it did: the loop resets its backoff from it.
+  const listeningSince = yield* Ref.make<number | undefined>(undefined)
+
+  // One connection, from connect to loss. Fails only: it never ends while the connection is healthy.
+  const session = (reconnecting: boolean): Effect.Effect<never, ListenerError> =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const lost = yield* Deferred.make<never, ListenerError>()
+        const live: Live = { active: true, listening: false }
+        const client = yield* Effect.acquireRelease(
+          Effect.sync(() => open(lost, live)),
+          (client, exit) => close(client, live, exit)
+        )
+        yield* attempt("connect", () => client.connect())
+        yield* attempt("listen", () => client.query(`LISTEN ${client.escapeIdentifier(channel)}`))
+        live.listening = true
+        yield* Ref.set(listeningSince, yield* Clock.currentTimeMillis)
+        yield* Ref.set(connected, true)
+        yield* Deferred.succeed(ready, undefined)
+        if (reconnecting && onReconnect !== undefined) {
+          yield* Effect.try(onReconnect).pipe(
+            Effect.catchAll((error) => Effect.logWarning(`PgListener: onReconnect threw: ${describe(error.error)}`))
+          )
+        }
+        // A killed backend usually announces itself through 'error'/'end'; the check catches one that goes silent.
+        const healthCheck = Effect.sleep(healthCheckInterval).pipe(
+          Effect.zipRight(attempt("health check", () => client.query("SELECT 1"))),
+          Effect.forever
+        )
+        return yield* Effect.raceFirst(Deferred.await(lost), healthCheck)
+      })
+    )
+
+  const loop = Effect.gen(function* () {
+    let delay = initialBackoff
+    for (;;) {
+      yield* Ref.set(listeningSince, undefined)
+      // After make has returned, every connect may follow lost notifications: a re-connect, or the first success
+      // after a failed first attempt.
+      const error = yield* Effect.flip(session(yield* Deferred.isDone(ready)))
+      yield* Deferred.succeed(ready, undefined)
+      const since = yield* Ref.get(listeningSince)
+      if (since !== undefined) {
+        // A connection that stayed up a while starts the backoff over; one that keeps dying at once does not.
+        const upFor = Duration.millis((yield* Clock.currentTimeMillis) - since)
+        if (Duration.greaterThanOrEqualTo(upFor, maxBackoff)) delay = initialBackoff
+      }
+      yield* Effect.logWarning(
+        `PgListener: ${failures[error.reason]}: ${describe(error.cause)}; reconnecting in ${Duration.format(delay)}`
+      )
+      yield* Effect.sleep(delay)
+      delay = Duration.min(Duration.times(delay, 2), maxBackoff)
+    }
+  }).pipe(Effect.annotateLogs({ channel }))
+
+  yield* Effect.forkScoped(loop)
+  yield* Deferred.await(ready)
+  return { connected: Ref.get(connected) }
+})

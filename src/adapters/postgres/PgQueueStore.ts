@@ -1,0 +1,351 @@
+/**
+ * The QueueStore on Postgres. Claims are per task type (so a million unclaimable rows of other types, or a
+ * blocked sequential backlog, cost nothing), executions hold leases of their own in `queue_leases`, and
+ * recording a result is one statement that checks the lease token before anything else is written.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Layer, type ParseResult, Redacted, Schema } from "effect"
+import { randomUUID } from "node:crypto"
+import { ProcessedItem } from "../../domain/ProcessedItem.js"
+import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
+import { type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
+import { SEMAPHORE_KEY } from "./PgSettings.js"
+import * as PgListener from "./PgListener.js"
+import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
+
+const ItemRow = Schema.Struct({
+  id: Schema.String,
+  task_type: Schema.String,
+  payload: Schema.NullOr(Schema.String),
+  status: QueueItem.fields.status,
+  priority: Schema.Int,
+  max_runs: Schema.Int,
+  thread: Schema.Int,
+  runs_done: Schema.Int,
+  created_at: Schema.DateFromSelf,
+  updated_at: Schema.DateFromSelf
+})
+type ItemRow = typeof ItemRow.Type
+
+const toItem = (r: ItemRow): QueueItem => ({
+  id: r.id,
+  taskType: r.task_type,
+  payload: r.payload ?? "",
+  status: r.status,
+  priority: r.priority,
+  maxRuns: r.max_runs,
+  thread: normalizeThread(r.thread),
+  createdAt: r.created_at,
+  updatedAt: r.updated_at
+})
+
+const ProcessedRow = Schema.Struct({
+  id: Schema.String,
+  queue_item_id: Schema.String,
+  task_type: Schema.String,
+  payload: Schema.NullOr(Schema.String),
+  status: ProcessedItem.fields.status,
+  error_msg: Schema.NullOr(Schema.String),
+  started_at: Schema.DateFromSelf,
+  finished_at: Schema.DateFromSelf,
+  duration_ms: Schema.Int,
+  created_at: Schema.DateFromSelf
+})
+
+const decodeItems = Schema.decodeUnknown(Schema.Array(ItemRow))
+const decodeProcessed = Schema.decodeUnknown(Schema.Array(ProcessedRow))
+
+const toError = (e: SqlError | ParseResult.ParseError): QueueStoreError =>
+  e._tag === "ParseError"
+    ? new QueueStoreError({ reason: "Decode", message: `unexpected row: ${e.message}`, cause: e })
+    : new QueueStoreError({
+        reason: "Unavailable",
+        message: String((e.cause as { message?: unknown } | undefined)?.message ?? e.message),
+        cause: e
+      })
+
+/** Builds the Postgres QueueStore over the PgClient in context. */
+export const make = (
+  options: PgOptions = {}
+): Effect.Effect<QueueStore["Type"], never, SqlClient.SqlClient | PgClient.PgClient> =>
+  Effect.gen(function* () {
+    const schema = schemaName(options)
+    const pg = yield* PgClient.PgClient
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    const items = sql(table(schema, "queue_items"))
+    const leases = sql(table(schema, "queue_leases"))
+    const processed = sql(table(schema, "processed_items"))
+    const meta = sql(table(schema, "scheduler_meta"))
+    const workers = sql(table(schema, "scheduler_workers"))
+    const itemCols = sql.literal(
+      "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, created_at, updated_at"
+    )
+    const wakeChannel = channel(schema)
+
+    const claimBatch = (options: {
+      readonly limit: number
+      readonly taskTypes: ReadonlyArray<string>
+      readonly owner: string
+      readonly leaseUntil: Date
+      readonly now: Date
+    }) =>
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const limit = Math.max(0, Math.floor(options.limit))
+            const types = [...new Set(options.taskTypes)]
+            if (limit === 0 || types.length === 0) return []
+            // Concurrent items: per type, over the claimable index, so other types' rows are never scanned.
+            const concurrent = yield* sql<{ id: string; priority: number }>`
+            SELECT c.id::text AS id, c.priority FROM unnest(${types}::text[]) AS t(task_type)
+            CROSS JOIN LATERAL (
+              SELECT id, priority FROM ${items} i
+              WHERE i.task_type = t.task_type AND i.thread = 1
+                AND (i.in_flight = 0 OR i.max_runs = -1 OR i.in_flight < i.max_runs)
+              ORDER BY i.priority DESC, i.id LIMIT ${limit}
+            ) c`
+            // Sequential items: first a per-type lock in a statement of its own (its snapshot then cannot predate
+            // the lock), then at most one item per locked type that has no sequential execution in flight.
+            const locked = yield* sql<{ task_type: string }>`
+            SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
+            WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
+            const lockedTypes = locked.map((r) => r.task_type)
+            const sequential =
+              lockedTypes.length === 0
+                ? []
+                : yield* sql<{ id: string; priority: number }>`
+                SELECT c.id::text AS id, c.priority FROM unnest(${lockedTypes}::text[]) AS t(task_type)
+                CROSS JOIN LATERAL (
+                  SELECT id, priority FROM ${items} i
+                  WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
+                    AND NOT EXISTS (
+                      SELECT 1 FROM ${items} p WHERE p.task_type = t.task_type AND p.thread = 0 AND p.status = 'processing'
+                    )
+                  ORDER BY i.priority DESC, i.id LIMIT 1
+                ) c`
+            const chosen = [...concurrent, ...sequential]
+              .sort((a, b) => b.priority - a.priority || Number(BigInt(a.id) - BigInt(b.id)))
+              .slice(0, limit)
+            if (chosen.length === 0) return []
+            // Lock what was chosen; another instance may have taken some meanwhile (SKIP LOCKED, re-checked).
+            const rows = yield* sql`
+            SELECT ${itemCols}, in_flight FROM ${items}
+            WHERE id = ANY(${chosen.map((c) => c.id)}::bigint[])
+              AND (in_flight = 0 OR (thread = 1 AND (max_runs = -1 OR in_flight < max_runs)))
+            ORDER BY priority DESC, id
+            FOR UPDATE SKIP LOCKED`.pipe(
+              Effect.flatMap((raw) =>
+                Effect.map(decodeItems(raw), (decoded) =>
+                  decoded.map((r, i) => ({ row: r, inFlight: Number((raw[i] as { in_flight: number }).in_flight) }))
+                )
+              )
+            )
+            // How many executions each item gets: one, or for a concurrent item up to its remaining runs.
+            let room = limit
+            const plan: Array<{ row: ItemRow; count: number }> = []
+            for (const { inFlight, row } of rows) {
+              if (room <= 0) break
+              const count = row.thread === 1 && row.max_runs !== -1 ? Math.min(room, row.max_runs - inFlight) : 1
+              if (count <= 0) continue
+              plan.push({ row, count })
+              room -= count
+            }
+            if (plan.length === 0) return []
+            const leaseRows = plan.flatMap(({ count, row }) =>
+              Array.from({ length: count }, () => ({ itemId: row.id, token: randomUUID() }))
+            )
+            const inserted = yield* sql<{ id: string; item_id: string; token: string }>`
+            INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until)
+            SELECT unnest(${leaseRows.map((l) => l.itemId)}::bigint[]), unnest(${leaseRows.map((l) => l.token)}::text[]),
+                   ${options.owner}, ${options.now}, ${options.leaseUntil}
+            RETURNING id::text AS id, item_id::text AS item_id, token`
+            yield* sql`
+            UPDATE ${items} i SET in_flight = i.in_flight + p.n, status = 'processing', updated_at = ${options.now}
+            FROM (SELECT unnest(${plan.map((p) => p.row.id)}::bigint[]) AS id,
+                         unnest(${plan.map((p) => p.count)}::int[]) AS n) p
+            WHERE i.id = p.id`
+            const byItem = new Map(plan.map((p) => [p.row.id, p.row]))
+            return inserted.map((l): QueueClaim => {
+              const row = byItem.get(l.item_id)!
+              return {
+                item: { ...toItem(row), status: "processing" },
+                runsDone: row.runs_done,
+                leaseId: l.id,
+                token: l.token
+              }
+            })
+          })
+        )
+        .pipe(Effect.mapError(toError))
+
+    const recordResult = (
+      claim: QueueClaim,
+      result: { readonly startedAt: Date; readonly finishedAt: Date; readonly error?: string | undefined }
+    ) => {
+      const failed = result.error !== undefined
+      const duration = Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime())
+      // The first statement checks (and removes) the lease before anything else is written: the log row and
+      // the item's update happen only if it was still held. Its UPDATE re-reads a row another execution of the
+      // same item just changed, so concurrent finishes count right; the exhausted item is deleted after.
+      return sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const rows = yield* sql<{ held: number }>`
+              WITH l AS (
+                DELETE FROM ${leases} WHERE id = ${claim.leaseId}::bigint AND token = ${claim.token} RETURNING item_id
+              ), log AS (
+                INSERT INTO ${processed}
+                  (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+                SELECT l.item_id, ${claim.item.taskType}, ${claim.item.payload}, ${failed ? "error" : "ok"},
+                       ${result.error ?? ""}, ${result.startedAt}, ${result.finishedAt}, ${duration}
+                FROM l RETURNING id
+              ), item AS (
+                UPDATE ${items} i SET
+                  in_flight = greatest(0, i.in_flight - 1),
+                  max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END,
+                  runs_done = i.runs_done + 1,
+                  status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+                  updated_at = ${result.finishedAt}
+                FROM l WHERE i.id = l.item_id
+                RETURNING i.id
+              )
+              SELECT (SELECT count(*) FROM log)::int AS held`
+            const held = (rows[0]?.held ?? 0) > 0
+            if (held) {
+              yield* sql`DELETE FROM ${items} WHERE id = ${claim.item.id}::bigint AND max_runs = 0 AND in_flight = 0`
+            }
+            return held
+          })
+        )
+        .pipe(Effect.mapError(toError))
+    }
+
+    return QueueStore.of({
+      enqueue: (input, now) =>
+        sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
+            VALUES (${input.taskType}, ${input.payload ?? ""}, ${normalizePriority(input.priority)},
+                    ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)}, ${now}, ${now})
+            RETURNING ${itemCols}`.pipe(
+          Effect.flatMap(decodeItems),
+          Effect.map((rows) => toItem(rows[0]!)),
+          Effect.mapError(toError)
+        ),
+
+      claimBatch,
+
+      renewLease: (claim, leaseUntil) =>
+        sql`UPDATE ${leases} SET lease_until = ${leaseUntil}
+            WHERE id = ${claim.leaseId}::bigint AND token = ${claim.token} RETURNING id`.pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.mapError(toError)
+        ),
+
+      recordResult,
+
+      recoverStuck: (now, owner) =>
+        sql<{ n: number }>`
+          WITH l AS (
+            DELETE FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null} RETURNING item_id
+          ), c AS (SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id),
+          u AS (
+            UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - c.n),
+              status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+              updated_at = ${now}
+            FROM c WHERE i.id = c.item_id RETURNING i.id
+          )
+          SELECT (SELECT count(*) FROM l)::int AS n`.pipe(
+          Effect.map((rows) => rows[0]?.n ?? 0),
+          Effect.mapError(toError)
+        ),
+
+      pendingCount: () =>
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM ${items}`.pipe(
+          Effect.map((rows) => rows[0]?.n ?? 0),
+          Effect.mapError(toError)
+        ),
+
+      recentProcessed: (n) =>
+        sql`SELECT id::text AS id, queue_item_id::text AS queue_item_id, task_type, payload, status, error_msg,
+                   started_at, finished_at, duration_ms, created_at
+            FROM ${processed} ORDER BY id DESC LIMIT ${Math.max(0, Math.floor(n))}`.pipe(
+          Effect.flatMap(decodeProcessed),
+          Effect.map((rows) =>
+            rows.map((r) => ({
+              id: r.id,
+              queueItemId: r.queue_item_id,
+              taskType: r.task_type,
+              payload: r.payload ?? "",
+              status: r.status,
+              errorMsg: r.error_msg ?? "",
+              startedAt: r.started_at,
+              finishedAt: r.finished_at,
+              durationMs: r.duration_ms,
+              createdAt: r.created_at
+            }))
+          ),
+          Effect.mapError(toError)
+        ),
+
+      getSemaphore: () =>
+        sql<{ value: string }>`SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}`.pipe(
+          Effect.map((rows) => rows[0]?.value.trim().toLowerCase() !== "red"),
+          Effect.mapError(toError)
+        ),
+
+      setSemaphore: (green) =>
+        sql
+          .withTransaction(
+            Effect.zipRight(
+              sql`INSERT INTO ${meta} (key, value) VALUES (${SEMAPHORE_KEY}, ${green ? "green" : "red"})
+                ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
+              sql`SELECT pg_notify(${wakeChannel}, 'semaphore')`
+            )
+          )
+          .pipe(Effect.asVoid, Effect.mapError(toError)),
+
+      registerWorker: (id, taskTypes, now) =>
+        sql`INSERT INTO ${workers} (id, task_types, started_at, heartbeat_at)
+            VALUES (${id}, ${[...taskTypes]}::text[], ${now}, ${now})
+            ON CONFLICT (id) DO UPDATE SET task_types = EXCLUDED.task_types, heartbeat_at = EXCLUDED.heartbeat_at`.pipe(
+          Effect.asVoid,
+          Effect.mapError(toError)
+        ),
+
+      unregisterWorker: (id) =>
+        sql`DELETE FROM ${workers} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.mapError(toError)),
+
+      liveWorkers: (since) =>
+        sql<{ id: string; task_types: Array<string>; started_at: Date; heartbeat_at: Date }>`
+          SELECT id, task_types, started_at, heartbeat_at FROM ${workers} WHERE heartbeat_at > ${since} ORDER BY id`.pipe(
+          Effect.map((rows) =>
+            rows.map((r) => ({
+              id: r.id,
+              taskTypes: r.task_types,
+              startedAt: r.started_at,
+              heartbeatAt: r.heartbeat_at
+            }))
+          ),
+          Effect.mapError(toError)
+        ),
+
+      subscribe: (wake) => {
+        const url = pg.config.url ?? Redacted.make(urlFromParts(pg.config))
+        return PgListener.make({ url, channel: wakeChannel, onNotify: () => wake(), onReconnect: wake }).pipe(
+          Effect.asVoid
+        )
+      }
+    })
+  })
+
+const urlFromParts = (c: PgClient.PgClientConfig): string => {
+  const user = encodeURIComponent(c.username ?? "postgres")
+  const password = c.password === undefined ? "" : `:${encodeURIComponent(Redacted.value(c.password))}`
+  return `postgres://${user}${password}@${c.host ?? "127.0.0.1"}:${c.port ?? 5432}/${encodeURIComponent(c.database ?? "postgres")}`
+}
+
+/** The Postgres QueueStore as a layer over a PgClient. */
+export const layer = (
+  options: PgOptions = {}
+): Layer.Layer<QueueStore, never, SqlClient.SqlClient | PgClient.PgClient> => Layer.effect(QueueStore, make(options))
