@@ -2,20 +2,7 @@
  * The runner: claims due work, runs handlers in fibers it owns, records every outcome, and sleeps until the next
  * slot, retry or poll — whichever comes first. Composed as a scoped service: closing its scope stops it.
  */
-import {
-  Context,
-  Duration,
-  Effect,
-  Either,
-  Fiber,
-  FiberSet,
-  Layer,
-  Option,
-  Queue,
-  Random,
-  Ref,
-  Scope
-} from "effect"
+import { Context, Duration, Effect, Either, Fiber, FiberSet, Layer, Option, Queue, Random, Ref, Scope } from "effect"
 import os from "node:os"
 import { randomBytes } from "node:crypto"
 import { Job } from "../domain/Job.js"

@@ -5,10 +5,12 @@
 import { Effect, Fiber, Layer, TestClock } from "effect"
 import type { SchedulerConfigInput } from "../../domain/SchedulerConfig.js"
 import type { JobStore } from "../../ports/JobStore.js"
-import type { Settings } from "../../ports/Settings.js"
+import type { Settings, SettingsWriter } from "../../ports/Settings.js"
 import * as Runner from "../../runtime/Runner.js"
 import * as FakeStore from "./FakeStore.js"
+import * as MemoryQueueStore from "./MemoryQueueStore.js"
 import * as MemorySettings from "./MemorySettings.js"
+import type { QueueStore } from "../../ports/QueueStore.js"
 
 /**
  * Stops the runner while moving the fake clock through its grace period: the grace period is clock time, and a
@@ -25,12 +27,24 @@ export const stop: Effect.Effect<void, never, Runner.Runner> = Effect.gen(functi
 // handler still running, which would otherwise wait for a clock nobody moves.
 const StopAtEnd: Layer.Layer<never, never, Runner.Runner> = Layer.scopedDiscard(Effect.addFinalizer(() => stop))
 
-/** A Runner with `config` over a FakeStore and MemorySettings (starting from `settings`), all exposed to the test. */
+/**
+ * A Runner with `config` over a FakeStore, the memory queue and MemorySettings (starting from `settings`), all
+ * exposed to the test.
+ */
 export const layer = (
   config: SchedulerConfigInput = {},
   settings: Readonly<Record<string, boolean | number | string>> = {}
-): Layer.Layer<Runner.Runner | FakeStore.FakeStore | JobStore | MemorySettings.MemorySettings | Settings> =>
+): Layer.Layer<
+  | Runner.Runner
+  | FakeStore.FakeStore
+  | JobStore
+  | QueueStore
+  | MemoryQueueStore.MemoryQueue
+  | MemorySettings.MemorySettings
+  | Settings
+  | SettingsWriter
+> =>
   StopAtEnd.pipe(
     Layer.provideMerge(Runner.layer(config)),
-    Layer.provideMerge(Layer.merge(FakeStore.layer, MemorySettings.layer(settings)))
+    Layer.provideMerge(Layer.mergeAll(FakeStore.layer, MemoryQueueStore.layer, MemorySettings.layer(settings)))
   )

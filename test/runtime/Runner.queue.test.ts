@@ -1,0 +1,136 @@
+/**
+ * The runner with queue items on the memory adapters, under the fake clock.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Deferred, Effect, Ref } from "effect"
+import { FakeClock, FakeStore, MemoryQueueStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { settle, testLayer } from "../support/runner.js"
+
+describe("Runner with queue items", () => {
+  it.scoped("runs items by priority, then insertion order, and records each execution", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const seen = yield* Ref.make<ReadonlyArray<string>>([])
+      yield* runner.register("mail", (job) => Ref.update(seen, (xs) => [...xs, job.payload]))
+      for (const [payload, priority] of [
+        ["a", 0],
+        ["b", 5],
+        ["c", 0],
+        ["d", 9]
+      ] as const) {
+        yield* queue.enqueue({ taskType: "mail", payload, priority }, new Date())
+      }
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+      expect(yield* Ref.get(seen)).toEqual(["d", "b", "a", "c"])
+      expect((yield* memory.processed).every((p) => p.status === "ok")).toBe(true)
+      expect(yield* memory.items).toEqual([])
+    }).pipe(Effect.provide(testLayer({ workers: 1, interval: "1 hour" })))
+  )
+
+  it.scoped("a new item wakes an idle runner at once: no clock movement, a one-hour poll", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("mail", () => undefined)
+      yield* runner.start
+      yield* FakeClock.advance("1 minute")
+      yield* queue.enqueue({ taskType: "mail", payload: "x" }, new Date())
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+    }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+  )
+
+  it.scoped("a failing handler is an error row; max_runs 2 runs twice; unknown types stay queued", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("flaky", (job) =>
+        job.attempt === 1 ? Effect.fail(new Error("first fails")) : Effect.void
+      )
+      yield* queue.enqueue({ taskType: "flaky", payload: "x", maxRuns: 2 }, new Date())
+      yield* queue.enqueue({ taskType: "nobody", payload: "y" }, new Date())
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      expect((yield* memory.processed).map((p) => [p.status, p.errorMsg])).toEqual([
+        ["error", "first fails"],
+        ["ok", ""]
+      ])
+      expect((yield* memory.items).map((i) => i.taskType)).toEqual(["nobody"])
+    }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+  )
+
+  it.scoped("thread 0 runs one execution of a type at a time; a max_runs 3 thread 1 item runs three at once", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const running = yield* Ref.make<ReadonlyArray<string>>([])
+      const gate = yield* Deferred.make<void>()
+      yield* runner.register("t", (job) =>
+        Effect.gen(function* () {
+          yield* Ref.update(running, (xs) => [...xs, job.payload])
+          yield* Deferred.await(gate)
+        })
+      )
+      yield* queue.enqueue({ taskType: "t", payload: "seq1" }, new Date())
+      yield* queue.enqueue({ taskType: "t", payload: "seq2" }, new Date())
+      yield* queue.enqueue({ taskType: "t", payload: "conc", maxRuns: 3, thread: 1 }, new Date())
+      yield* runner.start
+      yield* settle(Effect.map(Ref.get(running), (xs) => xs.length === 4))
+      expect([...(yield* Ref.get(running))].sort()).toEqual(["conc", "conc", "conc", "seq1"])
+      yield* Deferred.succeed(gate, undefined)
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
+      expect((yield* memory.processed).filter((p) => p.payload === "conc").length).toBe(3)
+    }).pipe(Effect.provide(testLayer({ workers: 8, interval: "1 hour" })))
+  )
+
+  it.scoped("the semaphore set to red stops new starts of both kinds; green resumes", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const store = yield* FakeStore.FakeStore
+      yield* runner.register("t", () => undefined)
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* queue.setSemaphore(false, new Date())
+      yield* runner.start
+      yield* queue.enqueue({ taskType: "t", payload: "x" }, new Date())
+      yield* FakeClock.advance("5 minutes")
+      expect((yield* memory.processed).length).toBe(0)
+      expect((yield* store.runsOf("j")).length).toBe(0)
+      yield* queue.setSemaphore(true, new Date())
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+      yield* FakeClock.advance("1 minute")
+      expect((yield* store.runsOf("j")).length).toBeGreaterThanOrEqual(1)
+    }).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  )
+
+  it.scoped("jobs and queue items share the worker budget", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const store = yield* FakeStore.FakeStore
+      const gate = yield* Deferred.make<void>()
+      yield* runner.register("t", () => Deferred.await(gate))
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advance("1 minute")
+      expect(yield* runner.running).toBe(1)
+      for (let i = 0; i < 5; i++) yield* queue.enqueue({ taskType: "t", payload: String(i), thread: 1 }, new Date())
+      yield* settle(Effect.map(runner.running, (n) => n === 3))
+      expect(yield* runner.running).toBe(3)
+      expect((yield* store.runsOf("j")).length).toBe(1)
+      yield* Deferred.succeed(gate, undefined)
+    }).pipe(Effect.provide(testLayer({ workers: 3, interval: "1 hour" })))
+  )
+})
