@@ -8,10 +8,12 @@ import type { ConfigError } from "effect"
 import { Layer, Redacted } from "effect"
 import type { SchedulerConfigInput } from "../../domain/SchedulerConfig.js"
 import type { JobStore } from "../../ports/JobStore.js"
+import type { QueueStore } from "../../ports/QueueStore.js"
 import type { Settings, SettingsWriter } from "../../ports/Settings.js"
 import * as Runner from "../../runtime/Runner.js"
 import { migrate, type MigrationError } from "./migrations.js"
 import * as PgJobStore from "./PgJobStore.js"
+import * as PgQueueStore from "./PgQueueStore.js"
 import * as PgSettings from "./PgSettings.js"
 
 export interface Options extends SchedulerConfigInput {
@@ -25,11 +27,14 @@ export interface Options extends SchedulerConfigInput {
   readonly maxConnections?: number | undefined
 }
 
-/** The runner with its Postgres stores, the client and the settings writer, migrated unless told otherwise. */
+/**
+ * The runner with its Postgres stores (jobs, queue, settings), the client and the settings writer, migrated unless
+ * told otherwise. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY.
+ */
 export const layer = (
   options: Options
 ): Layer.Layer<
-  Runner.Runner | JobStore | Settings | SettingsWriter | SqlClient.SqlClient | PgClient.PgClient,
+  Runner.Runner | JobStore | QueueStore | Settings | SettingsWriter | SqlClient.SqlClient | PgClient.PgClient,
   MigrationError | SqlError | ConfigError.ConfigError
 > => {
   const schema = options.schema
@@ -39,7 +44,11 @@ export const layer = (
     applicationName: "kairos"
   })
   const migrated = options.migrate === false ? Layer.empty : Layer.effectDiscard(migrate({ schema }))
-  const stores = Layer.mergeAll(PgJobStore.layer({ schema }), PgSettings.layer({ schema }))
+  const stores = Layer.mergeAll(
+    PgJobStore.layer({ schema }),
+    PgSettings.layer({ schema }),
+    PgQueueStore.layer({ schema })
+  )
   return Runner.layer(options).pipe(
     Layer.provideMerge(stores),
     Layer.provideMerge(migrated),

@@ -103,7 +103,8 @@ export const make = (
             CROSS JOIN LATERAL (
               SELECT id, priority FROM ${items} i
               WHERE i.task_type = t.task_type AND i.thread = 1
-                AND (i.in_flight = 0 OR i.max_runs = -1 OR i.in_flight < i.max_runs)
+                -- Spelled exactly as the partial index's predicate, so the planner can use it.
+                AND (i.in_flight = 0 OR (i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)))
               ORDER BY i.priority DESC, i.id LIMIT ${limit}
             ) c`
             // Sequential items: first a per-type lock in a statement of its own (its snapshot then cannot predate
@@ -112,17 +113,23 @@ export const make = (
             SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
             WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
             const lockedTypes = locked.map((r) => r.task_type)
-            const sequential =
+            // Types whose sequential slot is taken are skipped whole, so a blocked backlog is never scanned.
+            const busy =
               lockedTypes.length === 0
                 ? []
+                : yield* sql<{ task_type: string }>`
+                SELECT task_type FROM ${items}
+                WHERE task_type = ANY(${lockedTypes}::text[]) AND thread = 0 AND status = 'processing'`
+            const busyTypes = new Set(busy.map((r) => r.task_type))
+            const freeTypes = lockedTypes.filter((t) => !busyTypes.has(t))
+            const sequential =
+              freeTypes.length === 0
+                ? []
                 : yield* sql<{ id: string; priority: number }>`
-                SELECT c.id::text AS id, c.priority FROM unnest(${lockedTypes}::text[]) AS t(task_type)
+                SELECT c.id::text AS id, c.priority FROM unnest(${freeTypes}::text[]) AS t(task_type)
                 CROSS JOIN LATERAL (
                   SELECT id, priority FROM ${items} i
                   WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
-                    AND NOT EXISTS (
-                      SELECT 1 FROM ${items} p WHERE p.task_type = t.task_type AND p.thread = 0 AND p.status = 'processing'
-                    )
                   ORDER BY i.priority DESC, i.id LIMIT 1
                 ) c`
             const chosen = [...concurrent, ...sequential]

@@ -1,0 +1,66 @@
+/**
+ * Drains no-op queue items with one runner process and prints items per second. Not a test: nothing is asserted.
+ *
+ *   npm run bench:throughput     (BENCH_ITEMS=20000, BENCH_WORKERS=64, BENCH_BATCH=500; DATABASE_URL or embedded)
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Logger, LogLevel } from "effect"
+import { startEmbedded } from "../src/adapters/postgres/EmbeddedPostgres.js"
+import * as PgKairos from "../src/adapters/postgres/PgKairos.js"
+import * as Runner from "../src/runtime/Runner.js"
+
+const schema = "kairos_bench_throughput"
+const ITEMS = Number(process.env["BENCH_ITEMS"] ?? 20_000)
+const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 64)
+const BATCH = Number(process.env["BENCH_BATCH"] ?? 500)
+
+const program = Effect.gen(function* () {
+  const sql = yield* SqlClient.SqlClient
+  const runner = yield* Runner.Runner
+  const items = sql(`${schema}.queue_items`)
+  yield* sql`TRUNCATE ${items} CASCADE`
+  yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
+  yield* runner.register("noop", () => undefined)
+  yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'noop', '{}', 1 FROM generate_series(1, ${ITEMS})`
+  const start = performance.now()
+  yield* runner.start
+  while (true) {
+    const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${items}`
+    if (row!.n === 0 && (yield* runner.running) === 0) break
+    yield* Effect.sleep("20 millis")
+  }
+  const seconds = (performance.now() - start) / 1000
+  const [done] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(`${schema}.processed_items`)}`
+  console.log(
+    `drained ${ITEMS.toLocaleString("en")} no-op items in ${seconds.toFixed(2)} s: ` +
+      `${Math.round(ITEMS / seconds).toLocaleString("en")} items/s ` +
+      `(workers ${WORKERS}, batch ${BATCH}, ${done!.n.toLocaleString("en")} processed rows)`
+  )
+})
+
+const main = async () => {
+  const embedded = process.env["DATABASE_URL"] ? undefined : await startEmbedded()
+  const url = process.env["DATABASE_URL"] || embedded!.url
+  try {
+    const Live = PgKairos.layer({
+      url,
+      schema,
+      workers: WORKERS,
+      batchSize: BATCH,
+      interval: "1 second",
+      maxConnections: 20
+    })
+    await Effect.runPromise(
+      program.pipe(Effect.provide(Live), Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+    )
+  } finally {
+    await embedded?.stop()
+  }
+}
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)

@@ -1,0 +1,70 @@
+/**
+ * The runner with the Postgres queue in-process (integration: a real Postgres, the real clock).
+ */
+import { SqlClient } from "@effect/sql"
+import { expect, layer } from "@effect/vitest"
+import { Deferred, Effect, Either, Layer, Ref } from "effect"
+import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
+import { QueueStore, Runner } from "../../src/index.js"
+import { TestSchema } from "../support/database.js"
+import { PgStores } from "../support/pgStores.js"
+
+const Live = Runner.layer({ workers: 8, interval: "1 second" }).pipe(
+  Layer.provideMerge(Layer.unwrapEffect(Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema })))),
+  Layer.provideMerge(PgStores("queuepg"))
+)
+
+const processedCount = (itemId: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const schema = yield* TestSchema
+    const [row] = yield* sql<{ n: number }>`
+      SELECT count(*)::int AS n FROM ${sql(`${schema}.processed_items`)} WHERE queue_item_id = ${itemId}::bigint`
+    return row!.n
+  })
+
+layer(Live, { timeout: "60 seconds", excludeTestServices: true })("the queue on Postgres, in-process", (it) => {
+  it.effect("a max_runs 3, thread 1 item runs its three repetitions at the same time, then has three rows", () =>
+    Effect.gen(function* () {
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const started = yield* Ref.make(0)
+      const allThree = yield* Deferred.make<void>()
+      yield* runner.register("fanout", () =>
+        Effect.gen(function* () {
+          if ((yield* Ref.updateAndGet(started, (n) => n + 1)) === 3) yield* Deferred.succeed(allThree, undefined)
+          // Each repetition waits until all three are running: they can only finish if they overlap.
+          yield* Deferred.await(allThree)
+        })
+      )
+      yield* runner.start
+      const item = yield* queue.enqueue({ taskType: "fanout", payload: "x", maxRuns: 3, thread: 1 }, new Date())
+      yield* Deferred.await(allThree).pipe(Effect.timeout("10 seconds"))
+      for (let i = 0; i < 100 && (yield* processedCount(item.id)) < 3; i++) yield* Effect.sleep("50 millis")
+      expect(yield* processedCount(item.id)).toBe(3)
+      yield* Effect.sleep("300 millis")
+      expect(yield* processedCount(item.id)).toBe(3)
+    })
+  )
+
+  it.effect("enqueue inside the caller's transaction commits or rolls back with it", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const queue = yield* QueueStore
+      const failed = yield* Effect.either(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* queue.enqueue({ taskType: "tx-test", payload: "rolled back" }, new Date())
+            return yield* Effect.fail("business rule broken" as const)
+          })
+        )
+      )
+      expect(Either.isLeft(failed)).toBe(true)
+      yield* sql.withTransaction(queue.enqueue({ taskType: "tx-test", payload: "committed" }, new Date()))
+      const rows = yield* sql<{ payload: string }>`
+        SELECT payload FROM ${sql(`${schema}.queue_items`)} WHERE task_type = 'tx-test'`
+      expect(rows).toEqual([{ payload: "committed" }])
+    })
+  )
+})
