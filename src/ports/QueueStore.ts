@@ -31,6 +31,13 @@ export interface QueueClaim {
   readonly token: string
 }
 
+/** How one execution ended: `error` set when it failed. */
+export interface ExecutionResult {
+  readonly startedAt: Date
+  readonly finishedAt: Date
+  readonly error?: string | undefined
+}
+
 /** A live worker, as registered in `scheduler_workers`. */
 export interface WorkerInfo {
   readonly id: string
@@ -62,10 +69,14 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * Records one finished execution: its `processed_items` row, and the item deleted (runs exhausted) or
      * pending again. Fenced by the lease token: false, and nothing written, when the lease was lost.
      */
-    readonly recordResult: (
-      claim: QueueClaim,
-      result: { readonly startedAt: Date; readonly finishedAt: Date; readonly error?: string | undefined }
-    ) => Effect.Effect<boolean, QueueStoreError>
+    readonly recordResult: (claim: QueueClaim, result: ExecutionResult) => Effect.Effect<boolean, QueueStoreError>
+    /**
+     * Records many finished executions at once, each fenced by its own lease as in `recordResult`: one round of
+     * statements for the whole batch. Returns, in order, whether each was recorded.
+     */
+    readonly recordResults: (
+      results: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
+    ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>
     /** Items pending or processing. */

@@ -2,7 +2,23 @@
  * The runner: claims due work, runs handlers in fibers it owns, records every outcome, and sleeps until the next
  * slot, retry or poll — whichever comes first. Composed as a scoped service: closing its scope stops it.
  */
-import { Context, Duration, Effect, Either, Fiber, FiberSet, Layer, Option, Queue, Random, Ref, Scope } from "effect"
+import {
+  Chunk,
+  Context,
+  Deferred,
+  Duration,
+  Effect,
+  Either,
+  Fiber,
+  FiberSet,
+  Layer,
+  Option,
+  Queue,
+  Random,
+  Ref,
+  Schedule as RetryPolicy,
+  Scope
+} from "effect"
 import os from "node:os"
 import { randomBytes } from "node:crypto"
 import { Job } from "../domain/Job.js"
@@ -13,7 +29,7 @@ import { retryDelay, withDefaults, type SchedulerConfig, type SchedulerConfigInp
 import { now as clockNow } from "../ports/Clock.js"
 import { type Lease, JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { SettingKeys, Settings, type SettingsError } from "../ports/Settings.js"
-import { type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
+import { type ExecutionResult, type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
 import { type Handler, type HandlerOptions, runToResult } from "./Handler.js"
 
 /** What one tick did. */
@@ -88,6 +104,10 @@ interface Claimed {
 }
 
 const STOP_ERROR = "interrupted: the runner stopped before the handler finished"
+/** Most queue results written in one statement. */
+const RESULT_BATCH = 500
+/** Writing a batch of results again after a failure (a deadlock with another instance rolls it back whole). */
+const resultWriteRetry = RetryPolicy.addDelay(RetryPolicy.recurs(3), () => Duration.millis(20))
 
 /** Builds a runner in the current scope. `Settings` is optional: without it nothing is paused. */
 export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Type"], never, JobStore | Scope.Scope> =>
@@ -129,13 +149,19 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         return { paused: red, enabled: true, interval: config.interval }
       }
       const s = settings.value
-      const paused = Option.getOrElse(yield* s.getBool(SettingKeys.paused), () => false)
+      // Read side by side (a pool runs them on separate connections): one round trip per tick, not four.
+      const [pausedSetting, enabledSetting, seconds, green] = yield* Effect.all(
+        [
+          s.getBool(SettingKeys.paused),
+          s.getBool(SettingKeys.enabled),
+          s.getInt(SettingKeys.intervalSeconds),
+          Option.isSome(queue) ? queue.value.getSemaphore() : Effect.succeed(true)
+        ],
+        { concurrency: "unbounded" }
+      )
       // The queue's kill switch pauses everything (in Postgres it is the same row).
-      if (!paused && Option.isSome(queue) && !(yield* queue.value.getSemaphore())) {
-        return { paused: true, enabled: true, interval: config.interval }
-      }
-      const enabled = Option.getOrElse(yield* s.getBool(SettingKeys.enabled), () => config.enabled)
-      const seconds = yield* s.getInt(SettingKeys.intervalSeconds)
+      const paused = Option.getOrElse(pausedSetting, () => false) || !green
+      const enabled = Option.getOrElse(enabledSetting, () => config.enabled)
       const interval = Option.isSome(seconds) && seconds.value > 0 ? Duration.seconds(seconds.value) : config.interval
       return { paused, enabled, interval }
     })
@@ -337,6 +363,41 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
 
     let lastHousekeeping = Number.NEGATIVE_INFINITY
 
+    // Results are written in batches: whatever finished while the previous batch was being written goes in
+    // the next one, one round of statements for all of them.
+    const results = yield* Queue.unbounded<{
+      readonly claim: QueueClaim
+      readonly result: ExecutionResult
+      readonly done: Deferred.Deferred<boolean, QueueStoreError>
+    }>()
+    if (Option.isSome(queue)) {
+      const q = queue.value
+      yield* Effect.forkIn(
+        Effect.forever(
+          Effect.gen(function* () {
+            const batch = Chunk.toReadonlyArray(yield* Queue.takeBetween(results, 1, RESULT_BATCH))
+            const written = yield* q.recordResults(batch).pipe(
+              // A deadlock with another instance's batch rolls this one back whole: writing it again is safe.
+              Effect.retry(resultWriteRetry),
+              Effect.either
+            )
+            for (let i = 0; i < batch.length; i++) {
+              const entry = batch[i]!
+              if (Either.isRight(written)) yield* Deferred.succeed(entry.done, written.right[i] ?? false)
+              else yield* Deferred.fail(entry.done, written.left)
+            }
+          })
+        ),
+        scope
+      )
+    }
+    const recordQueueResult = (claim: QueueClaim, result: ExecutionResult) =>
+      Effect.gen(function* () {
+        const done = yield* Deferred.make<boolean, QueueStoreError>()
+        yield* Queue.offer(results, { claim, result, done })
+        return yield* Deferred.await(done)
+      })
+
     /** Claims queue items into the room left, and starts them. Returns how many started. */
     const claimQueue = (q: QueueStore["Type"], now: Date, room: number) =>
       Effect.gen(function* () {
@@ -402,7 +463,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         }
         const finishedAt = yield* clockNow
         const result = outcome.value
-        const recorded = yield* q.recordResult(c, {
+        const recorded = yield* recordQueueResult(c, {
           startedAt,
           finishedAt,
           error: result.failed ? result.message : undefined

@@ -136,6 +136,37 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect("recordResults writes a batch in one go, each fenced by its own lease, counted per item", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("batch")
+        const single = yield* q.enqueue({ taskType: t, payload: "single", thread: 1 }, T0)
+        const triple = yield* q.enqueue({ taskType: t, payload: "triple", maxRuns: 3, thread: 1 }, T0)
+        const twice = yield* q.enqueue({ taskType: t, payload: "twice", maxRuns: 2, thread: 1 }, T0)
+        const claims = yield* q.claimBatch(claimOpts([t], 10))
+        expect(claims.length).toBe(6)
+        const ok = (id: string) => claims.filter((c) => c.item.id === id)
+        const batch = [
+          { claim: ok(single.id)[0]!, result: { startedAt: at(0), finishedAt: at(1) } },
+          ...ok(triple.id).map((claim) => ({ claim, result: { startedAt: at(0), finishedAt: at(2), error: "e" } })),
+          { claim: { ...ok(twice.id)[0]!, token: "forged" }, result: { startedAt: at(0), finishedAt: at(1) } },
+          { claim: ok(twice.id)[1]!, result: { startedAt: at(0), finishedAt: at(1) } }
+        ]
+        expect(yield* q.recordResults(batch)).toEqual([true, true, true, true, false, true])
+        const log = yield* q.recentProcessed(1000)
+        const count = (id: string) => log.filter((p) => p.queueItemId === id).length
+        expect([count(single.id), count(triple.id), count(twice.id)]).toEqual([1, 3, 1])
+        expect(
+          log.filter((p) => p.queueItemId === triple.id).every((p) => p.status === "error" && p.errorMsg === "e")
+        ).toBe(true)
+        // single and triple are done; twice has one run left once its forged execution is taken back.
+        yield* q.recoverStuck(at(1000))
+        const rest = yield* q.claimBatch(claimOpts([t], 10, "w2", at(1001)))
+        expect(rest.map((c) => c.item.id)).toEqual([twice.id])
+        expect(yield* q.recordResults([])).toEqual([])
+      })
+    )
+
     it.effect("recoverStuck takes back expired leases and the caller's own, never a live one", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

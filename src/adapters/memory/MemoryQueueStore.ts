@@ -5,7 +5,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import { normalizeMaxRuns, normalizePriority, normalizeThread, type QueueItem } from "../../domain/QueueItem.js"
-import { type QueueClaim, QueueStore, type WorkerInfo } from "../../ports/QueueStore.js"
+import { type ExecutionResult, type QueueClaim, QueueStore, type WorkerInfo } from "../../ports/QueueStore.js"
 
 interface Row {
   item: QueueItem
@@ -51,6 +51,35 @@ export const make: Effect.Effect<{ readonly store: QueueStore["Type"]; readonly 
     const setStatus = (r: Row, now: Date) => {
       r.item = { ...r.item, status: r.inFlight > 0 ? "processing" : "pending", updatedAt: now }
     }
+
+    const record = (claim: QueueClaim, result: ExecutionResult) =>
+      Effect.sync(() => {
+        const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
+        if (i < 0) return false
+        const [lease] = leases.splice(i, 1)
+        const failed = result.error !== undefined
+        log.push({
+          id: String(log.length + 1),
+          queueItemId: lease!.itemId,
+          taskType: claim.item.taskType,
+          payload: claim.item.payload,
+          status: failed ? "error" : "ok",
+          errorMsg: result.error ?? "",
+          startedAt: result.startedAt,
+          finishedAt: result.finishedAt,
+          durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
+          createdAt: result.finishedAt
+        })
+        const r = rows.find((x) => x.item.id === lease!.itemId)
+        if (r !== undefined) {
+          r.inFlight = Math.max(0, r.inFlight - 1)
+          r.runsDone++
+          r.item = { ...r.item, maxRuns: r.item.maxRuns === -1 ? -1 : Math.max(0, r.item.maxRuns - 1) }
+          setStatus(r, result.finishedAt)
+          if (r.item.maxRuns === 0 && r.inFlight === 0) rows.splice(rows.indexOf(r), 1)
+        }
+        return true
+      })
 
     const store = QueueStore.of({
       enqueue: (input, now) =>
@@ -110,34 +139,8 @@ export const make: Effect.Effect<{ readonly store: QueueStore["Type"]; readonly 
           lease.leaseUntil = leaseUntil
           return true
         }),
-      recordResult: (claim, result) =>
-        Effect.sync(() => {
-          const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
-          if (i < 0) return false
-          const [lease] = leases.splice(i, 1)
-          const failed = result.error !== undefined
-          log.push({
-            id: String(log.length + 1),
-            queueItemId: lease!.itemId,
-            taskType: claim.item.taskType,
-            payload: claim.item.payload,
-            status: failed ? "error" : "ok",
-            errorMsg: result.error ?? "",
-            startedAt: result.startedAt,
-            finishedAt: result.finishedAt,
-            durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
-            createdAt: result.finishedAt
-          })
-          const r = rows.find((x) => x.item.id === lease!.itemId)
-          if (r !== undefined) {
-            r.inFlight = Math.max(0, r.inFlight - 1)
-            r.runsDone++
-            r.item = { ...r.item, maxRuns: r.item.maxRuns === -1 ? -1 : Math.max(0, r.item.maxRuns - 1) }
-            setStatus(r, result.finishedAt)
-            if (r.item.maxRuns === 0 && r.inFlight === 0) rows.splice(rows.indexOf(r), 1)
-          }
-          return true
-        }),
+      recordResults: (results) => Effect.forEach(results, ({ claim, result }) => record(claim, result)),
+      recordResult: (claim, result) => record(claim, result),
       recoverStuck: (now, owner) =>
         Effect.sync(() => {
           const lost = leases.filter((l) => l.leaseUntil.getTime() < now.getTime() || l.owner === owner)

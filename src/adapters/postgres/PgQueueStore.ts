@@ -10,7 +10,7 @@ import { Effect, Layer, type ParseResult, Redacted, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
-import { type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
+import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
 import { SEMAPHORE_KEY } from "./PgSettings.js"
 import * as PgListener from "./PgListener.js"
 import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
@@ -229,7 +229,62 @@ export const make = (
         .pipe(Effect.mapError(toError))
     }
 
+    const recordResults = (
+      batch: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
+    ): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> => {
+      if (batch.length === 0) return Effect.succeed([])
+      const col = <A>(f: (x: { readonly claim: QueueClaim; readonly result: ExecutionResult }) => A) => batch.map(f)
+      // The same fencing as recordResult, for the whole batch in one statement: only executions whose lease is
+      // still held (deleted here) are logged and counted; each item is updated once, by how many finished.
+      return sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const held = yield* sql<{ id: string }>`
+              WITH input AS (
+                SELECT * FROM unnest(
+                  ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
+                  ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
+                  ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
+                  ${col((x) => x.result.error ?? "")}::text[],
+                  ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
+                  ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
+                  ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
+                ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+              ), l AS (
+                DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
+                RETURNING q.id, q.item_id
+              ), log AS (
+                INSERT INTO ${processed}
+                  (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+                SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+                FROM l JOIN input x ON x.lease_id = l.id
+                RETURNING id
+              ), c AS (
+                SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
+              ), item AS (
+                UPDATE ${items} i SET
+                  in_flight = greatest(0, i.in_flight - c.n),
+                  max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - c.n) END,
+                  runs_done = i.runs_done + c.n,
+                  status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                  updated_at = now()
+                FROM c WHERE i.id = c.item_id
+                RETURNING i.id
+              )
+              SELECT l.id::text AS id FROM l`
+            const heldIds = new Set(held.map((r) => r.id))
+            const itemIds = [...new Set(batch.filter((x) => heldIds.has(x.claim.leaseId)).map((x) => x.claim.item.id))]
+            if (itemIds.length > 0) {
+              yield* sql`DELETE FROM ${items} WHERE id = ANY(${itemIds}::bigint[]) AND max_runs = 0 AND in_flight = 0`
+            }
+            return batch.map((x) => heldIds.has(x.claim.leaseId))
+          })
+        )
+        .pipe(Effect.mapError(toError))
+    }
+
     return QueueStore.of({
+      recordResults,
       enqueue: (input, now) =>
         sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
             VALUES (${input.taskType}, ${input.payload ?? ""}, ${normalizePriority(input.priority)},
