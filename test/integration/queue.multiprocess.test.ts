@@ -122,6 +122,27 @@ describe("the queue across processes", () => {
   )
 
   it(
+    "without any NOTIFY (listener killed, trigger off), new items still run by the poll",
+    { timeout: 60_000 },
+    async () => {
+      db = await migratedSchema("qpoll")
+      const worker = startWorker(db, { config: { interval: "1 second" } })
+      workers = [worker]
+      await worker.waitFor((e) => e.event === "ready")
+      await db.query(`ALTER TABLE $schema.queue_items DISABLE TRIGGER queue_items_notify`)
+      await db.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'kairos-listener%'`
+      )
+      const [item] = await db.query<{ id: string }>(
+        `INSERT INTO $schema.queue_items (task_type, payload) VALUES ('sleepy', '0') RETURNING id::text AS id`
+      )
+      await worker.waitFor((e) => e.event === "end" && e.item === item!.id, 10_000)
+      await until(async () => (await processedOf(item!.id)) === 1, 5_000, "the result")
+      await worker.stop()
+    }
+  )
+
+  it(
     "SIGKILL a worker mid-item: the item runs again after its lease expires, on another worker, once",
     { timeout: 60_000 },
     async () => {
