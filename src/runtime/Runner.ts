@@ -401,7 +401,9 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     /** Claims queue items into the room left, and starts them. Returns how many started. */
     const claimQueue = (q: QueueStore["Type"], now: Date, room: number) =>
       Effect.gen(function* () {
-        // Every third of a lease: heartbeat, and take back executions whose owner died.
+        // At most every third of a lease, on a tick: heartbeat, and take back executions whose owner died. (On ticks,
+        // not on a timer of its own: an idle runner under a test clock would otherwise wake every few seconds of
+        // fake time; a worker counts as live for max(poll interval, lease) after its last tick.)
         if (now.getTime() - lastHousekeeping >= leaseMs / 3) {
           lastHousekeeping = now.getTime()
           yield* q.registerWorker(owner, [...handlers.keys()], now)

@@ -134,3 +134,43 @@ describe("Runner with queue items", () => {
     }).pipe(Effect.provide(testLayer({ workers: 3, interval: "1 hour" })))
   )
 })
+
+describe("Runner queue limits and workers", () => {
+  it.scoped("the rate limit caps the items claimed per tick", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const gate = yield* Deferred.make<void>()
+      yield* runner.register("t", () => Deferred.await(gate))
+      for (let i = 0; i < 10; i++) yield* queue.enqueue({ taskType: "t", payload: String(i), thread: 1 }, new Date())
+      expect(yield* runner.tick).toMatchObject({ started: 2, queued: 2 })
+      expect(yield* runner.tick).toMatchObject({ started: 2, queued: 2 })
+      expect(yield* runner.running).toBe(4)
+      yield* Deferred.succeed(gate, undefined)
+      yield* settle(Effect.map(runner.running, (n) => n === 0))
+    }).pipe(Effect.provide(testLayer({ workers: 10, rateLimit: 2, interval: "1 hour" })))
+  )
+
+  it.scoped("a started runner registers itself and its task types, heartbeats, and leaves at stop", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      yield* runner.register("a", () => undefined)
+      yield* runner.register("b", () => undefined)
+      yield* runner.start
+      yield* settle(Effect.map(queue.liveWorkers(new Date(0)), (ws) => ws.length === 1))
+      const live = yield* queue.liveWorkers(new Date(0))
+      expect(live.map((w) => [w.id, [...w.taskTypes].sort(), w.heartbeatAt.toISOString()])).toEqual([
+        [runner.owner, ["a", "b"], "2026-01-01T00:00:00.000Z"]
+      ])
+      // Each tick (here the hourly poll) refreshes the heartbeat.
+      yield* FakeClock.advance("1 hour")
+      const later = yield* queue.liveWorkers(new Date(Date.parse("2026-01-01T00:30:00Z")))
+      expect(later.map((w) => w.heartbeatAt.toISOString())).toEqual(["2026-01-01T01:00:00.000Z"])
+      yield* runner.stop
+      expect(yield* queue.liveWorkers(new Date(0))).toEqual([])
+    }).pipe(Effect.provide(testLayer({ interval: "1 hour", leaseDuration: "30 seconds" })))
+  )
+})
