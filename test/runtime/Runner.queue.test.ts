@@ -160,7 +160,7 @@ describe("Runner queue limits and workers", () => {
       yield* runner.register("a", () => undefined)
       yield* runner.register("b", () => undefined)
       yield* runner.start
-      yield* settle(Effect.map(queue.liveWorkers(new Date(0)), (ws) => ws.length === 1))
+      yield* settle(Effect.map(Effect.orDie(queue.liveWorkers(new Date(0))), (ws) => ws.length === 1))
       const live = yield* queue.liveWorkers(new Date(0))
       expect(live.map((w) => [w.id, [...w.taskTypes].sort(), w.heartbeatAt.toISOString()])).toEqual([
         [runner.owner, ["a", "b"], "2026-01-01T00:00:00.000Z"]

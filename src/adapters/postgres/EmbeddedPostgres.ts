@@ -315,3 +315,12 @@ const describeExecError = (e: unknown): string => {
   const err = e as { message?: string; stderr?: string }
   return [err.message, err.stderr].filter((s) => s !== undefined && s.length > 0).join("\n")
 }
+
+/** Stops the server of a data folder (a persistent one, started earlier by any process); false when none ran. */
+export const stopDataDir = async (dataDir: string): Promise<boolean> => {
+  if ((await postmasterPid(dataDir)) === undefined) return false
+  const user = await runAs()
+  const bin = await reachableBinaries(await binaries(), user)
+  await exec(bin.pg_ctl, ["stop", "-D", dataDir, "-m", "fast", "-w", "-t", "60"], user).catch(() => killServer(dataDir))
+  return true
+}

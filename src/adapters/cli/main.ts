@@ -1,0 +1,519 @@
+/**
+ * `kairos`: the command line. Every command takes `--database-url` (default `$DATABASE_URL`, else the embedded
+ * development database in `./.kairos`), `--schema` and `--json`.
+ */
+import { Args, Command, Options, ValidationError } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { SqlClient } from "@effect/sql"
+import { PgClient } from "@effect/sql-pg"
+import { Cause, Data, Effect, Logger, LogLevel, Option, Redacted } from "effect"
+import path from "node:path"
+import { pathToFileURL } from "node:url"
+import * as Schedule from "../../domain/Schedule.js"
+import { migrate } from "../postgres/migrations.js"
+import * as PgKairos from "../postgres/PgKairos.js"
+import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import { schemaName } from "../postgres/PgSchema.js"
+import type { Handler } from "../../runtime/Handler.js"
+import * as Runner from "../../runtime/Runner.js"
+import * as DevDatabase from "./DevDatabase.js"
+import { parseDuration } from "./duration.js"
+import { table } from "./format.js"
+
+/** A user error: printed as one line, exit code 1, no stack trace. */
+export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
+
+const common = {
+  databaseUrl: Options.text("database-url").pipe(
+    Options.withDescription("Postgres URL (default: $DATABASE_URL, else the embedded development database)"),
+    Options.optional
+  ),
+  schema: Options.text("schema").pipe(
+    Options.withDescription("schema of kairos's tables"),
+    Options.withDefault("public")
+  ),
+  json: Options.boolean("json").pipe(Options.withDescription("machine-readable output"))
+}
+
+interface Common {
+  readonly databaseUrl: Option.Option<string>
+  readonly schema: string
+  readonly json: boolean
+}
+
+/** Prints the JSON document with --json, the human text otherwise. */
+const output = (c: Common, human: string, json: unknown) =>
+  Effect.sync(() => process.stdout.write((c.json ? JSON.stringify(json) : human) + "\n"))
+
+const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
+  Effect.gen(function* () {
+    if (Option.isSome(c.databaseUrl)) return c.databaseUrl.value
+    const env = process.env["DATABASE_URL"]
+    if (env !== undefined && env.length > 0) return env
+    const dev = yield* Effect.tryPromise({
+      try: () => DevDatabase.ensure(process.cwd()),
+      catch: (e) => new CliError({ message: `could not start the development database: ${describe(e)}` })
+    })
+    if (dev.started) {
+      process.stderr.write(`kairos: started the development database (${dev.dataDir}); \`kairos db stop\` stops it\n`)
+      if (dev.note !== undefined) process.stderr.write(`kairos: ${dev.note}\n`)
+    }
+    return dev.url
+  })
+
+const describe = (e: unknown): string => {
+  const cause = (e as { cause?: unknown }).cause
+  const inner = cause instanceof Error ? cause.message : undefined
+  const message = e instanceof Error ? e.message : String(e)
+  return inner !== undefined && inner !== message && !message.includes(inner) ? `${message}: ${inner}` : message
+}
+
+/** Turns database failures into one clear line. */
+const explain = (c: Common, url: string) => (e: unknown) => {
+  const cause = (e as { cause?: { code?: string; message?: string } }).cause
+  const code = cause?.code
+  const where = (() => {
+    try {
+      const u = new URL(url)
+      return `${u.hostname}:${u.port || 5432}${u.pathname}`
+    } catch {
+      return "the database"
+    }
+  })()
+  if (code === "42P01")
+    return new CliError({ message: `kairos's tables are missing in schema "${c.schema}": run \`kairos migrate\`` })
+  if (code === "28P01" || code === "28000")
+    return new CliError({ message: `cannot log in to ${where}: ${cause?.message}` })
+  if (code === "ECONNREFUSED" || code === "ENOTFOUND" || /connect|ECONNREFUSED|timeout/i.test(String(cause?.message)))
+    return new CliError({ message: `cannot reach the database at ${where}: ${cause?.message ?? describe(e)}` })
+  if (e instanceof CliError) return e
+  return new CliError({ message: describe(e) })
+}
+
+/** Runs `f` with a client on the resolved database. */
+const withDb = <A, E>(
+  c: Common,
+  f: (sql: SqlClient.SqlClient, schema: string) => Effect.Effect<A, E, SqlClient.SqlClient | PgClient.PgClient>
+): Effect.Effect<A, CliError> =>
+  Effect.gen(function* () {
+    const schema = yield* Effect.try({
+      try: () => schemaName({ schema: c.schema }),
+      catch: (e) => new CliError({ message: describe(e) })
+    })
+    const url = yield* resolveUrl(c)
+    const client = PgClient.layer({
+      url: Redacted.make(url),
+      maxConnections: 3,
+      connectTimeout: "5 seconds",
+      applicationName: "kairos-cli"
+    })
+    return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => f(sql.withoutTransforms(), schema)).pipe(
+      Effect.provide(client),
+      Effect.scoped,
+      Effect.mapError(explain(c, url))
+    )
+  })
+
+const t = (sql: SqlClient.SqlClient, schema: string, name: string) => sql(`${schema}.${name}`)
+
+const migrateCommand = Command.make("migrate", common, (c) =>
+  withDb(c, (_sql, schema) =>
+    Effect.gen(function* () {
+      const applied = yield* migrate({ schema })
+      const names = applied.map(([id, name]) => `${String(id).padStart(4, "0")}_${name}`)
+      yield* output(c, names.length === 0 ? `schema "${schema}" is up to date` : `applied ${names.join(", ")}`, {
+        schema,
+        applied: names
+      })
+    })
+  )
+).pipe(Command.withDescription("create or upgrade the tables"))
+
+const enqueueCommand = Command.make(
+  "enqueue",
+  {
+    ...common,
+    taskType: Args.text({ name: "taskType" }),
+    payload: Args.text({ name: "payload" }).pipe(Args.optional),
+    priority: Options.integer("priority").pipe(Options.withDefault(0)),
+    maxRuns: Options.integer("max-runs").pipe(Options.withDefault(1)),
+    thread: Options.choice("thread", ["0", "1"]).pipe(Options.withDefault("0" as const))
+  },
+  (c) =>
+    withDb(c, (_sql, schema) =>
+      Effect.gen(function* () {
+        const queue = yield* PgQueueStore.make({ schema })
+        const item = yield* queue.enqueue(
+          {
+            taskType: c.taskType,
+            payload: Option.getOrElse(c.payload, () => ""),
+            priority: c.priority,
+            maxRuns: c.maxRuns,
+            thread: Number(c.thread)
+          },
+          new Date()
+        )
+        yield* output(
+          c,
+          `enqueued ${item.id} (${item.taskType}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
+          item
+        )
+      })
+    )
+).pipe(Command.withDescription("add a queue item"))
+
+const LIVE = "2 minutes"
+
+const queueCommand = Command.make("queue", common, (c) =>
+  withDb(c, (sql, schema) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<{
+        id: string
+        task_type: string
+        status: string
+        priority: number
+        runs_left: number
+        thread: number
+        created_at: Date
+        handled: boolean
+      }>`
+        SELECT i.id::text AS id, i.task_type, i.status, i.priority, i.max_runs AS runs_left, i.thread, i.created_at,
+               EXISTS (SELECT 1 FROM ${t(sql, schema, "scheduler_workers")} w
+                       WHERE w.heartbeat_at > now() - ${LIVE}::interval AND i.task_type = ANY(w.task_types)) AS handled
+        FROM ${t(sql, schema, "queue_items")} i ORDER BY i.priority DESC, i.id`
+      yield* output(
+        c,
+        table(
+          ["id", "task_type", "status", "priority", "runs_left", "thread", "created_at", "handled"],
+          rows.map((r) => [
+            r.id,
+            r.task_type,
+            r.status,
+            r.priority,
+            r.runs_left === -1 ? "forever" : r.runs_left,
+            r.thread,
+            r.created_at,
+            r.handled ? "yes" : "no (no live worker)"
+          ])
+        ),
+        rows
+      )
+    })
+  )
+).pipe(Command.withDescription("pending and processing items"))
+
+const processedCommand = Command.make(
+  "processed",
+  { ...common, n: Args.integer({ name: "N" }).pipe(Args.withDefault(20)) },
+  (c) =>
+    withDb(c, (_sql, schema) =>
+      Effect.gen(function* () {
+        const queue = yield* PgQueueStore.make({ schema })
+        const rows = yield* queue.recentProcessed(c.n)
+        yield* output(
+          c,
+          table(
+            ["id", "item", "task_type", "status", "duration_ms", "started_at", "error"],
+            rows.map((r) => [r.id, r.queueItemId, r.taskType, r.status, r.durationMs, r.startedAt, r.errorMsg])
+          ),
+          rows
+        )
+      })
+    )
+).pipe(Command.withDescription("the last N executions (default 20)"))
+
+const jobsCommand = Command.make("jobs", common, (c) =>
+  withDb(c, (sql, schema) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<{
+        id: string
+        name: string
+        task_type: string
+        schedule: unknown
+        enabled: boolean
+        next_run_at: Date | null
+      }>`
+        SELECT id::text AS id, name, task_type, schedule, enabled, next_run_at FROM ${t(sql, schema, "scheduled_jobs")} ORDER BY name`
+      const describeSchedule = (s: unknown) => {
+        const d = Schedule.decode(s)
+        return d._tag === "Right" ? Schedule.format(d.right) : `invalid: ${JSON.stringify(s)}`
+      }
+      yield* output(
+        c,
+        table(
+          ["id", "name", "task_type", "schedule", "enabled", "next_run_at"],
+          rows.map((r) => [
+            r.id,
+            r.name,
+            r.task_type,
+            describeSchedule(r.schedule),
+            r.enabled ? "yes" : "no",
+            r.next_run_at
+          ])
+        ),
+        rows
+      )
+    })
+  )
+).pipe(Command.withDescription("scheduled jobs"))
+
+const runsCommand = Command.make(
+  "runs",
+  { ...common, n: Args.integer({ name: "N" }).pipe(Args.withDefault(20)) },
+  (c) =>
+    withDb(c, (sql, schema) =>
+      Effect.gen(function* () {
+        const rows = yield* sql<{
+          id: string
+          job: string
+          scheduled_for: Date
+          attempt: number
+          status: string
+          started_at: Date | null
+          finished_at: Date | null
+          error: string | null
+        }>`
+          SELECT r.id::text AS id, j.name AS job, r.scheduled_for, r.attempt, r.status, r.started_at, r.finished_at, r.error
+          FROM ${t(sql, schema, "job_runs")} r JOIN ${t(sql, schema, "scheduled_jobs")} j ON j.id = r.job_id
+          ORDER BY r.id DESC LIMIT ${Math.max(0, c.n)}`
+        yield* output(
+          c,
+          table(
+            ["id", "job", "scheduled_for", "attempt", "status", "started_at", "finished_at", "error"],
+            rows.map((r) => [r.id, r.job, r.scheduled_for, r.attempt, r.status, r.started_at, r.finished_at, r.error])
+          ),
+          rows
+        )
+      })
+    )
+).pipe(Command.withDescription("the last N job runs (default 20)"))
+
+const semaphoreCommand = Command.make(
+  "semaphore",
+  {
+    ...common,
+    value: Args.choice(
+      [
+        ["green", "green"],
+        ["red", "red"]
+      ] as const,
+      { name: "green|red" }
+    ).pipe(Args.optional)
+  },
+  (c) =>
+    withDb(c, (_sql, schema) =>
+      Effect.gen(function* () {
+        const queue = yield* PgQueueStore.make({ schema })
+        if (Option.isSome(c.value)) yield* queue.setSemaphore(c.value.value === "green", new Date())
+        const green = yield* queue.getSemaphore()
+        yield* output(c, green ? "green (work runs)" : "red (nothing new starts)", {
+          semaphore: green ? "green" : "red"
+        })
+      })
+    )
+).pipe(Command.withDescription("show or set the kill switch (takes effect on the next tick)"))
+
+const truncateCommand = Command.make("truncate", { ...common, yes: Options.boolean("yes") }, (c) =>
+  c.yes
+    ? withDb(c, (sql, schema) =>
+        Effect.gen(function* () {
+          yield* sql`TRUNCATE ${t(sql, schema, "queue_items")}, ${t(sql, schema, "queue_leases")},
+                              ${t(sql, schema, "processed_items")}, ${t(sql, schema, "job_runs")}`
+          yield* output(c, "emptied queue_items, processed_items and job_runs (jobs and settings stay)", {
+            truncated: ["queue_items", "processed_items", "job_runs"]
+          })
+        })
+      )
+    : Effect.fail(
+        new CliError({ message: "truncate deletes every queue item, execution and run: add --yes to confirm" })
+      )
+).pipe(Command.withDescription("empty queue_items, processed_items and job_runs"))
+
+const workersCommand = Command.make("workers", common, (c) =>
+  withDb(c, (sql, schema) =>
+    Effect.gen(function* () {
+      const rows = yield* sql<{ id: string; task_types: Array<string>; started_at: Date; heartbeat_at: Date }>`
+        SELECT id, task_types, started_at, heartbeat_at FROM ${t(sql, schema, "scheduler_workers")}
+        WHERE heartbeat_at > now() - ${LIVE}::interval ORDER BY id`
+      yield* output(
+        c,
+        table(
+          ["id", "task_types", "started_at", "heartbeat_at"],
+          rows.map((r) => [r.id, r.task_types, r.started_at, r.heartbeat_at])
+        ),
+        rows
+      )
+    })
+  )
+).pipe(Command.withDescription("live workers, their task types and last heartbeat"))
+
+const dbStatus = Command.make("status", { json: common.json }, (c) =>
+  Effect.gen(function* () {
+    const s = yield* Effect.promise(() => DevDatabase.status(process.cwd()))
+    yield* output(
+      { ...c, databaseUrl: Option.none(), schema: "public" },
+      s.running ? `running: ${s.url} (data in ${s.dataDir})` : `not running (data in ${s.dataDir})`,
+      s
+    )
+  })
+)
+const dbStop = Command.make("stop", { json: common.json }, (c) =>
+  Effect.gen(function* () {
+    const stopped = yield* Effect.promise(() => DevDatabase.stop(process.cwd()))
+    yield* output(
+      { ...c, databaseUrl: Option.none(), schema: "public" },
+      stopped ? "stopped the development database" : "the development database was not running",
+      { stopped }
+    )
+  })
+)
+const dbCommand = Command.make("db").pipe(
+  Command.withSubcommands([dbStatus, dbStop]),
+  Command.withDescription("the embedded development database")
+)
+
+const workerCommand = Command.make(
+  "worker",
+  {
+    ...common,
+    tasks: Options.text("tasks").pipe(
+      Options.withDescription("module exporting { taskType: handler } (and schedules)")
+    ),
+    concurrency: Options.integer("concurrency").pipe(Options.withDefault(4)),
+    interval: Options.text("interval").pipe(Options.withDefault("5s")),
+    batch: Options.integer("batch").pipe(Options.withDefault(20)),
+    rateLimit: Options.integer("rate-limit").pipe(Options.withDefault(0))
+  },
+  (c) =>
+    Effect.gen(function* () {
+      const interval = yield* Option.match(parseDuration(c.interval), {
+        onNone: () =>
+          Effect.fail(new CliError({ message: `--interval: not a duration: ${c.interval} (try 200ms, 1s, 5m)` })),
+        onSome: Effect.succeed
+      })
+      const mod = yield* loadTasks(c.tasks)
+      const url = yield* resolveUrl(c)
+      const Live = PgKairos.layer({
+        url,
+        schema: c.schema,
+        workers: c.concurrency,
+        interval,
+        batchSize: c.batch,
+        rateLimit: c.rateLimit
+      })
+      const log = (event: Record<string, unknown>) =>
+        Effect.sync(() =>
+          process.stdout.write(
+            (c.json
+              ? JSON.stringify({ ...event, at: new Date().toISOString() })
+              : `${event["message"] ?? JSON.stringify(event)}`) + "\n"
+          )
+        )
+      yield* Effect.gen(function* () {
+        const runner = yield* Runner.Runner
+        for (const [taskType, handler] of Object.entries(mod.handlers)) yield* runner.register(taskType, handler)
+        if (mod.schedules.length > 0) yield* runner.defineJobs(mod.schedules)
+        yield* runner.start
+        yield* log({
+          event: "started",
+          message: `kairos worker ${runner.owner}: ${Object.keys(mod.handlers).join(", ")} (Ctrl-C stops)`
+        })
+        yield* Effect.never
+      }).pipe(Effect.provide(Live), Effect.scoped, Effect.mapError(explain(c, url)))
+    })
+).pipe(Command.withDescription("run a worker until SIGINT/SIGTERM (graceful stop)"))
+
+const loadTasks = (
+  file: string
+): Effect.Effect<
+  {
+    handlers: Record<string, Handler<unknown, unknown, never>>
+    schedules: ReadonlyArray<Runner.RecurringJob>
+  },
+  CliError
+> =>
+  Effect.gen(function* () {
+    const full = path.resolve(file)
+    const mod = yield* Effect.tryPromise({
+      try: () => import(pathToFileURL(full).href) as Promise<{ default?: unknown; schedules?: unknown }>,
+      catch: (e) =>
+        new CliError({
+          message: `--tasks ${file}: ${(e as { code?: string }).code === "ERR_MODULE_NOT_FOUND" ? "no such module" : describe(e)}`
+        })
+    })
+    const handlers = mod.default
+    if (
+      handlers === null ||
+      typeof handlers !== "object" ||
+      Object.keys(handlers).length === 0 ||
+      !Object.values(handlers).every((h) => typeof h === "function")
+    ) {
+      return yield* Effect.fail(
+        new CliError({
+          message: `--tasks ${file}: its default export must be { taskType: handler, ... } with at least one handler`
+        })
+      )
+    }
+    const schedules = mod.schedules ?? []
+    if (!Array.isArray(schedules))
+      return yield* Effect.fail(new CliError({ message: `--tasks ${file}: \`schedules\` must be an array` }))
+    for (const s of schedules as Array<Record<string, unknown>>) {
+      if (typeof s["name"] !== "string" || typeof s["taskType"] !== "string") {
+        return yield* Effect.fail(
+          new CliError({ message: `--tasks ${file}: every schedule needs a name and a taskType` })
+        )
+      }
+      const decoded = Schedule.decode(s["schedule"])
+      if (decoded._tag === "Left")
+        return yield* Effect.fail(
+          new CliError({ message: `--tasks ${file}: schedule "${s["name"]}": ${decoded.left.message}` })
+        )
+    }
+    return {
+      handlers: handlers as Record<string, Handler<unknown, unknown, never>>,
+      schedules: schedules as ReadonlyArray<Runner.RecurringJob>
+    }
+  })
+
+const root = Command.make("kairos").pipe(
+  Command.withSubcommands([
+    migrateCommand,
+    workerCommand,
+    enqueueCommand,
+    queueCommand,
+    processedCommand,
+    jobsCommand,
+    runsCommand,
+    semaphoreCommand,
+    truncateCommand,
+    workersCommand,
+    dbCommand
+  ])
+)
+
+const cli = Command.run(root, { name: "kairos", version: "0.1.0" })
+
+/** Runs the CLI on `argv` (as `process.argv`), exiting with 0, or 1 after one clear line. */
+export const main = (argv: ReadonlyArray<string>): void => {
+  const verbose = argv.includes("--verbose")
+  const args = argv.filter((a) => a !== "--verbose")
+  const program = cli(args).pipe(
+    Effect.catchAllCause((cause) => {
+      const failure = Cause.failureOption(cause)
+      if (failure._tag === "Some" && ValidationError.isValidationError(failure.value)) {
+        // @effect/cli has already printed what was wrong with the arguments.
+        return Effect.sync(() => void (process.exitCode = 1))
+      }
+      if (Cause.isInterruptedOnly(cause)) return Effect.void
+      const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+      return Effect.sync(() => {
+        process.stderr.write(`kairos: ${error instanceof CliError ? error.message : describe(error)}\n`)
+        if (verbose) process.stderr.write(`${Cause.pretty(cause)}\n`)
+        process.exitCode = 1
+      })
+    }),
+    Effect.provide(NodeContext.layer),
+    Logger.withMinimumLogLevel(verbose ? LogLevel.Debug : LogLevel.Warning)
+  )
+  NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
+}

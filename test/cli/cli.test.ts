@@ -1,0 +1,244 @@
+/**
+ * The kairos command line, spawned as a real process against a real Postgres, checked by exit code and output.
+ * Integration: real processes, signals and wall time.
+ */
+import { spawn, spawnSync } from "node:child_process"
+import fs from "node:fs/promises"
+import os from "node:os"
+import path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { databaseUrl, uniqueSchemaName } from "../support/database.js"
+import { exited, projectRoot } from "../support/process.js"
+import { sleep } from "../support/workers.js"
+import pg from "pg"
+
+const bin = path.join(projectRoot, "bin/kairos.js")
+let url = ""
+const schema = uniqueSchemaName("cli")
+
+const kairos = (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => {
+  const run = spawnSync(process.execPath, [bin, ...args], {
+    cwd: options.cwd ?? projectRoot,
+    env: options.env ?? process.env,
+    encoding: "utf8",
+    timeout: 60_000
+  })
+  return { code: run.status, stdout: run.stdout, stderr: run.stderr }
+}
+const db = (args: ReadonlyArray<string>) => kairos([...args, "--database-url", url, "--schema", schema])
+const json = (args: ReadonlyArray<string>) => {
+  const r = db([...args, "--json"])
+  expect(r.stderr).toBe("")
+  expect(r.code).toBe(0)
+  return JSON.parse(r.stdout) as unknown
+}
+
+const query = async (text: string) => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(text.replaceAll("$schema", `"${schema}"`))).rows as Array<Record<string, unknown>>
+  } finally {
+    await client.end()
+  }
+}
+
+beforeAll(() => {
+  url = databaseUrl()
+})
+
+afterAll(async () => {
+  await query(`DROP SCHEMA IF EXISTS $schema CASCADE`)
+})
+
+describe("kairos commands", () => {
+  it(
+    "migrate, enqueue, queue, semaphore, workers, jobs, runs, truncate: exit codes and --json documents",
+    { timeout: 120_000 },
+    async () => {
+      expect(json(["migrate"])).toEqual({ schema, applied: ["0001_scheduled_jobs", "0002_queue"] })
+      expect(json(["migrate"])).toEqual({ schema, applied: [] })
+      const item = json([
+        "enqueue",
+        "send_email",
+        `{"to":"a@b.c"}`,
+        "--priority",
+        "3",
+        "--max-runs",
+        "0",
+        "--thread",
+        "1"
+      ]) as Record<string, unknown>
+      expect(item).toMatchObject({
+        taskType: "send_email",
+        payload: `{"to":"a@b.c"}`,
+        priority: 3,
+        maxRuns: 1,
+        thread: 1,
+        status: "pending"
+      })
+      const queue = json(["queue"]) as Array<Record<string, unknown>>
+      expect(queue).toEqual([
+        expect.objectContaining({ id: item["id"], task_type: "send_email", runs_left: 1, handled: false })
+      ])
+      const human = db(["queue"])
+      expect(human.code).toBe(0)
+      expect(human.stdout.split("\n")[0]!.split(/\s+/)).toEqual([
+        "id",
+        "task_type",
+        "status",
+        "priority",
+        "runs_left",
+        "thread",
+        "created_at",
+        "handled"
+      ])
+      expect(json(["semaphore"])).toEqual({ semaphore: "green" })
+      expect(json(["semaphore", "red"])).toEqual({ semaphore: "red" })
+      expect((await query(`SELECT value FROM $schema.scheduler_meta WHERE key = 'semaphore'`))[0]!["value"]).toBe("red")
+      expect(json(["semaphore", "green"])).toEqual({ semaphore: "green" })
+      expect(json(["workers"])).toEqual([])
+      expect(json(["jobs"])).toEqual([])
+      expect(json(["runs", "5"])).toEqual([])
+      expect(json(["processed"])).toEqual([])
+      const refused = db(["truncate"])
+      expect(refused.code).toBe(1)
+      expect(refused.stderr).toBe(
+        "kairos: truncate deletes every queue item, execution and run: add --yes to confirm\n"
+      )
+      expect(json(["truncate", "--yes"])).toEqual({ truncated: ["queue_items", "processed_items", "job_runs"] })
+      expect(json(["queue"])).toEqual([])
+    }
+  )
+
+  it(
+    "worker runs SQL-inserted items and a schedule from its tasks module, and stops on SIGTERM with nothing processing",
+    { timeout: 120_000 },
+    async () => {
+      json(["migrate"])
+      await query(
+        `INSERT INTO $schema.queue_items (task_type, payload) SELECT 'send_email', '{"to":"n' || i || '@x.y"}' FROM generate_series(1, 5) i`
+      )
+      const worker = spawn(
+        process.execPath,
+        [
+          bin,
+          "worker",
+          "--tasks",
+          "examples/tasks.ts",
+          "--database-url",
+          url,
+          "--schema",
+          schema,
+          "--interval",
+          "500ms",
+          "--json"
+        ],
+        {
+          cwd: projectRoot,
+          stdio: ["ignore", "pipe", "pipe"]
+        }
+      )
+      let out = ""
+      let err = ""
+      worker.stdout.on("data", (d: Buffer) => (out += d.toString()))
+      worker.stderr.on("data", (d: Buffer) => (err += d.toString()))
+      for (let i = 0; i < 200; i++) {
+        const done = await query(`SELECT count(*)::int AS n FROM $schema.processed_items`)
+        const runs = await query(`SELECT count(*)::int AS n FROM $schema.job_runs WHERE status = 'success'`)
+        if (done[0]!["n"] === 5 && Number(runs[0]!["n"]) >= 1) break
+        await sleep(100)
+      }
+      const processed = json(["processed", "10"]) as Array<Record<string, unknown>>
+      expect(processed.length).toBe(5)
+      expect(processed.every((p) => p["status"] === "ok" && p["taskType"] === "send_email")).toBe(true)
+      const human = db(["processed", "1"])
+      expect(human.stdout.split("\n")[0]!.split(/\s+/)).toEqual([
+        "id",
+        "item",
+        "task_type",
+        "status",
+        "duration_ms",
+        "started_at",
+        "error"
+      ])
+      const jobs = json(["jobs"]) as Array<Record<string, unknown>>
+      expect(jobs.map((j) => j["name"])).toEqual(["heartbeat", "nightly-cleanup"])
+      const runs = json(["runs"]) as Array<Record<string, unknown>>
+      expect(runs.some((r) => r["job"] === "heartbeat" && r["status"] === "success")).toBe(true)
+      const workers = json(["workers"]) as Array<Record<string, unknown>>
+      expect(workers.length).toBe(1)
+      expect([...(workers[0]!["task_types"] as Array<string>)].sort()).toEqual(["cleanup", "send_email"])
+      expect(JSON.parse(out.split("\n")[0]!)).toMatchObject({ event: "started" })
+      worker.kill("SIGTERM")
+      const exit = await exited(worker)
+      expect(exit.code).toBe(0)
+      expect(err).toBe("")
+      expect(await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).toEqual([])
+      expect(json(["workers"])).toEqual([])
+    }
+  )
+
+  it.each([
+    ["an unknown command", ["frobnicate"], /Invalid subcommand/],
+    ["a bad flag value", ["enqueue", "t", "--priority", "abc"], /'abc' is not a integer/],
+    [
+      "a missing tasks module",
+      ["worker", "--tasks", "no/such/module.ts"],
+      /^kairos: --tasks no\/such\/module\.ts: no such module\n$/
+    ],
+    [
+      "a tasks module without handlers",
+      ["worker", "--tasks", "test/fixtures/empty-tasks.ts"],
+      /default export must be/
+    ],
+    ["an invalid schema name", ["queue", "--schema", "Bad.Name"], /^kairos: invalid schema name/]
+  ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, (_name, args, pattern) => {
+    const r = kairos([...args, "--database-url", url])
+    expect(r.code).not.toBe(0)
+    expect(r.stdout + r.stderr).toMatch(pattern)
+    expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)
+  })
+
+  it("an unreachable database: one clear line (--verbose shows the cause)", { timeout: 60_000 }, () => {
+    const unreachable = kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x"])
+    expect(unreachable.code).toBe(1)
+    expect(unreachable.stderr).toMatch(/^kairos: cannot reach the database at 127\.0\.0\.1:1\/x: .+\n$/)
+    const verbose = kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x", "--verbose"])
+    expect(verbose.stderr.split("\n").length).toBeGreaterThan(2)
+  })
+})
+
+describe("kairos db (the embedded development database)", () => {
+  it(
+    "starts on first use in ./.kairos, is shared by later commands, and stops with `db stop`",
+    { timeout: 120_000 },
+    async () => {
+      const cwd = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-cli-dev-"))
+      await fs.chmod(cwd, 0o755)
+      const env = { ...process.env }
+      delete env["DATABASE_URL"]
+      try {
+        const first = kairos(["migrate", "--json"], { cwd, env })
+        expect(first.code).toBe(0)
+        expect(first.stderr).toContain("started the development database")
+        const status = JSON.parse(kairos(["db", "status", "--json"], { cwd, env }).stdout) as {
+          running: boolean
+          dataDir: string
+        }
+        expect(status).toMatchObject({ running: true, dataDir: path.join(cwd, ".kairos") })
+        const second = kairos(["enqueue", "t", "--json"], { cwd, env })
+        expect(second.code).toBe(0)
+        expect(second.stderr).toBe("")
+        expect(JSON.parse(kairos(["queue", "--json"], { cwd, env }).stdout)).toHaveLength(1)
+        expect(JSON.parse(kairos(["db", "stop", "--json"], { cwd, env }).stdout)).toEqual({ stopped: true })
+        expect(JSON.parse(kairos(["db", "status", "--json"], { cwd, env }).stdout)).toMatchObject({ running: false })
+        // Data is kept: the next command starts it again and finds the item.
+        expect(JSON.parse(kairos(["queue", "--json"], { cwd, env }).stdout)).toHaveLength(1)
+      } finally {
+        kairos(["db", "stop"], { cwd, env })
+        await fs.rm(cwd, { recursive: true, force: true })
+      }
+    }
+  )
+})
