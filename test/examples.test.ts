@@ -3,10 +3,14 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
+import fs from "node:fs"
+import path from "node:path"
+import pg from "pg"
 import { projectRoot } from "./support/process.js"
+import { migratedSchema } from "./support/workers.js"
 
 describe("examples", () => {
-  it("schedules.ts (npm start) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, () => {
+  it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, () => {
     const run = spawnSync(process.execPath, ["--import", "tsx", "examples/schedules.ts"], {
       cwd: projectRoot,
       encoding: "utf8"
@@ -33,5 +37,63 @@ describe("examples", () => {
     expect(run.stdout).toMatch(/^\d+ runs:/)
     expect(run.stdout).toMatch(/heartbeat +\S+ +attempt 1 +success +\{"beat":/)
     expect(run.stdout).toContain("next morning-report: ")
+  })
+
+  it(
+    "quickstart.ts (npm start) runs to completion with a shortened duration and prints what ran",
+    { timeout: 120_000 },
+    () => {
+      const run = spawnSync(process.execPath, ["--import", "tsx", "examples/quickstart.ts"], {
+        cwd: projectRoot,
+        encoding: "utf8",
+        env: { ...process.env, KAIROS_QUICKSTART_SECONDS: "4", DATABASE_URL: "" },
+        timeout: 100_000
+      })
+      expect(run.stderr).toBe("")
+      expect(run.status).toBe(0)
+      expect(run.stdout).toContain("processed queue items (6):")
+      expect(run.stdout).toMatch(/send_email +\{"to":"from-sql@example\.com"\} +ok/)
+      expect(run.stdout).toMatch(/error +\d+ +not an address: nobody/)
+      expect(run.stdout).toMatch(/heartbeat +\S+ +1 +success/)
+      expect(run.stdout).toMatch(/daily-report +\d{4}-\d\d-\d\dT\d\d:00:00\.000Z/)
+      expect(run.stdout.trimEnd().endsWith("stopped gracefully.")).toBe(true)
+    }
+  )
+
+  it("plain-async.ts runs handlers written as async functions", { timeout: 90_000 }, () => {
+    const run = spawnSync(process.execPath, ["--import", "tsx", "examples/plain-async.ts"], {
+      cwd: projectRoot,
+      encoding: "utf8",
+      env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "2", DATABASE_URL: "" },
+      timeout: 80_000
+    })
+    expect(run.stderr).toBe("")
+    expect(run.status).toBe(0)
+    expect(run.stdout).toContain("hello, Ada (attempt 1)")
+    expect(run.stdout).toContain("hello, clock (attempt 1)")
+  })
+
+  it("enqueue.sql runs as written against the tables", { timeout: 60_000 }, async () => {
+    const db = await migratedSchema("enqueuesql")
+    try {
+      const client = new pg.Client({ connectionString: db.url })
+      await client.connect()
+      await client.query(`SET search_path TO "${db.schema}"`)
+      await client.query(fs.readFileSync(path.join(projectRoot, "examples/enqueue.sql"), "utf8"))
+      await client.end()
+      const items = await db.query<{ task_type: string; max_runs: number; thread: number }>(
+        `SELECT task_type, max_runs, thread FROM $schema.queue_items ORDER BY id`
+      )
+      expect(items).toEqual([
+        { task_type: "send_email", max_runs: 1, thread: 0 },
+        { task_type: "resize", max_runs: 3, thread: 1 },
+        { task_type: "confirm_order", max_runs: 1, thread: 0 }
+      ])
+      expect(await db.query(`SELECT value FROM $schema.scheduler_meta WHERE key = 'semaphore'`)).toEqual([
+        { value: "green" }
+      ])
+    } finally {
+      await db.close()
+    }
   })
 })

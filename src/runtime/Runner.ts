@@ -46,6 +46,13 @@ export interface TickReport {
   readonly rescued: number
 }
 
+/** Counters of a runner's executions. */
+export interface RunnerStats {
+  readonly started: number
+  readonly ok: number
+  readonly failed: number
+}
+
 /** A recurring job defined in code; the runner upserts it by name (see `defineJobs`). */
 export interface RecurringJob {
   readonly name: string
@@ -85,6 +92,8 @@ export class Runner extends Context.Tag("kairos/Runner")<
     ) => Effect.Effect<ReadonlyArray<ScheduledJob>, JobStoreError>
     /** Executions running now in this process. */
     readonly running: Effect.Effect<number>
+    /** Counters since this runner was built: executions started, succeeded and failed (both kinds of work). */
+    readonly stats: Effect.Effect<RunnerStats>
     /** This runner's owner id, as written on the runs it leases. */
     readonly owner: string
     /** The configuration with defaults applied. */
@@ -121,6 +130,9 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const handlers = new Map<string, Registered>()
     const executions = yield* FiberSet.make<void, never>()
     const inFlight = yield* Ref.make(0)
+    const stats = yield* Ref.make<RunnerStats>({ started: 0, ok: 0, failed: 0 })
+    const count = (result: Result.Result) =>
+      Ref.update(stats, (s) => (result.failed ? { ...s, failed: s.failed + 1 } : { ...s, ok: s.ok + 1 }))
     const stopping = yield* Ref.make(false)
     const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<never, never>>>(Option.none())
     // A wake-up: new capacity (an execution finished) or a new retry to sleep towards.
@@ -294,6 +306,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
 
     const finish = (c: Claimed, result: Result.Result) =>
       Effect.gen(function* () {
+        yield* count(result)
         const now = yield* clockNow
         if (!result.failed) {
           const ok = yield* store.markSuccess(c.lease, Result.encodeOutput(result.output), now)
@@ -421,6 +434,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         })
         for (const c of claims) {
           yield* Ref.update(inFlight, (n) => n + 1)
+          yield* Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
           yield* FiberSet.run(executions, executeQueue(q, c))
         }
         return claims.length
@@ -465,6 +479,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         }
         const finishedAt = yield* clockNow
         const result = outcome.value
+        yield* count(result)
         const recorded = yield* recordQueueResult(c, {
           startedAt,
           finishedAt,
@@ -496,6 +511,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       const { claimed, overlapped, rescued } = yield* claim(now, limit, interval)
       for (const c of claimed) {
         yield* Ref.update(inFlight, (n) => n + 1)
+        yield* Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
         yield* FiberSet.run(executions, execute(c))
       }
       const queued = Option.isSome(queue) ? yield* claimQueue(queue.value, now, limit - claimed.length) : 0
@@ -622,6 +638,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       wake: Queue.offer(wake, undefined).pipe(Effect.asVoid),
       defineJobs,
       running: Ref.get(inFlight),
+      stats: Ref.get(stats),
       owner,
       config
     })

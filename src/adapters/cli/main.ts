@@ -6,7 +6,7 @@ import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Effect, Logger, LogLevel, Option, Redacted } from "effect"
+import { Cause, Data, Effect, Logger, LogLevel, Option, Redacted, Schedule as RetryPolicy } from "effect"
 import path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Schedule from "../../domain/Schedule.js"
@@ -16,6 +16,7 @@ import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import { schemaName } from "../postgres/PgSchema.js"
 import type { Handler } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
+import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
 import { parseDuration } from "./duration.js"
 import { table } from "./format.js"
@@ -416,8 +417,54 @@ const workerCommand = Command.make(
         yield* runner.start
         yield* log({
           event: "started",
-          message: `kairos worker ${runner.owner}: ${Object.keys(mod.handlers).join(", ")} (Ctrl-C stops)`
+          owner: runner.owner,
+          taskTypes: Object.keys(mod.handlers),
+          message: `kairos worker ${runner.owner}: ${Object.keys(mod.handlers).join(", ")} (Ctrl-C stops, twice forces)`
         })
+        // A second SIGINT does not wait for the grace period.
+        let interrupts = 0
+        process.on("SIGINT", () => {
+          if (++interrupts >= 2) {
+            process.stderr.write("\nkairos: forced stop\n")
+            process.exit(130)
+          }
+        })
+        const queue = yield* QueueStore
+        const tty = process.stdout.isTTY === true && !c.json
+        // A live status line on a terminal; a structured line every few seconds otherwise.
+        yield* Effect.gen(function* () {
+          const stats = yield* runner.stats
+          const depth = yield* queue.pendingCount().pipe(Effect.orElseSucceed(() => -1))
+          const running = yield* runner.running
+          if (tty) {
+            process.stdout.write(
+              `\r\x1b[2Kclaimed ${stats.started}  ok ${stats.ok}  failed ${stats.failed}  running ${running}  queue ${depth}`
+            )
+          } else {
+            yield* log({
+              event: "status",
+              claimed: stats.started,
+              ok: stats.ok,
+              failed: stats.failed,
+              running,
+              queue: depth,
+              message: `status claimed=${stats.started} ok=${stats.ok} failed=${stats.failed} running=${running} queue=${depth}`
+            })
+          }
+        }).pipe(Effect.repeat(RetryPolicy.spaced(tty ? "1 second" : "5 seconds")), Effect.forkScoped)
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function* () {
+            // Stop first (waiting for running handlers), so the counters below are final.
+            yield* runner.stop
+            const stats = yield* runner.stats
+            if (tty) process.stdout.write("\n")
+            yield* log({
+              event: "stopped",
+              ...stats,
+              message: `stopped: ${stats.started} claimed, ${stats.ok} ok, ${stats.failed} failed`
+            })
+          })
+        )
         yield* Effect.never
       }).pipe(Effect.provide(Live), Effect.scoped, Effect.mapError(explain(c, url)))
     })

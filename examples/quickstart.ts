@@ -1,0 +1,146 @@
+/**
+ * The quickstart: `npm start`. A real Postgres (embedded, or DATABASE_URL), the tables, two handlers, a daily, a
+ * weekly and an interval job, queue items from code and from plain SQL, a live progress line for a few seconds,
+ * then what ran — and a graceful stop.
+ *
+ *   KAIROS_QUICKSTART_SECONDS=15 (default)  KAIROS_SCHEMA=public (default)
+ */
+import { SqlClient } from "@effect/sql"
+import { Effect, Logger, LogLevel } from "effect"
+import { EmbeddedPostgres, PgKairos, QueueStore, Runner, Schedule } from "kairos"
+
+const seconds = Number(process.env["KAIROS_QUICKSTART_SECONDS"] ?? 15)
+const schema = process.env["KAIROS_SCHEMA"] ?? "public"
+
+const program = Effect.gen(function* () {
+  const runner = yield* Runner.Runner
+  const queue = yield* QueueStore
+  const sql = yield* SqlClient.SqlClient
+
+  // 1. Handlers: a plain async function and an Effect. A thrown error is recorded, never a crash.
+  yield* runner.register("send_email", async (job) => {
+    const { to } = JSON.parse(job.payload) as { to: string }
+    if (!to.includes("@")) throw new Error(`not an address: ${to}`)
+    return { sentTo: to }
+  })
+  yield* runner.register("report", (job) =>
+    Effect.succeed({ report: job.name, slot: job.scheduledFor.toISOString(), attempt: job.attempt })
+  )
+
+  // 2. Recurring jobs, upserted by name: daily and weekly in a time zone, and a fixed interval.
+  yield* runner.defineJobs([
+    { name: "daily-report", taskType: "report", schedule: Schedule.daily({ hour: 9, minute: 0, tz: "Europe/Berlin" }) },
+    {
+      name: "weekly-digest",
+      taskType: "report",
+      schedule: Schedule.weekly({ weekday: 1, hour: 8, minute: 0, tz: "America/New_York" })
+    },
+    { name: "heartbeat", taskType: "report", schedule: Schedule.interval({ every: "3 seconds" }) }
+  ])
+
+  // 3. Queue items from code: priorities, one that runs twice, one that fails.
+  const now = new Date()
+  yield* queue.enqueue({ taskType: "send_email", payload: JSON.stringify({ to: "ada@example.com" }) }, now)
+  yield* queue.enqueue(
+    { taskType: "send_email", payload: JSON.stringify({ to: "vip@example.com" }), priority: 10 },
+    now
+  )
+  yield* queue.enqueue(
+    { taskType: "send_email", payload: JSON.stringify({ to: "twice@example.com" }), maxRuns: 2 },
+    now
+  )
+  yield* queue.enqueue({ taskType: "send_email", payload: JSON.stringify({ to: "nobody" }) }, now)
+  // ... and one by plain SQL, as any other program would.
+  yield* sql`INSERT INTO ${sql(`${schema}.queue_items`)} (task_type, payload, priority, max_runs, thread)
+             VALUES ('send_email', '{"to":"from-sql@example.com"}', 0, 1, 0)`
+
+  // 4. Run, with a progress line.
+  yield* runner.start
+  const tty = process.stdout.isTTY === true
+  for (let s = 1; s <= seconds; s++) {
+    yield* Effect.sleep("1 second")
+    const stats = yield* runner.stats
+    const line = `[${String(s).padStart(2)}s] started ${stats.started}  ok ${stats.ok}  failed ${stats.failed}  queue ${yield* queue.pendingCount()}`
+    if (tty) process.stdout.write(`\r${line}`)
+    else if (s % 5 === 0 || s === seconds) console.log(line)
+  }
+  if (tty) process.stdout.write("\n")
+
+  // 5. A graceful stop: running handlers finish within the grace period.
+  yield* runner.stop
+
+  // 6. What happened.
+  const runs = yield* sql<{ job: string; scheduled_for: Date; attempt: number; status: string; output: unknown }>`
+    SELECT j.name AS job, r.scheduled_for, r.attempt, r.status, r.output
+    FROM ${sql(`${schema}.job_runs`)} r JOIN ${sql(`${schema}.scheduled_jobs`)} j ON j.id = r.job_id
+    ORDER BY r.id`
+  const processed = yield* sql<{
+    item: string
+    task_type: string
+    payload: string
+    status: string
+    duration_ms: number
+    error_msg: string
+  }>`
+    SELECT queue_item_id::text AS item, task_type, payload, status, duration_ms, error_msg
+    FROM ${sql(`${schema}.processed_items`)} ORDER BY id`
+  const jobs = yield* sql<{ name: string; next_run_at: Date }>`
+    SELECT name, next_run_at FROM ${sql(`${schema}.scheduled_jobs`)} ORDER BY next_run_at`
+  console.log(`\njob runs (${runs.length}):`)
+  printTable(
+    ["job", "scheduled_for", "attempt", "status", "output"],
+    runs.map((r) => [
+      r.job,
+      new Date(r.scheduled_for).toISOString(),
+      String(r.attempt),
+      r.status,
+      JSON.stringify(r.output)
+    ])
+  )
+  console.log(`\nprocessed queue items (${processed.length}):`)
+  printTable(
+    ["item", "task_type", "payload", "status", "duration_ms", "error"],
+    processed.map((p) => [p.item, p.task_type, p.payload, p.status, String(p.duration_ms), p.error_msg])
+  )
+  console.log(`\nnext slots:`)
+  printTable(
+    ["job", "next_run_at"],
+    jobs.map((j) => [j.name, new Date(j.next_run_at).toISOString()])
+  )
+})
+
+const printTable = (columns: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>) => {
+  const widths = columns.map((c, i) => Math.max(c.length, ...rows.map((r) => r[i]!.length)))
+  const line = (cells: ReadonlyArray<string>) =>
+    "  " +
+    cells
+      .map((c, i) => c.padEnd(widths[i]!))
+      .join("  ")
+      .trimEnd()
+  console.log(line(columns))
+  for (const r of rows) console.log(line(r))
+}
+
+const main = async () => {
+  const fromEnv = process.env["DATABASE_URL"] || undefined
+  if (fromEnv === undefined) console.log("starting an embedded Postgres (set DATABASE_URL to use your own)...")
+  const embedded = fromEnv === undefined ? await EmbeddedPostgres.startEmbedded() : undefined
+  const url = fromEnv ?? embedded!.url
+  try {
+    const Live = PgKairos.layer({ url, schema, workers: 4, interval: "1 second" })
+    await Effect.runPromise(
+      program.pipe(Effect.provide(Live), Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+    )
+    console.log("\nstopped gracefully.")
+  } finally {
+    await embedded?.stop()
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)
