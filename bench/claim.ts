@@ -8,7 +8,7 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
-import { startEmbedded } from "../src/adapters/postgres/EmbeddedPostgres.js"
+import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
 import { migrate } from "../src/adapters/postgres/migrations.js"
 import * as PgQueueStore from "../src/adapters/postgres/PgQueueStore.js"
 
@@ -59,16 +59,10 @@ const program = Effect.gen(function* () {
   yield* sql`DROP SCHEMA ${sql(schema)} CASCADE`
 })
 
-const main = async () => {
-  const embedded = process.env["DATABASE_URL"] ? undefined : await startEmbedded()
-  const url = process.env["DATABASE_URL"] || embedded!.url
-  try {
-    await Effect.runPromise(program.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped))
-  } finally {
-    await embedded?.stop()
-  }
-}
-main().then(
+const main = (url: string) =>
+  Effect.runPromise(program.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped))
+
+withDatabaseUrl(main).then(
   () => process.exit(0),
   (e) => {
     console.error(e)

@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Logger, LogLevel } from "effect"
-import { startEmbedded } from "../src/adapters/postgres/EmbeddedPostgres.js"
+import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
 import * as PgKairos from "../src/adapters/postgres/PgKairos.js"
 import * as Runner from "../src/runtime/Runner.js"
 
@@ -38,26 +38,18 @@ const program = Effect.gen(function* () {
   )
 })
 
-const main = async () => {
-  const embedded = process.env["DATABASE_URL"] ? undefined : await startEmbedded()
-  const url = process.env["DATABASE_URL"] || embedded!.url
-  try {
-    const Live = PgKairos.layer({
-      url,
-      schema,
-      workers: WORKERS,
-      batchSize: BATCH,
-      interval: "1 second",
-      maxConnections: 20
-    })
-    await Effect.runPromise(
-      program.pipe(Effect.provide(Live), Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+const main = (url: string) =>
+  Effect.runPromise(
+    program.pipe(
+      Effect.provide(
+        PgKairos.layer({ url, schema, workers: WORKERS, batchSize: BATCH, interval: "1 second", maxConnections: 20 })
+      ),
+      Effect.scoped,
+      Logger.withMinimumLogLevel(LogLevel.Warning)
     )
-  } finally {
-    await embedded?.stop()
-  }
-}
-main().then(
+  )
+
+withDatabaseUrl(main).then(
   () => process.exit(0),
   (e) => {
     console.error(e)

@@ -43,21 +43,16 @@ const program = Effect.gen(function* () {
   for (const j of jobs) console.log(`next ${j.name}: ${new Date(j.next_run_at).toISOString()}`)
 })
 
-const main = async () => {
-  const fromEnv = process.env["DATABASE_URL"] || undefined
-  const embedded = fromEnv === undefined ? await EmbeddedPostgres.startEmbedded() : undefined
-  const url = fromEnv ?? embedded!.url
-  try {
-    const Live = PgKairos.layer({ url, workers: 4 })
-    await Effect.runPromise(
-      program.pipe(Effect.provide(Live), Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+const main = (url: string) =>
+  Effect.runPromise(
+    program.pipe(
+      Effect.provide(PgKairos.layer({ url, workers: 4 })),
+      Effect.scoped,
+      Logger.withMinimumLogLevel(LogLevel.Warning)
     )
-  } finally {
-    await embedded?.stop()
-  }
-}
+  )
 
-main().then(
+EmbeddedPostgres.withDatabaseUrl(main).then(
   () => process.exit(0),
   (e) => {
     console.error(e)

@@ -4,25 +4,21 @@
  */
 import { EmbeddedPostgres, Kairos, Schedule } from "kairos"
 
-const embedded = process.env["DATABASE_URL"] ? undefined : await EmbeddedPostgres.startEmbedded()
-const kairos = await Kairos.create({
-  url: process.env["DATABASE_URL"] || embedded!.url,
-  workers: 2,
-  interval: "1 second"
-})
+await EmbeddedPostgres.withDatabaseUrl(async (url) => {
+  const kairos = await Kairos.create({ url, workers: 2, interval: "1 second" })
 
-await kairos.register("greet", async (job) => {
-  const { name } = JSON.parse(job.payload) as { name: string }
-  console.log(`hello, ${name} (attempt ${job.attempt})`)
-  return { greeted: name }
+  await kairos.register("greet", async (job) => {
+    const { name } = JSON.parse(job.payload) as { name: string }
+    console.log(`hello, ${name} (attempt ${job.attempt})`)
+    return { greeted: name }
+  })
+  await kairos.defineJobs([
+    { name: "tick", taskType: "greet", schedule: Schedule.interval({ every: "1 second" }), payload: { name: "clock" } }
+  ])
+  await kairos.enqueue({ taskType: "greet", payload: JSON.stringify({ name: "Ada" }) })
+  await kairos.start()
+  await new Promise((resolve) => setTimeout(resolve, Number(process.env["KAIROS_EXAMPLE_SECONDS"] ?? 3) * 1000))
+  console.log(await kairos.stats())
+  await kairos.stop()
 })
-await kairos.defineJobs([
-  { name: "tick", taskType: "greet", schedule: Schedule.interval({ every: "1 second" }), payload: { name: "clock" } }
-])
-await kairos.enqueue({ taskType: "greet", payload: JSON.stringify({ name: "Ada" }) })
-await kairos.start()
-await new Promise((resolve) => setTimeout(resolve, Number(process.env["KAIROS_EXAMPLE_SECONDS"] ?? 3) * 1000))
-console.log(await kairos.stats())
-await kairos.stop()
-await embedded?.stop()
 process.exit(0)

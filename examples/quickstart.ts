@@ -121,23 +121,16 @@ const printTable = (columns: ReadonlyArray<string>, rows: ReadonlyArray<Readonly
   for (const r of rows) console.log(line(r))
 }
 
-const main = async () => {
-  const fromEnv = process.env["DATABASE_URL"] || undefined
-  if (fromEnv === undefined) console.log("starting an embedded Postgres (set DATABASE_URL to use your own)...")
-  const embedded = fromEnv === undefined ? await EmbeddedPostgres.startEmbedded() : undefined
-  const url = fromEnv ?? embedded!.url
-  try {
-    const Live = PgKairos.layer({ url, schema, workers: 4, interval: "1 second" })
-    await Effect.runPromise(
-      program.pipe(Effect.provide(Live), Effect.scoped, Logger.withMinimumLogLevel(LogLevel.Warning))
+const main = (url: string) =>
+  Effect.runPromise(
+    program.pipe(
+      Effect.provide(PgKairos.layer({ url, schema, workers: 4, interval: "1 second" })),
+      Effect.scoped,
+      Logger.withMinimumLogLevel(LogLevel.Warning)
     )
-    console.log("\nstopped gracefully.")
-  } finally {
-    await embedded?.stop()
-  }
-}
+  ).then(() => console.log("\nstopped gracefully."))
 
-main().then(
+EmbeddedPostgres.withDatabaseUrl(main, { log: console.log }).then(
   () => process.exit(0),
   (e) => {
     console.error(e)

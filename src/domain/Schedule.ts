@@ -47,7 +47,10 @@ export const Interval = Schema.TaggedStruct("Interval", {
 export interface Interval extends Schema.Schema.Type<typeof Interval> {}
 
 /** The schema of a schedule as stored in the `schedule` column (a JSON object with a `_tag`). */
-export const Schedule = Schema.Union(Daily, Weekly, Interval)
+export const Schedule = Schema.Union(Daily, Weekly, Interval).annotations({
+  identifier: "Schedule",
+  description: 'a JSON object with "_tag" Daily, Weekly or Interval'
+})
 /** A recurring schedule: `Daily`, `Weekly` or `Interval`. */
 export type Schedule = Daily | Weekly | Interval
 
@@ -193,7 +196,15 @@ const nextWallSlot = (tz: string, hour: number, minute: number, weekday: number 
 // ---------------------------------------------------------------------------------------------------------------
 // Codec
 
-const formatIssue = (error: ParseResult.ParseError): string => ParseResult.TreeFormatter.formatErrorSync(error)
+/** One line per problem, `path: message`, joined: a stored value's errors end up in logs and run rows. */
+const formatIssue = (error: ParseResult.ParseError): string => {
+  const issues = ParseResult.ArrayFormatter.formatErrorSync(error)
+  const lines = issues
+    // An optional field's "Expected undefined" only repeats the real problem.
+    .filter((i) => !i.message.startsWith("Expected undefined"))
+    .map((i) => (i.path.length > 0 ? `${i.path.join(".")}: ${i.message}` : i.message))
+  return [...new Set(lines)].join("; ").replace(/\s*\n\s*/g, " ")
+}
 
 /** Decodes a stored schedule (the parsed JSON value of the `schedule` column). */
 export const decode = (input: unknown): Either.Either<Schedule, ScheduleDecodeError> =>

@@ -63,6 +63,12 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       readonly leaseUntil: Date
       readonly now: Date
     }) => Effect.Effect<ReadonlyArray<QueueClaim>, QueueStoreError>
+    /** Extends many executions' leases in one go; returns the lease ids still held (the others were lost). */
+    readonly renewLeases: (
+      claims: ReadonlyArray<QueueClaim>,
+      leaseUntil: Date,
+      now: Date
+    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
     /** Extends an execution's lease; false when it was lost. */
     readonly renewLease: (claim: QueueClaim, leaseUntil: Date, now: Date) => Effect.Effect<boolean, QueueStoreError>
     /**

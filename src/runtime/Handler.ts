@@ -2,7 +2,7 @@
  * Handlers: what a task type runs. An Effect, an async function or a plain function are all accepted; whatever
  * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`.
  */
-import { Cause, Data, Duration, Effect, Exit, Fiber, Predicate } from "effect"
+import { Cause, Data, Duration, Effect, Exit, Predicate } from "effect"
 import type { Job } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 
@@ -42,27 +42,28 @@ export const runToResult = (
 ): Effect.Effect<Result.Result> =>
   Effect.gen(function* () {
     const controller = new AbortController()
-    const body: Effect.Effect<unknown, unknown> = Effect.suspend(() => {
-      let out: unknown
-      try {
-        out = handler(job, controller.signal)
-      } catch (e) {
-        // A plain function that throws: its error, as it threw it.
-        return Effect.fail(e)
-      }
-      if (Effect.isEffect(out)) return out as Effect.Effect<unknown, unknown>
-      if (isPromiseLike(out)) return Effect.tryPromise({ try: () => Promise.resolve(out), catch: (e) => e })
-      return Effect.succeed(out)
-    }).pipe(
+    let out: unknown
+    try {
+      out = handler(job, controller.signal)
+    } catch (e) {
+      // A plain function that throws: its error, as it threw it.
+      return Result.failure(e)
+    }
+    // A plain value: done, with no timer or fiber to pay for (the common case of a quick synchronous handler).
+    if (!Effect.isEffect(out) && !isPromiseLike(out)) return Result.success(out)
+    const started: Effect.Effect<unknown, unknown> = Effect.isEffect(out)
+      ? (out as Effect.Effect<unknown, unknown>)
+      : Effect.tryPromise({ try: () => Promise.resolve(out as PromiseLike<unknown>), catch: (e) => e })
+    const body = started.pipe(
       Effect.timeoutFail({
         duration: timeout,
         onTimeout: () => new HandlerTimeoutError({ taskType: job.taskType, timeout })
       }),
       Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the execution was interrupted"))))
     )
-    // In a child fiber, so a handler that interrupts itself is a recorded failure, not our own interruption.
-    const fiber = yield* Effect.fork(body)
-    const exit = yield* Fiber.await(fiber).pipe(Effect.onInterrupt(() => Fiber.interrupt(fiber)))
+    // A handler that interrupts itself ends in an interrupted exit here: a recorded failure. Interruption from
+    // outside (timeout aside) still interrupts this fiber.
+    const exit = yield* Effect.exit(body)
     if (Exit.isSuccess(exit)) return Result.success(exit.value)
     const cause = exit.cause
     if (Cause.isTimeoutException(Cause.squash(cause))) return Result.failure(Cause.squash(cause))

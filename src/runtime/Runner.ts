@@ -435,25 +435,65 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         for (const c of claims) {
           yield* Ref.update(inFlight, (n) => n + 1)
           yield* Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
-          yield* FiberSet.run(executions, executeQueue(q, c))
+          const entry: Active = { claim: c, fiber: undefined, lost: false }
+          if (active.size === 0) yield* Queue.offer(renewSignal, undefined)
+          active.set(c.leaseId, entry)
+          entry.fiber = yield* FiberSet.run(executions, executeQueue(q, entry))
         }
         return claims.length
       })
 
-    const keepQueueLease = (q: QueueStore["Type"], c: QueueClaim) =>
-      Effect.gen(function* () {
-        while (true) {
-          yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
-          const now = yield* clockNow
-          const held = yield* q
-            .renewLease(c, leaseUntil(now), now)
-            .pipe(Effect.catchAll((e) => Effect.as(Effect.logWarning(`lease renewal failed: ${e.message}`), true)))
-          if (!held) return
-        }
-      })
+    // Queue executions in flight: one renewal loop keeps all their leases, in one statement, instead of a timer
+    // per execution. An execution whose lease was lost (expired and taken back) is interrupted.
+    interface Active {
+      readonly claim: QueueClaim
+      fiber: Fiber.RuntimeFiber<void, never> | undefined
+      lost: boolean
+    }
+    const active = new Map<string, Active>()
+    const renewSignal = yield* Queue.sliding<void>(1)
+    if (Option.isSome(queue)) {
+      const q = queue.value
+      yield* Effect.forkIn(
+        Effect.forever(
+          Effect.gen(function* () {
+            // Nothing to renew: wait for work instead of waking every few (possibly fake) seconds.
+            if (active.size === 0) yield* Queue.take(renewSignal)
+            yield* Effect.sleep(Duration.millis(Math.max(1, Math.floor(leaseMs / 3))))
+            const entries = [...active.values()]
+            if (entries.length === 0) return
+            const now = yield* clockNow
+            const held = yield* q
+              .renewLeases(
+                entries.map((e) => e.claim),
+                leaseUntil(now),
+                now
+              )
+              .pipe(
+                Effect.map((ids) => new Set(ids)),
+                // A failed renewal is not a lost lease: try again on the next round.
+                Effect.catchAll((e) =>
+                  Effect.as(
+                    Effect.logWarning(`lease renewal failed: ${e.message}`),
+                    new Set(entries.map((x) => x.claim.leaseId))
+                  )
+                )
+              )
+            for (const entry of entries) {
+              if (held.has(entry.claim.leaseId) || active.get(entry.claim.leaseId) !== entry) continue
+              entry.lost = true
+              active.delete(entry.claim.leaseId)
+              if (entry.fiber !== undefined) yield* Fiber.interruptFork(entry.fiber)
+            }
+          })
+        ),
+        scope
+      )
+    }
 
-    const executeQueue = (q: QueueStore["Type"], c: QueueClaim): Effect.Effect<void> =>
-      Effect.gen(function* () {
+    const executeQueue = (q: QueueStore["Type"], entry: Active): Effect.Effect<void> => {
+      const c = entry.claim
+      return Effect.gen(function* () {
         const startedAt = yield* clockNow
         const handler = handlers.get(c.item.taskType)
         const job = new Job({
@@ -466,19 +506,13 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
           attempt: c.runsDone + 1,
           metadata: { priority: c.item.priority, thread: c.item.thread, maxRuns: c.item.maxRuns, leaseId: c.leaseId }
         })
-        const outcome =
+        const result =
           handler === undefined
-            ? Option.some(Result.failure(`unknown task type "${c.item.taskType}": no handler is registered`))
-            : yield* Effect.raceFirst(
-                Effect.map(runToResult(handler.run, job, handler.timeout), Option.some),
-                // A lost lease (renewal refused) aborts the handler: another instance owns the item now.
-                Effect.as(keepQueueLease(q, c), Option.none<Result.Result>())
-              )
-        if (Option.isNone(outcome)) {
-          return yield* Effect.logWarning("lease lost while running: the handler was aborted and its result discarded")
-        }
+            ? Result.failure(`unknown task type "${c.item.taskType}": no handler is registered`)
+            : yield* runToResult(handler.run, job, handler.timeout)
+        // Done running: its lease is no longer renewed (the write below deletes it).
+        active.delete(c.leaseId)
         const finishedAt = yield* clockNow
-        const result = outcome.value
         yield* count(result)
         const recorded = yield* recordQueueResult(c, {
           startedAt,
@@ -488,14 +522,20 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         if (!recorded) yield* Effect.logWarning("result refused: the execution's lease was lost")
       }).pipe(
         Effect.catchAll((e) => Effect.logError(`recording a queue result failed: ${e.message}`)),
+        Effect.onInterrupt(() =>
+          entry.lost
+            ? Effect.logWarning("lease lost while running: the handler was aborted and its result discarded")
+            : Effect.void
+        ),
         Effect.ensuring(
-          Effect.zipRight(
-            Ref.update(inFlight, (n) => n - 1),
-            Queue.offer(wake, undefined)
+          Effect.sync(() => active.delete(c.leaseId)).pipe(
+            Effect.zipRight(Ref.update(inFlight, (n) => n - 1)),
+            Effect.zipRight(Queue.offer(wake, undefined))
           )
         ),
         Effect.annotateLogs({ itemId: c.item.id, taskType: c.item.taskType })
       )
+    }
 
     /** One tick, plus the poll interval it read (the loop sleeps by it). */
     const tickWithInterval = Effect.gen(function* () {

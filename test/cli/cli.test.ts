@@ -192,12 +192,62 @@ describe("kairos commands", () => {
       ["worker", "--tasks", "test/fixtures/empty-tasks.ts"],
       /default export must be/
     ],
-    ["an invalid schema name", ["queue", "--schema", "Bad.Name"], /^kairos: invalid schema name/]
+    ["an invalid schema name", ["queue", "--schema", "Bad.Name"], /^kairos: invalid schema name/],
+    [
+      "a tasks module whose schedule does not validate",
+      ["worker", "--tasks", "test/fixtures/bad-schedule-tasks.ts"],
+      /^kairos: --tasks test\/fixtures\/bad-schedule-tasks\.ts: schedule "broken": hour: hour must be an integer from 0 to 23\n$/
+    ],
+    [
+      "a bad --interval",
+      ["worker", "--tasks", "examples/tasks.ts", "--interval", "soon"],
+      /^kairos: --interval: not a duration: soon/
+    ]
   ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, (_name, args, pattern) => {
     const r = kairos([...args, "--database-url", url])
     expect(r.code).not.toBe(0)
     expect(r.stdout + r.stderr).toMatch(pattern)
     expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)
+  })
+
+  it("SIGINT waits for a running handler; a second SIGINT forces the stop", { timeout: 90_000 }, async () => {
+    json(["migrate"])
+    const worker = spawn(
+      process.execPath,
+      [
+        bin,
+        "worker",
+        "--tasks",
+        "test/fixtures/slow-tasks.ts",
+        "--database-url",
+        url,
+        "--schema",
+        schema,
+        "--interval",
+        "500ms"
+      ],
+      {
+        cwd: projectRoot,
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    let err = ""
+    worker.stderr.on("data", (d: Buffer) => (err += d.toString()))
+    await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('slow', '')`)
+    for (let i = 0; i < 200; i++) {
+      if ((await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).length > 0) break
+      await sleep(100)
+    }
+    worker.kill("SIGINT")
+    await sleep(1500)
+    // Still waiting for the handler (the grace period is 30 s).
+    expect(worker.exitCode).toBeNull()
+    const forcedAt = Date.now()
+    worker.kill("SIGINT")
+    const exit = await exited(worker)
+    expect(Date.now() - forcedAt).toBeLessThan(10_000)
+    expect(exit.code).toBe(130)
+    expect(err).toContain("kairos: forced stop")
   })
 
   it("an unreachable database: one clear line (--verbose shows the cause)", { timeout: 60_000 }, () => {

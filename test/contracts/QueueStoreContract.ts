@@ -125,6 +125,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const [c] = yield* q.claimBatch(claimOpts([t], 1, "dead", at(0)))
         expect(yield* q.recordResult({ ...c!, token: "forged" }, { startedAt: at(0), finishedAt: at(1) })).toBe(false)
         expect(yield* q.renewLease({ ...c!, token: "forged" }, at(99), at(1))).toBe(false)
+        expect(yield* q.renewLeases([c!, { ...c!, token: "forged" }], at(20), at(1))).toEqual([c!.leaseId])
         // Its owner stops renewing; the lease expires and the execution is taken back, uncounted.
         expect(yield* q.recoverStuck(at(31))).toBeGreaterThanOrEqual(1)
         expect(yield* q.recordResult(c!, { startedAt: at(0), finishedAt: at(40) })).toBe(false)

@@ -513,7 +513,9 @@ const loadTasks = (
       const decoded = Schedule.decode(s["schedule"])
       if (decoded._tag === "Left")
         return yield* Effect.fail(
-          new CliError({ message: `--tasks ${file}: schedule "${s["name"]}": ${decoded.left.message}` })
+          new CliError({
+            message: `--tasks ${file}: schedule "${s["name"]}": ${decoded.left.message.replace(/^invalid stored schedule: /, "")}`
+          })
         )
     }
     return {

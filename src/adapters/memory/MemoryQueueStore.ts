@@ -132,6 +132,15 @@ export const make: Effect.Effect<{ readonly store: QueueStore["Type"]; readonly 
           }
           return claims
         }),
+      renewLeases: (claims, leaseUntil) =>
+        Effect.sync(() =>
+          claims.flatMap((claim) => {
+            const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
+            if (lease === undefined) return []
+            lease.leaseUntil = leaseUntil
+            return [lease.id]
+          })
+        ),
       renewLease: (claim, leaseUntil) =>
         Effect.sync(() => {
           const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)

@@ -324,3 +324,22 @@ export const stopDataDir = async (dataDir: string): Promise<boolean> => {
   await exec(bin.pg_ctl, ["stop", "-D", dataDir, "-m", "fast", "-w", "-t", "60"], user).catch(() => killServer(dataDir))
   return true
 }
+
+/**
+ * Runs `f` on `DATABASE_URL` when it is set, otherwise on a throwaway embedded server that is stopped afterwards:
+ * what examples, scripts and benchmarks need to run on a machine with no Postgres.
+ */
+export const withDatabaseUrl = async <A>(
+  f: (url: string) => Promise<A>,
+  options: { readonly log?: ((message: string) => void) | undefined } = {}
+): Promise<A> => {
+  const fromEnv = process.env["DATABASE_URL"]
+  if (fromEnv !== undefined && fromEnv.length > 0) return f(fromEnv)
+  options.log?.("starting an embedded Postgres (set DATABASE_URL to use your own)...")
+  const server = await startEmbedded()
+  try {
+    return await f(server.url)
+  } finally {
+    await server.stop()
+  }
+}

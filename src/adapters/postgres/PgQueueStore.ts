@@ -297,6 +297,18 @@ export const make = (
 
       claimBatch,
 
+      renewLeases: (claims, leaseUntil) =>
+        claims.length === 0
+          ? Effect.succeed([])
+          : sql<{ id: string }>`
+              UPDATE ${leases} l SET lease_until = ${leaseUntil}
+              FROM unnest(${claims.map((c) => c.leaseId)}::bigint[], ${claims.map((c) => c.token)}::text[]) AS x(id, token)
+              WHERE l.id = x.id AND l.token = x.token
+              RETURNING l.id::text AS id`.pipe(
+              Effect.map((rows) => rows.map((r) => r.id)),
+              Effect.mapError(toError)
+            ),
+
       renewLease: (claim, leaseUntil) =>
         sql`UPDATE ${leases} SET lease_until = ${leaseUntil}
             WHERE id = ${claim.leaseId}::bigint AND token = ${claim.token} RETURNING id`.pipe(
