@@ -8,6 +8,7 @@ import os from "node:os"
 import path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
+import { startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { exited, projectRoot } from "../support/process.js"
 import { sleep } from "../support/workers.js"
 import pg from "pg"
@@ -248,6 +249,23 @@ describe("kairos commands", () => {
     expect(Date.now() - forcedAt).toBeLessThan(10_000)
     expect(exit.code).toBe(130)
     expect(err).toContain("kairos: forced stop")
+  })
+
+  it("a wrong password: one clear line", { timeout: 60_000 }, async () => {
+    const server = await startEmbedded({ password: "right horse battery" })
+    try {
+      const wrong = server.url.replace(encodeURIComponent("right horse battery"), "wrong")
+      const r = kairos(["queue", "--database-url", wrong])
+      expect(r.code).toBe(1)
+      expect(r.stderr).toMatch(
+        /^kairos: cannot log in to 127\.0\.0\.1:\d+\/postgres: password authentication failed for user "postgres"\n$/
+      )
+      // The right one gets through (to the next problem: no tables yet).
+      const right = kairos(["queue", "--database-url", server.url])
+      expect(right.stderr).toBe(`kairos: kairos's tables are missing in schema "public": run \`kairos migrate\`\n`)
+    } finally {
+      await server.stop()
+    }
   })
 
   it("an unreachable database: one clear line (--verbose shows the cause)", { timeout: 60_000 }, () => {

@@ -32,6 +32,8 @@ export interface StartOptions {
   readonly persistent?: boolean | undefined
   /** The port; default a free one. */
   readonly port?: number | undefined
+  /** Require this password for `postgres` (scram-sha-256) instead of trusting local connections. */
+  readonly password?: string | undefined
 }
 
 interface Binaries {
@@ -252,11 +254,14 @@ export const startEmbedded = async (options: StartOptions = {}): Promise<Embedde
       .access(path.join(dataDir, "PG_VERSION"))
       .then(() => true)
       .catch(() => false)
-    if (!initialised) await initdb(bin, dataDir, user, persistent)
+    if (!initialised) await initdb(bin, dataDir, user, persistent, options.password)
     const port = await startServer(bin, dataDir, user, options.port)
     let stopped = false
     return {
-      url: `postgres://postgres@127.0.0.1:${port}/postgres`,
+      url:
+        options.password === undefined
+          ? `postgres://postgres@127.0.0.1:${port}/postgres`
+          : `postgres://postgres:${encodeURIComponent(options.password)}@127.0.0.1:${port}/postgres`,
       port,
       dataDir,
       stop: async () => {
@@ -275,13 +280,29 @@ export const startEmbedded = async (options: StartOptions = {}): Promise<Embedde
   }
 }
 
-const initdb = async (bin: Binaries, dataDir: string, user: RunAs, persistent: boolean): Promise<void> => {
-  const args = ["-D", dataDir, "--username=postgres", "--auth=trust", "--encoding=UTF8", "--locale=C"]
+const initdb = async (
+  bin: Binaries,
+  dataDir: string,
+  user: RunAs,
+  persistent: boolean,
+  password: string | undefined
+): Promise<void> => {
+  const args = ["-D", dataDir, "--username=postgres", "--encoding=UTF8", "--locale=C"]
+  // initdb reads the password from a file, which the postgres user must be able to read; it is removed at once.
+  const pwfile = password === undefined ? undefined : path.join(path.dirname(dataDir), `.pw-${process.pid}`)
+  if (pwfile === undefined) args.push("--auth=trust")
+  else {
+    await fs.writeFile(pwfile, `${password}\n`, { mode: 0o600 })
+    if (user.uid !== undefined) await fs.chown(pwfile, user.uid, user.gid ?? user.uid)
+    args.push("--auth=scram-sha-256", `--pwfile=${pwfile}`)
+  }
   if (!persistent) args.push("--no-sync")
   try {
     await exec(bin.initdb, args, { ...user, env: { ...process.env, LC_ALL: "C" } })
   } catch (e) {
     throw new Error(`embedded Postgres: initdb failed: ${describeExecError(e)}`, { cause: e })
+  } finally {
+    if (pwfile !== undefined) await fs.rm(pwfile, { force: true })
   }
   // Only loopback TCP: no unix socket to collide with the machine's own server, no outside access.
   const settings = ["listen_addresses = '127.0.0.1'", "unix_socket_directories = ''"]
