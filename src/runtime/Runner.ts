@@ -130,6 +130,8 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const handlers = new Map<string, Registered>()
     const executions = yield* FiberSet.make<void, never>()
     const inFlight = yield* Ref.make(0)
+    /** When the job tables next need a look (a slot or retry due, or the poll); 0: at once. */
+    let jobsCheckAt = 0
     const stats = yield* Ref.make<RunnerStats>({ started: 0, ok: 0, failed: 0 })
     const count = (result: Result.Result) =>
       Ref.update(stats, (s) => (result.failed ? { ...s, failed: s.failed + 1 } : { ...s, ok: s.ok + 1 }))
@@ -192,6 +194,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
           dueAt: new Date(now.getTime() + delay),
           now
         })
+        jobsCheckAt = 0
         return true
       })
 
@@ -307,6 +310,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const finish = (c: Claimed, result: Result.Result) =>
       Effect.gen(function* () {
         yield* count(result)
+        jobsCheckAt = 0
         const now = yield* clockNow
         if (!result.failed) {
           const ok = yield* store.markSuccess(c.lease, Result.encodeOutput(result.output), now)
@@ -548,7 +552,18 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       const limit = Math.min(config.batchSize, config.workers - (yield* Ref.get(inFlight)))
       if (limit <= 0) return { report: idle("busy"), interval }
       const now = yield* clockNow
-      const { claimed, overlapped, rescued } = yield* claim(now, limit, interval)
+      // The job tables are read only when something may be due there (or a poll has passed): a busy queue then
+      // pays nothing for them. Whatever this runner changes about jobs resets the check.
+      const nothing = { claimed: [] as Array<Claimed>, overlapped: 0, rescued: 0 }
+      const { claimed, overlapped, rescued } =
+        now.getTime() >= jobsCheckAt
+          ? yield* Effect.tap(claim(now, limit, interval), () =>
+              Effect.map(store.nextWakeAt(now), (wakeAt) => {
+                const pollAt = now.getTime() + Duration.toMillis(interval)
+                jobsCheckAt = Option.isSome(wakeAt) ? Math.min(wakeAt.value.getTime(), pollAt) : pollAt
+              })
+            )
+          : nothing
       for (const c of claimed) {
         yield* Ref.update(inFlight, (n) => n + 1)
         yield* Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
@@ -558,10 +573,11 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       return { report: { started: claimed.length + queued, queued, overlapped, rescued }, interval }
     })
 
-    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError | QueueStoreError> = Effect.map(
-      tickWithInterval,
-      (t) => t.report
-    )
+    // A tick asked for explicitly looks at everything, the job tables included.
+    const tick: Effect.Effect<TickReport, JobStoreError | SettingsError | QueueStoreError> = Effect.suspend(() => {
+      jobsCheckAt = 0
+      return Effect.map(tickWithInterval, (t) => t.report)
+    })
 
     /** How long to sleep after a tick: until the next poll, or the next slot or retry if that comes first. */
     const nextDelay = (report: TickReport, interval: Duration.Duration) =>
@@ -650,6 +666,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     ) =>
       Effect.gen(function* () {
         const now = yield* clockNow
+        jobsCheckAt = 0
         if (options?.disableOthers === true) {
           const names = jobs.map((j) => j.name)
           const disabled = yield* store.disableJobsExcept(names, now)
