@@ -36,6 +36,9 @@ const program = Effect.gen(function* () {
       `${Math.round(ITEMS / seconds).toLocaleString("en")} items/s ` +
       `(workers ${WORKERS}, batch ${BATCH}, ${done!.n.toLocaleString("en")} processed rows)`
   )
+  // Leave nothing behind on a shared database.
+  yield* runner.stop
+  yield* sql`DROP SCHEMA ${sql(schema)} CASCADE`
 })
 
 const main = (url: string) =>
