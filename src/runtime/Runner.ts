@@ -81,7 +81,6 @@ export class Runner extends Context.Tag("kairos/Runner")<
     readonly tick: Effect.Effect<TickReport, JobStoreError | SettingsError | QueueStoreError>
     /** Wakes an idle runner now (new work arrived); the poll stays the fallback. */
     readonly wake: Effect.Effect<void>
-    /** Upserts recurring jobs by name; a changed schedule recomputes the next slot. */
     /**
      * Upserts recurring jobs by name; a changed schedule recomputes the next slot. With `disableOthers`, every
      * other enabled job (one removed from code) is disabled.
@@ -415,38 +414,6 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         return yield* Deferred.await(done)
       })
 
-    /** Claims queue items into the room left, and starts them. Returns how many started. */
-    const claimQueue = (q: QueueStore["Type"], now: Date, room: number) =>
-      Effect.gen(function* () {
-        // At most every third of a lease, on a tick: heartbeat, and take back executions whose owner died. (On ticks,
-        // not on a timer of its own: an idle runner under a test clock would otherwise wake every few seconds of
-        // fake time; a worker counts as live for max(poll interval, lease) after its last tick.)
-        if (now.getTime() - lastHousekeeping >= leaseMs / 3) {
-          lastHousekeeping = now.getTime()
-          yield* q.registerWorker(owner, [...handlers.keys()], now)
-          const recovered = yield* q.recoverStuck(now)
-          if (recovered > 0) yield* Effect.logWarning(`took back ${recovered} queue execution(s) whose lease expired`)
-        }
-        const limit = config.rateLimit > 0 ? Math.min(room, config.rateLimit) : room
-        if (limit <= 0 || handlers.size === 0) return 0
-        const claims = yield* q.claimBatch({
-          limit,
-          taskTypes: [...handlers.keys()],
-          owner,
-          leaseUntil: leaseUntil(now),
-          now
-        })
-        for (const c of claims) {
-          yield* Ref.update(inFlight, (n) => n + 1)
-          yield* Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
-          const entry: Active = { claim: c, fiber: undefined, lost: false }
-          if (active.size === 0) yield* Queue.offer(renewSignal, undefined)
-          active.set(c.leaseId, entry)
-          entry.fiber = yield* FiberSet.run(executions, executeQueue(q, entry))
-        }
-        return claims.length
-      })
-
     // Queue executions in flight: one renewal loop keeps all their leases, in one statement, instead of a timer
     // per execution. An execution whose lease was lost (expired and taken back) is interrupted.
     interface Active {
@@ -494,6 +461,38 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         scope
       )
     }
+
+    /** Claims queue items into the room left, and starts them. Returns how many started. */
+    const claimQueue = (q: QueueStore["Type"], now: Date, room: number) =>
+      Effect.gen(function* () {
+        // At most every third of a lease, on a tick: heartbeat, and take back executions whose owner died. (On ticks,
+        // not on a timer of its own: an idle runner under a test clock would otherwise wake every few seconds of
+        // fake time; a worker counts as live for max(poll interval, lease) after its last tick.)
+        if (now.getTime() - lastHousekeeping >= leaseMs / 3) {
+          lastHousekeeping = now.getTime()
+          yield* q.registerWorker(owner, [...handlers.keys()], now)
+          const recovered = yield* q.recoverStuck(now)
+          if (recovered > 0) yield* Effect.logWarning(`took back ${recovered} queue execution(s) whose lease expired`)
+        }
+        const limit = config.rateLimit > 0 ? Math.min(room, config.rateLimit) : room
+        if (limit <= 0 || handlers.size === 0) return 0
+        const claims = yield* q.claimBatch({
+          limit,
+          taskTypes: [...handlers.keys()],
+          owner,
+          leaseUntil: leaseUntil(now),
+          now
+        })
+        for (const c of claims) {
+          yield* Ref.update(inFlight, (n) => n + 1)
+          yield* Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
+          const entry: Active = { claim: c, fiber: undefined, lost: false }
+          if (active.size === 0) yield* Queue.offer(renewSignal, undefined)
+          active.set(c.leaseId, entry)
+          entry.fiber = yield* FiberSet.run(executions, executeQueue(q, entry))
+        }
+        return claims.length
+      })
 
     const executeQueue = (q: QueueStore["Type"], entry: Active): Effect.Effect<void> => {
       const c = entry.claim
@@ -589,10 +588,17 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         // A full batch: more may be due right now.
         if (report.started >= config.batchSize) return 0
         const now = yield* clockNow
-        const wakeAt = yield* store.nextWakeAt(now)
-        if (Option.isNone(wakeAt)) return pollMs
+        // The tick already asked the store when jobs are next due (jobsCheckAt); ask again only if something this
+        // runner did since (a finished run, a new retry) reset it.
+        const wakeAtMs =
+          jobsCheckAt > 0
+            ? jobsCheckAt
+            : Option.match(yield* store.nextWakeAt(now), {
+                onNone: () => now.getTime() + pollMs,
+                onSome: (d) => d.getTime()
+              })
         // Work already due but not taken (locked by another instance): look again shortly, never spin.
-        return Math.min(pollMs, Math.max(50, wakeAt.value.getTime() - now.getTime()))
+        return Math.min(pollMs, Math.max(50, wakeAtMs - now.getTime()))
       })
 
     const loop: Effect.Effect<never> = Effect.gen(function* () {
@@ -633,17 +639,16 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
       if (yield* Ref.getAndSet(stopping, true)) return
       const fiber = yield* Ref.get(loopFiber)
       if (Option.isSome(fiber)) yield* Fiber.interrupt(fiber.value)
-      const drained =
-        yield* // Interruptible: stop often runs in a scope finalizer (uninterruptible), where the timeout could not
-        // otherwise cut the wait short.
-        FiberSet.awaitEmpty(executions).pipe(
-          Effect.interruptible,
-          Effect.timeoutTo({
-            duration: config.gracePeriod,
-            onSuccess: () => true,
-            onTimeout: () => false
-          })
-        )
+      // Interruptible: stop often runs in a scope finalizer (uninterruptible), where the timeout could not
+      // otherwise cut the wait short.
+      const drained = yield* FiberSet.awaitEmpty(executions).pipe(
+        Effect.interruptible,
+        Effect.timeoutTo({
+          duration: config.gracePeriod,
+          onSuccess: () => true,
+          onTimeout: () => false
+        })
+      )
       if (!drained) {
         yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)
         yield* FiberSet.clear(executions)
