@@ -81,6 +81,14 @@ export const make: Effect.Effect<{ readonly store: QueueStore["Type"]; readonly 
         return true
       })
 
+    /** Extends one lease if its token still holds; the lease id when it did. */
+    const renew = (claim: QueueClaim, leaseUntil: Date): Array<string> => {
+      const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
+      if (lease === undefined) return []
+      lease.leaseUntil = leaseUntil
+      return [lease.id]
+    }
+
     const store = QueueStore.of({
       enqueue: (input, now) =>
         Effect.sync(() => {
@@ -132,22 +140,8 @@ export const make: Effect.Effect<{ readonly store: QueueStore["Type"]; readonly 
           }
           return claims
         }),
-      renewLeases: (claims, leaseUntil) =>
-        Effect.sync(() =>
-          claims.flatMap((claim) => {
-            const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
-            if (lease === undefined) return []
-            lease.leaseUntil = leaseUntil
-            return [lease.id]
-          })
-        ),
-      renewLease: (claim, leaseUntil) =>
-        Effect.sync(() => {
-          const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
-          if (lease === undefined) return false
-          lease.leaseUntil = leaseUntil
-          return true
-        }),
+      renewLeases: (claims, leaseUntil) => Effect.sync(() => claims.flatMap((claim) => renew(claim, leaseUntil))),
+      renewLease: (claim, leaseUntil) => Effect.sync(() => renew(claim, leaseUntil).length > 0),
       recordResults: (results) => Effect.forEach(results, ({ claim, result }) => record(claim, result)),
       recordResult: (claim, result) => record(claim, result),
       recoverStuck: (now, owner) =>

@@ -187,48 +187,6 @@ export const make = (
         )
         .pipe(Effect.mapError(toError))
 
-    const recordResult = (
-      claim: QueueClaim,
-      result: { readonly startedAt: Date; readonly finishedAt: Date; readonly error?: string | undefined }
-    ) => {
-      const failed = result.error !== undefined
-      const duration = Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime())
-      // The first statement checks (and removes) the lease before anything else is written: the log row and
-      // the item's update happen only if it was still held. Its UPDATE re-reads a row another execution of the
-      // same item just changed, so concurrent finishes count right; the exhausted item is deleted after.
-      return sql
-        .withTransaction(
-          Effect.gen(function* () {
-            const rows = yield* sql<{ held: number }>`
-              WITH l AS (
-                DELETE FROM ${leases} WHERE id = ${claim.leaseId}::bigint AND token = ${claim.token} RETURNING item_id
-              ), log AS (
-                INSERT INTO ${processed}
-                  (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-                SELECT l.item_id, ${claim.item.taskType}, ${claim.item.payload}, ${failed ? "error" : "ok"},
-                       ${result.error ?? ""}, ${result.startedAt}, ${result.finishedAt}, ${duration}
-                FROM l RETURNING id
-              ), item AS (
-                UPDATE ${items} i SET
-                  in_flight = greatest(0, i.in_flight - 1),
-                  max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END,
-                  runs_done = i.runs_done + 1,
-                  status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
-                  updated_at = ${result.finishedAt}
-                FROM l WHERE i.id = l.item_id
-                RETURNING i.id
-              )
-              SELECT (SELECT count(*) FROM log)::int AS held`
-            const held = (rows[0]?.held ?? 0) > 0
-            if (held) {
-              yield* sql`DELETE FROM ${items} WHERE id = ${claim.item.id}::bigint AND max_runs = 0 AND in_flight = 0`
-            }
-            return held
-          })
-        )
-        .pipe(Effect.mapError(toError))
-    }
-
     const recordResults = (
       batch: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
     ): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> => {
@@ -283,6 +241,18 @@ export const make = (
         .pipe(Effect.mapError(toError))
     }
 
+    const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
+      claims.length === 0
+        ? Effect.succeed([])
+        : sql<{ id: string }>`
+              UPDATE ${leases} l SET lease_until = ${leaseUntil}
+              FROM unnest(${claims.map((c) => c.leaseId)}::bigint[], ${claims.map((c) => c.token)}::text[]) AS x(id, token)
+              WHERE l.id = x.id AND l.token = x.token
+              RETURNING l.id::text AS id`.pipe(
+            Effect.map((rows) => rows.map((r) => r.id)),
+            Effect.mapError(toError)
+          )
+
     return QueueStore.of({
       recordResults,
       enqueue: (input, now) =>
@@ -297,26 +267,13 @@ export const make = (
 
       claimBatch,
 
-      renewLeases: (claims, leaseUntil) =>
-        claims.length === 0
-          ? Effect.succeed([])
-          : sql<{ id: string }>`
-              UPDATE ${leases} l SET lease_until = ${leaseUntil}
-              FROM unnest(${claims.map((c) => c.leaseId)}::bigint[], ${claims.map((c) => c.token)}::text[]) AS x(id, token)
-              WHERE l.id = x.id AND l.token = x.token
-              RETURNING l.id::text AS id`.pipe(
-              Effect.map((rows) => rows.map((r) => r.id)),
-              Effect.mapError(toError)
-            ),
+      renewLeases,
 
+      // One execution is a batch of one: the same fenced statements.
       renewLease: (claim, leaseUntil) =>
-        sql`UPDATE ${leases} SET lease_until = ${leaseUntil}
-            WHERE id = ${claim.leaseId}::bigint AND token = ${claim.token} RETURNING id`.pipe(
-          Effect.map((rows) => rows.length > 0),
-          Effect.mapError(toError)
-        ),
+        Effect.map(renewLeases([claim], leaseUntil), (held) => held.includes(claim.leaseId)),
 
-      recordResult,
+      recordResult: (claim, result) => Effect.map(recordResults([{ claim, result }]), (held) => held[0] ?? false),
 
       recoverStuck: (now, owner) =>
         sql<{ n: number }>`
