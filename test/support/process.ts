@@ -2,7 +2,6 @@
  * Real child processes for integration tests: TypeScript entry points run through tsx.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process"
-import net from "node:net"
 import path from "node:path"
 
 export const projectRoot = path.resolve(new URL("../..", import.meta.url).pathname)
@@ -40,12 +39,4 @@ export const exited = (child: ChildProcess): Promise<{ code: number | null; sign
   })
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
-export const portOpen = (port: number): Promise<boolean> =>
-  new Promise((resolve) => {
-    const socket = net.connect({ host: "127.0.0.1", port })
-    socket.once("connect", () => {
-      socket.destroy()
-      resolve(true)
-    })
-    socket.once("error", () => resolve(false))
-  })
+export { portAnswers as portOpen } from "../../src/adapters/postgres/EmbeddedPostgres.js"

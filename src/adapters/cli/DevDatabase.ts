@@ -4,10 +4,9 @@
  */
 import { createHash } from "node:crypto"
 import fs from "node:fs/promises"
-import net from "node:net"
 import os from "node:os"
 import path from "node:path"
-import { startEmbedded, stopDataDir } from "../postgres/EmbeddedPostgres.js"
+import { portAnswers, postmasterPid, startEmbedded, stopDataDir } from "../postgres/EmbeddedPostgres.js"
 
 export interface DevDatabase {
   readonly url: string
@@ -48,16 +47,6 @@ export const locate = async (cwd: string): Promise<Location> => {
   return { dir, note: `the postgres user cannot reach ${local}: the development database lives in ${dir}` }
 }
 
-const portAnswers = (port: number): Promise<boolean> =>
-  new Promise((resolve) => {
-    const socket = net.connect({ host: "127.0.0.1", port })
-    socket.once("connect", () => {
-      socket.destroy()
-      resolve(true)
-    })
-    socket.once("error", () => resolve(false))
-  })
-
 const readState = async (dir: string): Promise<{ port: number } | undefined> => {
   try {
     const state = JSON.parse(await fs.readFile(path.join(dir, "server.json"), "utf8")) as { port?: unknown }
@@ -69,14 +58,7 @@ const readState = async (dir: string): Promise<{ port: number } | undefined> => 
 
 const running = async (dir: string): Promise<{ port: number } | undefined> => {
   const state = await readState(dir)
-  const pidFile = await fs.readFile(path.join(dir, "data", "postmaster.pid"), "utf8").catch(() => undefined)
-  if (state === undefined || pidFile === undefined) return undefined
-  const pid = Number.parseInt(pidFile.split("\n")[0] ?? "", 10)
-  try {
-    process.kill(pid, 0)
-  } catch {
-    return undefined
-  }
+  if (state === undefined || (await postmasterPid(path.join(dir, "data"))) === undefined) return undefined
   return (await portAnswers(state.port)) ? state : undefined
 }
 

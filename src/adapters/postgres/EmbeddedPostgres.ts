@@ -180,6 +180,17 @@ export const freePort = (): Promise<number> =>
     })
   })
 
+/** Whether something accepts TCP connections on 127.0.0.1:port. */
+export const portAnswers = (port: number): Promise<boolean> =>
+  new Promise((resolve) => {
+    const socket = net.connect({ host: "127.0.0.1", port })
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once("error", () => resolve(false))
+  })
+
 const isAlive = (pid: number): boolean => {
   try {
     process.kill(pid, 0)
@@ -207,7 +218,7 @@ export const removeOrphans = async (): Promise<number> => {
 }
 
 /** The postmaster's pid, from the first line of `postmaster.pid`, if the server is running. */
-const postmasterPid = async (dataDir: string): Promise<number | undefined> => {
+export const postmasterPid = async (dataDir: string): Promise<number | undefined> => {
   const text = await fs.readFile(path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
   const pid = text === undefined ? Number.NaN : Number.parseInt(text.split("\n")[0] ?? "", 10)
   return Number.isNaN(pid) || !isAlive(pid) ? undefined : pid
