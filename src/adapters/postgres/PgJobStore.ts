@@ -6,76 +6,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, ParseResult, Schema } from "effect"
+import { Effect, Layer, Option, type ParseResult } from "effect"
 import { randomUUID } from "node:crypto"
-import { JobRun, OverlapPolicy, RunStatus, type ScheduledJob } from "../../domain/ScheduledJob.js"
+import type { ScheduledJob } from "../../domain/ScheduledJob.js"
 import { type JobDefinition, JobStore, JobStoreError, type Lease, type NewRun } from "../../ports/JobStore.js"
+import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, type RunRow, toJob, toRun } from "./jobRows.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
-
-const JobRow = Schema.Struct({
-  id: Schema.String,
-  name: Schema.String,
-  task_type: Schema.String,
-  payload: Schema.NullOr(Schema.String),
-  schedule: Schema.Unknown,
-  enabled: Schema.Boolean,
-  next_run_at: Schema.NullOr(Schema.DateFromSelf),
-  missed_slots: Schema.NullOr(Schema.Literal("latest", "skip")),
-  overlap: OverlapPolicy,
-  created_at: Schema.DateFromSelf,
-  updated_at: Schema.DateFromSelf
-})
-
-const RunRow = Schema.Struct({
-  id: Schema.String,
-  job_id: Schema.String,
-  scheduled_for: Schema.DateFromSelf,
-  attempt: Schema.Int,
-  status: RunStatus,
-  started_at: Schema.NullOr(Schema.DateFromSelf),
-  finished_at: Schema.NullOr(Schema.DateFromSelf),
-  output: Schema.NullOr(Schema.String),
-  error: Schema.NullOr(Schema.String),
-  due_at: Schema.NullOr(Schema.DateFromSelf),
-  owner: Schema.NullOr(Schema.String),
-  lease_until: Schema.NullOr(Schema.DateFromSelf),
-  lease_token: Schema.NullOr(Schema.String)
-})
-
-const toJob = (r: typeof JobRow.Type): ScheduledJob => ({
-  id: r.id,
-  name: r.name,
-  taskType: r.task_type,
-  payload: r.payload ?? "",
-  schedule: r.schedule,
-  enabled: r.enabled,
-  nextRunAt: r.next_run_at,
-  missedSlots: r.missed_slots,
-  overlap: r.overlap,
-  createdAt: r.created_at,
-  updatedAt: r.updated_at
-})
-
-const toRun = (r: typeof RunRow.Type): JobRun =>
-  JobRun.make({
-    id: r.id,
-    jobId: r.job_id,
-    scheduledFor: r.scheduled_for,
-    attempt: r.attempt,
-    status: r.status,
-    startedAt: r.started_at,
-    finishedAt: r.finished_at,
-    // jsonb re-renders JSON (`{"n": 1}`); hand back the compact form the handler's output was encoded as.
-    output: r.output === null ? null : JSON.stringify(JSON.parse(r.output)),
-    error: r.error,
-    dueAt: r.due_at,
-    owner: r.owner,
-    leaseUntil: r.lease_until,
-    leaseToken: r.lease_token
-  })
-
-const decodeJobs = Schema.decodeUnknown(Schema.Array(JobRow))
-const decodeRuns = Schema.decodeUnknown(Schema.Array(RunRow))
 
 /** Maps a database failure to the port's error; a unique violation is a `Conflict`. */
 export const toStoreError = (e: SqlError | ParseResult.ParseError): JobStoreError => {
@@ -101,13 +37,8 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const jobs = sql(table(schema, "scheduled_jobs"))
     const runs = sql(table(schema, "job_runs"))
-    const jobCols = sql.literal(
-      "id::text AS id, name, task_type, payload, schedule, enabled, next_run_at, missed_slots, overlap, created_at, updated_at"
-    )
-    const runCols = sql.literal(
-      "id::text AS id, job_id::text AS job_id, scheduled_for, attempt, status, started_at, finished_at, " +
-        "output::text AS output, error, due_at, owner, lease_until, lease_token"
-    )
+    const jobCols = sql.literal(JOB_COLUMNS)
+    const runCols = sql.literal(RUN_COLUMNS)
 
     const jobsById = (ids: ReadonlyArray<string>) =>
       ids.length === 0
@@ -117,7 +48,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             Effect.map((rows) => new Map(rows.map((r) => [r.id, toJob(r)])))
           )
 
-    const withJobs = (rows: ReadonlyArray<typeof RunRow.Type>) =>
+    const withJobs = (rows: ReadonlyArray<RunRow>) =>
       Effect.map(jobsById([...new Set(rows.map((r) => r.job_id))]), (byId) =>
         rows.flatMap((r) => {
           const job = byId.get(r.job_id)
