@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 import { startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { exited, projectRoot } from "../support/process.js"
-import { sleep } from "../support/workers.js"
+import { sleep, until } from "../support/workers.js"
 import pg from "pg"
 
 const bin = path.join(projectRoot, "bin/kairos.js")
@@ -144,12 +144,15 @@ describe("kairos commands", () => {
       let err = ""
       worker.stdout.on("data", (d: Buffer) => (out += d.toString()))
       worker.stderr.on("data", (d: Buffer) => (err += d.toString()))
-      for (let i = 0; i < 200; i++) {
-        const done = await query(`SELECT count(*)::int AS n FROM $schema.processed_items`)
-        const runs = await query(`SELECT count(*)::int AS n FROM $schema.job_runs WHERE status = 'success'`)
-        if (done[0]!["n"] === 5 && Number(runs[0]!["n"]) >= 1) break
-        await sleep(100)
-      }
+      await until(
+        async () => {
+          const done = await query(`SELECT count(*)::int AS n FROM $schema.processed_items`)
+          const runs = await query(`SELECT count(*)::int AS n FROM $schema.job_runs WHERE status = 'success'`)
+          return done[0]!["n"] === 5 && Number(runs[0]!["n"]) >= 1
+        },
+        20_000,
+        "five processed items and a successful heartbeat run"
+      )
       const processed = json(["processed", "10"]) as Array<Record<string, unknown>>
       expect(processed.length).toBe(5)
       expect(processed.every((p) => p["status"] === "ok" && p["taskType"] === "send_email")).toBe(true)
@@ -235,10 +238,11 @@ describe("kairos commands", () => {
     let err = ""
     worker.stderr.on("data", (d: Buffer) => (err += d.toString()))
     await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('slow', '')`)
-    for (let i = 0; i < 200; i++) {
-      if ((await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).length > 0) break
-      await sleep(100)
-    }
+    await until(
+      async () => (await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).length > 0,
+      20_000,
+      "the slow item to start"
+    )
     worker.kill("SIGINT")
     await sleep(1500)
     // Still waiting for the handler (the grace period is 30 s).

@@ -4,7 +4,7 @@
  * Integration: real processes, real signals, a real Postgres, wall time.
  */
 import { afterEach, describe, expect, it } from "vitest"
-import { killAll, migratedSchema, sleep, startWorker, type TestDb, type Worker } from "../support/workers.js"
+import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
 
 let db: TestDb | undefined
 let workers: Array<Worker> = []
@@ -15,15 +15,6 @@ afterEach(async () => {
   await db?.close()
   db = undefined
 })
-
-const until = async (check: () => Promise<boolean>, timeoutMs: number, what: string) => {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (await check()) return
-    await sleep(50)
-  }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-}
 
 const processedOf = async (itemId: string) =>
   (
