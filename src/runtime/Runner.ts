@@ -489,12 +489,12 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
           const entry: Active = { claim: c, fiber: undefined, lost: false }
           if (active.size === 0) yield* Queue.offer(renewSignal, undefined)
           active.set(c.leaseId, entry)
-          entry.fiber = yield* FiberSet.run(executions, executeQueue(q, entry))
+          entry.fiber = yield* FiberSet.run(executions, executeQueue(entry))
         }
         return claims.length
       })
 
-    const executeQueue = (q: QueueStore["Type"], entry: Active): Effect.Effect<void> => {
+    const executeQueue = (entry: Active): Effect.Effect<void> => {
       const c = entry.claim
       return Effect.gen(function* () {
         const startedAt = yield* clockNow
