@@ -135,7 +135,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const count = (result: Result.Result) =>
       Ref.update(stats, (s) => (result.failed ? { ...s, failed: s.failed + 1 } : { ...s, ok: s.ok + 1 }))
     const stopping = yield* Ref.make(false)
-    const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<never, never>>>(Option.none())
+    const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<void, never>>>(Option.none())
     // A wake-up: new capacity (an execution finished) or a new retry to sleep towards.
     const wake = yield* Queue.sliding<void>(1)
     const leaseMs = Duration.toMillis(config.leaseDuration)
@@ -601,9 +601,11 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
         return Math.min(pollMs, Math.max(50, wakeAtMs - now.getTime()))
       })
 
-    const loop: Effect.Effect<never> = Effect.gen(function* () {
+    // The loop ends itself when stopping (checked between ticks): a tick in progress completes, so work it has
+    // claimed is also started, and `stop` then waits for it like any running handler.
+    const loop: Effect.Effect<void> = Effect.gen(function* () {
       let failures = 0
-      while (true) {
+      while (!(yield* Ref.get(stopping))) {
         const delayMs = yield* tickWithInterval.pipe(
           Effect.flatMap(({ interval, report }) => nextDelay(report, interval)),
           Effect.tap(() => {
@@ -617,6 +619,7 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
           })
         )
         yield* Queue.takeAll(wake)
+        if (yield* Ref.get(stopping)) return
         yield* Effect.raceFirst(Effect.sleep(Duration.millis(delayMs)), Queue.take(wake))
       }
     })
@@ -638,7 +641,20 @@ export const make = (input: SchedulerConfigInput = {}): Effect.Effect<Runner["Ty
     const stop = Effect.gen(function* () {
       if (yield* Ref.getAndSet(stopping, true)) return
       const fiber = yield* Ref.get(loopFiber)
-      if (Option.isSome(fiber)) yield* Fiber.interrupt(fiber.value)
+      if (Option.isSome(fiber)) {
+        // Not interrupted mid-tick: a claim committed but not yet started would stay `running` until its lease
+        // expired. Woken, the loop finishes its tick and ends; interrupted only if that takes the grace period.
+        yield* Queue.offer(wake, undefined)
+        yield* Fiber.await(fiber.value).pipe(
+          Effect.interruptible,
+          Effect.timeoutTo({
+            duration: config.gracePeriod,
+            onSuccess: () => Effect.void,
+            onTimeout: () => Fiber.interrupt(fiber.value)
+          }),
+          Effect.flatten
+        )
+      }
       // Interruptible: stop often runs in a scope finalizer (uninterruptible), where the timeout could not
       // otherwise cut the wait short.
       const drained = yield* FiberSet.awaitEmpty(executions).pipe(
