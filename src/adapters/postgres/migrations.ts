@@ -162,10 +162,95 @@ const migration0002 = (schema: string) =>
       )`
   })
 
+const migration0003 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    const notify = sql.literal(`'${channel(schema)}'`)
+    // Queue order and pacing. `seq` orders items of equal priority: insertion order, and a repeating item that
+    // just started goes behind its peers (it takes a new `seq`). `run_after` gates when an item may start: a
+    // forever-repeating item waits a poll interval after each start. `runs_started` numbers the executions, so
+    // concurrent repetitions of one item each get their own attempt number.
+    yield* sql`CREATE SEQUENCE ${s}.queue_items_seq`
+    yield* sql`ALTER TABLE ${s}.queue_items
+      ADD COLUMN seq bigint,
+      ADD COLUMN run_after timestamptz NOT NULL DEFAULT now(),
+      ADD COLUMN runs_started int NOT NULL DEFAULT 0`
+    yield* sql`UPDATE ${s}.queue_items SET seq = id, runs_started = runs_done + in_flight`
+    yield* sql`SELECT setval(${`${schema}.queue_items_seq`}::regclass, greatest(1, (SELECT max(id) FROM ${s}.queue_items)))`
+    yield* sql`ALTER TABLE ${s}.queue_items
+      ALTER COLUMN seq SET DEFAULT nextval(${sql.literal(`'${schema}.queue_items_seq'`)}::regclass),
+      ALTER COLUMN seq SET NOT NULL`
+    yield* sql`ALTER TABLE ${s}.queue_leases ADD COLUMN attempt int NOT NULL DEFAULT 1`
+    yield* sql`
+      CREATE OR REPLACE FUNCTION ${s}.kairos_queue_items_normalize() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        NEW.max_runs := CASE WHEN NEW.max_runs = -1 OR NEW.max_runs >= 1 THEN NEW.max_runs ELSE 1 END;
+        NEW.thread := CASE WHEN NEW.thread = 1 THEN 1 ELSE 0 END;
+        NEW.priority := coalesce(NEW.priority, 0);
+        NEW.status := 'pending';
+        NEW.in_flight := 0;
+        NEW.runs_done := 0;
+        NEW.runs_started := 0;
+        NEW.created_at := coalesce(NEW.created_at, now());
+        NEW.updated_at := coalesce(NEW.updated_at, NEW.created_at);
+        NEW.run_after := coalesce(NEW.run_after, now());
+        RETURN NEW;
+      END
+      $fn$`
+    yield* sql`DROP INDEX ${s}.queue_items_claimable`
+    yield* sql`
+      CREATE INDEX queue_items_claimable ON ${s}.queue_items (task_type, thread, priority DESC, seq)
+      WHERE in_flight = 0 OR (thread = 1 AND (max_runs = -1 OR in_flight < max_runs))`
+    // One pause switch. `scheduler.paused` and the `semaphore` are the same thing: a write of
+    // `scheduler.paused` (by any program) is stored as the semaphore row, so there is one row to read and no
+    // two rows can disagree. A value that is neither true nor false is refused with a clear error.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_scheduler_meta_paused() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      DECLARE v text := lower(trim(NEW.value));
+      BEGIN
+        IF v IN ('true', '1', 'yes', 'on', 'red') THEN v := 'red';
+        ELSIF v IN ('false', '0', 'no', 'off', 'green') THEN v := 'green';
+        ELSE RAISE EXCEPTION 'scheduler.paused must be true or false (got %)', NEW.value USING ERRCODE = 'check_violation';
+        END IF;
+        INSERT INTO ${s}.scheduler_meta (key, value) VALUES ('semaphore', v)
+          ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value;
+        RETURN NULL;
+      END
+      $fn$`
+    // A `scheduler.paused` row written before this migration becomes the semaphore now; none exists after it.
+    yield* sql`
+      INSERT INTO ${s}.scheduler_meta (key, value)
+      SELECT 'semaphore', CASE WHEN lower(trim(value)) IN ('true', '1', 'yes', 'on', 'red') THEN 'red' ELSE 'green' END
+      FROM ${s}.scheduler_meta WHERE key = 'scheduler.paused'
+      ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`
+    yield* sql`DELETE FROM ${s}.scheduler_meta WHERE key = 'scheduler.paused'`
+    yield* sql`
+      CREATE TRIGGER scheduler_meta_paused BEFORE INSERT OR UPDATE ON ${s}.scheduler_meta
+      FOR EACH ROW WHEN (NEW.key = 'scheduler.paused') EXECUTE FUNCTION ${s}.kairos_scheduler_meta_paused()`
+    // Any change of a live setting (the switch, enabled, the poll interval) wakes every runner of the schema.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_scheduler_meta_notify() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        PERFORM pg_notify(${notify}, 'settings');
+        RETURN NULL;
+      END
+      $fn$`
+    yield* sql`
+      CREATE TRIGGER scheduler_meta_notify AFTER INSERT OR UPDATE OR DELETE ON ${s}.scheduler_meta
+      FOR EACH STATEMENT EXECUTE FUNCTION ${s}.kairos_scheduler_meta_notify()`
+    // Each worker says how long its heartbeat holds (it depends on its own heartbeat interval): one rule for
+    // "live" everywhere, `live_until > now`.
+    yield* sql`ALTER TABLE ${s}.scheduler_workers
+      ADD COLUMN live_until timestamptz NOT NULL DEFAULT now() + interval '2 minutes'`
+    yield* sql`UPDATE ${s}.scheduler_workers SET live_until = heartbeat_at + interval '2 minutes'`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": migration0001(schema),
-  "0002_queue": migration0002(schema)
+  "0002_queue": migration0002(schema),
+  "0003_pipeline": migration0003(schema)
 })
 
 /**
