@@ -26,19 +26,20 @@ const kairos = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Node
   })
   return { code: run.status, stdout: run.stdout, stderr: run.stderr }
 }
-const db = (args: ReadonlyArray<string>) => kairos([...args, "--database-url", url, "--schema", schema])
-const json = (args: ReadonlyArray<string>) => {
-  const r = db([...args, "--json"])
+const db = (args: ReadonlyArray<string>, inSchema = schema) =>
+  kairos([...args, "--database-url", url, "--schema", inSchema])
+const json = (args: ReadonlyArray<string>, inSchema = schema) => {
+  const r = db([...args, "--json"], inSchema)
   expect(r.stderr).toBe("")
   expect(r.code).toBe(0)
   return JSON.parse(r.stdout) as unknown
 }
 
-const query = async (text: string) => {
+const query = async (text: string, inSchema = schema) => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
-    return (await client.query(text.replaceAll("$schema", `"${schema}"`))).rows as Array<Record<string, unknown>>
+    return (await client.query(text.replaceAll("$schema", `"${inSchema}"`))).rows as Array<Record<string, unknown>>
   } finally {
     await client.end()
   }
@@ -57,7 +58,7 @@ describe("kairos commands", () => {
     "migrate, enqueue, queue, semaphore, workers, jobs, runs, truncate: exit codes and --json documents",
     { timeout: 120_000 },
     async () => {
-      expect(json(["migrate"])).toEqual({ schema, applied: ["0001_scheduled_jobs", "0002_queue"] })
+      expect(json(["migrate"])).toEqual({ schema, applied: ["0001_scheduled_jobs", "0002_queue", "0003_pipeline"] })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })
       const item = json([
         "enqueue",
@@ -278,6 +279,101 @@ describe("kairos commands", () => {
     expect(unreachable.stderr).toMatch(/^kairos: cannot reach the database at 127\.0\.0\.1:1\/x: .+\n$/)
     const verbose = kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x", "--verbose"])
     expect(verbose.stderr.split("\n").length).toBeGreaterThan(2)
+  })
+})
+
+describe("kairos jobs and workers: a worker is live while its live_until lies ahead", () => {
+  // A schema of their own: the tests above expect exactly their own jobs and workers.
+  const liveSchema = uniqueSchemaName("cli_live")
+  const header = (r: { stdout: string }) => r.stdout.split("\n")[0]!.split(/\s+/)
+  /** The row whose second column (after the id) is `name`. */
+  const line = (r: { stdout: string }, name: string) =>
+    r.stdout.split("\n").find((l) => l.split(/\s+/)[1] === name) ?? ""
+
+  beforeAll(() => {
+    json(["migrate"], liveSchema)
+  })
+  afterAll(async () => {
+    await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, liveSchema)
+  })
+
+  it("jobs: unhandled until a live worker lists the job's task type; a bad stored schedule still lists", async () => {
+    await query(
+      `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule) VALUES
+         ('report', 'make_report', '{"_tag":"Interval","everyMillis":60000}'),
+         ('broken', 'make_report', '{"_tag":"Hourly"}')`,
+      liveSchema
+    )
+    const jobs = () => json(["jobs"], liveSchema) as Array<Record<string, unknown>>
+    expect(jobs()).toEqual([
+      {
+        id: expect.any(String),
+        name: "broken",
+        task_type: "make_report",
+        schedule: { _tag: "Hourly" },
+        enabled: true,
+        next_run_at: null,
+        handled: false
+      },
+      {
+        id: expect.any(String),
+        name: "report",
+        task_type: "make_report",
+        schedule: { _tag: "Interval", everyMillis: 60000 },
+        enabled: true,
+        next_run_at: null,
+        handled: false
+      }
+    ])
+    const unhandled = db(["jobs"], liveSchema)
+    expect(unhandled.code).toBe(0)
+    expect(header(unhandled)).toEqual(["id", "name", "task_type", "schedule", "enabled", "next_run_at", "handled"])
+    expect(line(unhandled, "report")).toMatch(/every 1m.*\sno \(no live worker\)$/)
+    expect(line(unhandled, "broken")).toMatch(/invalid: \{"_tag":"Hourly"\}.*\sno \(no live worker\)$/)
+    // A fresh heartbeat does not make a worker live once its live_until has passed.
+    await query(
+      `INSERT INTO $schema.scheduler_workers (id, task_types, heartbeat_at, live_until)
+       VALUES ('gone', '{make_report}', now(), now() - interval '1 second')`,
+      liveSchema
+    )
+    expect(jobs().map((j) => j["handled"])).toEqual([false, false])
+    await query(
+      `INSERT INTO $schema.scheduler_workers (id, task_types, live_until)
+       VALUES ('live', '{other,make_report}', now() + interval '5 minutes')`,
+      liveSchema
+    )
+    expect(jobs().map((j) => j["handled"])).toEqual([true, true])
+    const handled = db(["jobs"], liveSchema)
+    expect(line(handled, "report")).toMatch(/\syes$/)
+    await query(`DELETE FROM $schema.scheduler_workers`, liveSchema)
+  })
+
+  it("workers: a worker whose live_until has passed is not listed, however recent its heartbeat", async () => {
+    await query(
+      `INSERT INTO $schema.scheduler_workers (id, task_types, heartbeat_at, live_until) VALUES
+         ('w-gone', '{send_email}', now(), now() - interval '1 second'),
+         ('w-live', '{send_email,cleanup}', now(), now() + interval '5 minutes')`,
+      liveSchema
+    )
+    expect(json(["workers"], liveSchema)).toEqual([
+      {
+        id: "w-live",
+        task_types: ["send_email", "cleanup"],
+        started_at: expect.any(String),
+        heartbeat_at: expect.any(String)
+      }
+    ])
+    const human = db(["workers"], liveSchema)
+    expect(human.code).toBe(0)
+    expect(header(human)).toEqual(["id", "task_types", "started_at", "heartbeat_at"])
+    expect(human.stdout).toContain("w-live  send_email,cleanup")
+    expect(human.stdout).not.toContain("w-gone")
+    // The queue judges "handled" by the same rule.
+    await query(`INSERT INTO $schema.queue_items (task_type) VALUES ('send_email')`, liveSchema)
+    expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([true])
+    await query(`UPDATE $schema.scheduler_workers SET live_until = now() - interval '1 second'`, liveSchema)
+    expect(json(["workers"], liveSchema)).toEqual([])
+    expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([false])
   })
 })
 

@@ -11,6 +11,7 @@ import path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate } from "../postgres/migrations.js"
+import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../postgres/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import { schemaName } from "../postgres/PgSchema.js"
@@ -69,9 +70,24 @@ const describe = (e: unknown): string => {
   return inner !== undefined && inner !== message && !message.includes(inner) ? `${message}: ${inner}` : message
 }
 
+/**
+ * The database's own error under `e`: the first cause in its chain that carries a `code` (Postgres's SQLSTATE, or
+ * Node's `ECONNREFUSED`...), else the innermost cause. Stores' errors wrap an `SqlError`, which wraps the driver's.
+ */
+const databaseCause = (e: unknown): { readonly code?: unknown; readonly message?: unknown } | undefined => {
+  let innermost: object | undefined
+  let cause = (e as { cause?: unknown } | null | undefined)?.cause
+  for (let depth = 0; depth < 5 && typeof cause === "object" && cause !== null; depth++) {
+    if (typeof (cause as { code?: unknown }).code === "string") return cause
+    innermost = cause
+    cause = (cause as { cause?: unknown }).cause
+  }
+  return innermost
+}
+
 /** Turns database failures into one clear line. */
 const explain = (c: Common, url: string) => (e: unknown) => {
-  const cause = (e as { cause?: { code?: string; message?: string } }).cause
+  const cause = databaseCause(e)
   const code = cause?.code
   const where = (() => {
     try {
@@ -83,11 +99,17 @@ const explain = (c: Common, url: string) => (e: unknown) => {
   })()
   if (code === "42P01")
     return new CliError({ message: `kairos's tables are missing in schema "${c.schema}": run \`kairos migrate\`` })
+  if (code === "42703")
+    return new CliError({ message: `kairos's tables in schema "${c.schema}" are out of date: run \`kairos migrate\`` })
   if (code === "28P01" || code === "28000")
-    return new CliError({ message: `cannot log in to ${where}: ${cause?.message}` })
+    return new CliError({ message: `cannot log in to ${where}: ${String(cause?.message)}` })
   if (code === "ECONNREFUSED" || code === "ENOTFOUND" || /connect|ECONNREFUSED|timeout/i.test(String(cause?.message)))
-    return new CliError({ message: `cannot reach the database at ${where}: ${cause?.message ?? describe(e)}` })
+    return new CliError({
+      message: `cannot reach the database at ${where}: ${typeof cause?.message === "string" ? cause.message : describe(e)}`
+    })
   if (e instanceof CliError) return e
+  // Its message already names what failed and why.
+  if (e instanceof PgInspect.InspectError) return new CliError({ message: e.message })
   return new CliError({ message: describe(e) })
 }
 
@@ -114,8 +136,6 @@ const withDb = <A, E>(
       Effect.mapError(explain(c, url))
     )
   })
-
-const t = (sql: SqlClient.SqlClient, schema: string, name: string) => sql(`${schema}.${name}`)
 
 const migrateCommand = Command.make("migrate", common, (c) =>
   withDb(c, (_sql, schema) =>
@@ -163,41 +183,42 @@ const enqueueCommand = Command.make(
     )
 ).pipe(Command.withDescription("add a queue item"))
 
-const LIVE = "2 minutes"
+/** "yes", or why nobody will run it: no live worker lists its task type. */
+const handledCell = (handled: boolean) => (handled ? "yes" : "no (no live worker)")
+
+/** Runs `f` with the inspection reads of the schema. */
+const withInspect = <A, E>(c: Common, f: (inspect: PgInspect.PgInspect) => Effect.Effect<A, E>) =>
+  withDb(c, (_sql, schema) => Effect.flatMap(PgInspect.make({ schema }), f))
 
 const queueCommand = Command.make("queue", common, (c) =>
-  withDb(c, (sql, schema) =>
+  withInspect(c, (inspect) =>
     Effect.gen(function* () {
-      const rows = yield* sql<{
-        id: string
-        task_type: string
-        status: string
-        priority: number
-        runs_left: number
-        thread: number
-        created_at: Date
-        handled: boolean
-      }>`
-        SELECT i.id::text AS id, i.task_type, i.status, i.priority, i.max_runs AS runs_left, i.thread, i.created_at,
-               EXISTS (SELECT 1 FROM ${t(sql, schema, "scheduler_workers")} w
-                       WHERE w.heartbeat_at > now() - ${LIVE}::interval AND i.task_type = ANY(w.task_types)) AS handled
-        FROM ${t(sql, schema, "queue_items")} i ORDER BY i.priority DESC, i.id`
+      const items = yield* inspect.queue()
       yield* output(
         c,
         table(
           ["id", "task_type", "status", "priority", "runs_left", "thread", "created_at", "handled"],
-          rows.map((r) => [
-            r.id,
-            r.task_type,
-            r.status,
-            r.priority,
-            r.runs_left === -1 ? "forever" : r.runs_left,
-            r.thread,
-            r.created_at,
-            r.handled ? "yes" : "no (no live worker)"
+          items.map((item) => [
+            item.id,
+            item.taskType,
+            item.status,
+            item.priority,
+            item.runsLeft === -1 ? "forever" : item.runsLeft,
+            item.thread,
+            item.createdAt,
+            handledCell(item.handled)
           ])
         ),
-        rows
+        items.map((item) => ({
+          id: item.id,
+          task_type: item.taskType,
+          status: item.status,
+          priority: item.priority,
+          runs_left: item.runsLeft,
+          thread: item.thread,
+          created_at: item.createdAt,
+          handled: item.handled
+        }))
       )
     })
   )
@@ -207,52 +228,52 @@ const processedCommand = Command.make(
   "processed",
   { ...common, n: Args.integer({ name: "N" }).pipe(Args.withDefault(20)) },
   (c) =>
-    withDb(c, (_sql, schema) =>
+    withInspect(c, (inspect) =>
       Effect.gen(function* () {
-        const queue = yield* PgQueueStore.make({ schema })
-        const rows = yield* queue.recentProcessed(c.n)
+        const executions = yield* inspect.processed(c.n)
         yield* output(
           c,
           table(
             ["id", "item", "task_type", "status", "duration_ms", "started_at", "error"],
-            rows.map((r) => [r.id, r.queueItemId, r.taskType, r.status, r.durationMs, r.startedAt, r.errorMsg])
+            executions.map((p) => [p.id, p.queueItemId, p.taskType, p.status, p.durationMs, p.startedAt, p.errorMsg])
           ),
-          rows
+          executions
         )
       })
     )
 ).pipe(Command.withDescription("the last N executions (default 20)"))
 
+/** A job's schedule as people read it; a stored value that does not decode is shown as it is. */
+const scheduleCell = (schedule: PgInspect.StoredSchedule) =>
+  schedule._tag === "Valid" ? Schedule.format(schedule.schedule) : `invalid: ${JSON.stringify(schedule.stored)}`
+
 const jobsCommand = Command.make("jobs", common, (c) =>
-  withDb(c, (sql, schema) =>
+  withInspect(c, (inspect) =>
     Effect.gen(function* () {
-      const rows = yield* sql<{
-        id: string
-        name: string
-        task_type: string
-        schedule: unknown
-        enabled: boolean
-        next_run_at: Date | null
-      }>`
-        SELECT id::text AS id, name, task_type, schedule, enabled, next_run_at FROM ${t(sql, schema, "scheduled_jobs")} ORDER BY name`
-      const describeSchedule = (s: unknown) => {
-        const d = Schedule.decode(s)
-        return d._tag === "Right" ? Schedule.format(d.right) : `invalid: ${JSON.stringify(s)}`
-      }
+      const jobs = yield* inspect.jobs()
       yield* output(
         c,
         table(
-          ["id", "name", "task_type", "schedule", "enabled", "next_run_at"],
-          rows.map((r) => [
-            r.id,
-            r.name,
-            r.task_type,
-            describeSchedule(r.schedule),
-            r.enabled ? "yes" : "no",
-            r.next_run_at
+          ["id", "name", "task_type", "schedule", "enabled", "next_run_at", "handled"],
+          jobs.map((job) => [
+            job.id,
+            job.name,
+            job.taskType,
+            scheduleCell(job.schedule),
+            job.enabled ? "yes" : "no",
+            job.nextRunAt,
+            handledCell(job.handled)
           ])
         ),
-        rows
+        jobs.map((job) => ({
+          id: job.id,
+          name: job.name,
+          task_type: job.taskType,
+          schedule: job.schedule.stored,
+          enabled: job.enabled,
+          next_run_at: job.nextRunAt,
+          handled: job.handled
+        }))
       )
     })
   )
@@ -262,28 +283,34 @@ const runsCommand = Command.make(
   "runs",
   { ...common, n: Args.integer({ name: "N" }).pipe(Args.withDefault(20)) },
   (c) =>
-    withDb(c, (sql, schema) =>
+    withInspect(c, (inspect) =>
       Effect.gen(function* () {
-        const rows = yield* sql<{
-          id: string
-          job: string
-          scheduled_for: Date
-          attempt: number
-          status: string
-          started_at: Date | null
-          finished_at: Date | null
-          error: string | null
-        }>`
-          SELECT r.id::text AS id, j.name AS job, r.scheduled_for, r.attempt, r.status, r.started_at, r.finished_at, r.error
-          FROM ${t(sql, schema, "job_runs")} r JOIN ${t(sql, schema, "scheduled_jobs")} j ON j.id = r.job_id
-          ORDER BY r.id DESC LIMIT ${Math.max(0, c.n)}`
+        const runs = yield* inspect.runs(c.n)
         yield* output(
           c,
           table(
             ["id", "job", "scheduled_for", "attempt", "status", "started_at", "finished_at", "error"],
-            rows.map((r) => [r.id, r.job, r.scheduled_for, r.attempt, r.status, r.started_at, r.finished_at, r.error])
+            runs.map((run) => [
+              run.id,
+              run.job,
+              run.scheduledFor,
+              run.attempt,
+              run.status,
+              run.startedAt,
+              run.finishedAt,
+              run.error
+            ])
           ),
-          rows
+          runs.map((run) => ({
+            id: run.id,
+            job: run.job,
+            scheduled_for: run.scheduledFor,
+            attempt: run.attempt,
+            status: run.status,
+            started_at: run.startedAt,
+            finished_at: run.finishedAt,
+            error: run.error
+          }))
         )
       })
     )
@@ -316,10 +343,9 @@ const semaphoreCommand = Command.make(
 
 const truncateCommand = Command.make("truncate", { ...common, yes: Options.boolean("yes") }, (c) =>
   c.yes
-    ? withDb(c, (sql, schema) =>
+    ? withInspect(c, (inspect) =>
         Effect.gen(function* () {
-          yield* sql`TRUNCATE ${t(sql, schema, "queue_items")}, ${t(sql, schema, "queue_leases")},
-                              ${t(sql, schema, "processed_items")}, ${t(sql, schema, "job_runs")}`
+          yield* inspect.truncate()
           yield* output(c, "emptied queue_items, processed_items and job_runs (jobs and settings stay)", {
             truncated: ["queue_items", "processed_items", "job_runs"]
           })
@@ -331,18 +357,21 @@ const truncateCommand = Command.make("truncate", { ...common, yes: Options.boole
 ).pipe(Command.withDescription("empty queue_items, processed_items and job_runs"))
 
 const workersCommand = Command.make("workers", common, (c) =>
-  withDb(c, (sql, schema) =>
+  withInspect(c, (inspect) =>
     Effect.gen(function* () {
-      const rows = yield* sql<{ id: string; task_types: Array<string>; started_at: Date; heartbeat_at: Date }>`
-        SELECT id, task_types, started_at, heartbeat_at FROM ${t(sql, schema, "scheduler_workers")}
-        WHERE heartbeat_at > now() - ${LIVE}::interval ORDER BY id`
+      const workers = yield* inspect.workers()
       yield* output(
         c,
         table(
           ["id", "task_types", "started_at", "heartbeat_at"],
-          rows.map((r) => [r.id, r.task_types, r.started_at, r.heartbeat_at])
+          workers.map((worker) => [worker.id, worker.taskTypes, worker.startedAt, worker.heartbeatAt])
         ),
-        rows
+        workers.map((worker) => ({
+          id: worker.id,
+          task_types: worker.taskTypes,
+          started_at: worker.startedAt,
+          heartbeat_at: worker.heartbeatAt
+        }))
       )
     })
   )
