@@ -1,12 +1,32 @@
 import { defineConfig } from "vitest/config"
 
+// Files that need no database: the domain, the runtime on the memory adapters, the memory adapters, the import
+// rule, the user-facing testing example. They run without the Postgres global setup.
+const unit = [
+  "test/domain/**/*.test.ts",
+  "test/runtime/**/*.test.ts",
+  "test/adapters/memory*.test.ts",
+  "test/architecture.test.ts",
+  "examples/**/*.test.ts"
+]
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts", "examples/**/*.test.ts"],
     exclude: ["test/fixtures/**", "node_modules/**"],
-    // One Postgres for the whole run (embedded unless DATABASE_URL is set); each file works in its own schema.
-    globalSetup: ["test/support/globalSetup.ts"],
     testTimeout: 30_000,
-    hookTimeout: 60_000
+    hookTimeout: 60_000,
+    projects: [
+      { extends: true, test: { name: "unit", include: unit } },
+      {
+        extends: true,
+        test: {
+          name: "postgres",
+          include: ["test/**/*.test.ts"],
+          exclude: [...unit, "test/fixtures/**", "node_modules/**"],
+          // One Postgres for the whole run (embedded unless DATABASE_URL is set); each file works in its own schema.
+          globalSetup: ["test/support/globalSetup.ts"]
+        }
+      }
+    ]
   }
 })

@@ -36,7 +36,14 @@ const program = Effect.gen(function* () {
   const now = new Date()
   const leaseUntil = new Date(now.getTime() + 600_000)
   // Take the one sequential slot of "busy": its 499,999 other items are now blocked.
-  const blocker = yield* queue.claimBatch({ limit: 1, taskTypes: ["busy"], owner: "bench", leaseUntil, now })
+  const blocker = yield* queue.claimBatch({
+    limit: 1,
+    taskTypes: ["busy"],
+    owner: "bench",
+    leaseUntil,
+    now,
+    repeatAfter: now
+  })
   if (blocker.length !== 1) throw new Error("could not take the busy slot")
 
   for (const limit of [1, 20]) {
@@ -44,7 +51,14 @@ const program = Effect.gen(function* () {
     let claimed = 0
     for (let i = 0; i < CLAIMS / 2; i++) {
       const start = performance.now()
-      const claims = yield* queue.claimBatch({ limit, taskTypes: ["busy", "work"], owner: "bench", leaseUntil, now })
+      const claims = yield* queue.claimBatch({
+        limit,
+        taskTypes: ["busy", "work"],
+        owner: "bench",
+        leaseUntil,
+        now,
+        repeatAfter: now
+      })
       times.push(performance.now() - start)
       claimed += claims.length
       if (claims.some((c) => c.item.taskType !== "work")) throw new Error("claimed something unclaimable")

@@ -6,7 +6,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Logger, LogLevel } from "effect"
 import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
-import * as PgKairos from "../src/adapters/postgres/PgKairos.js"
+import * as PgKairos from "../src/layers/PgKairos.js"
 import * as Runner from "../src/runtime/Runner.js"
 
 const schema = "kairos_bench_throughput"

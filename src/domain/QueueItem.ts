@@ -24,6 +24,8 @@ export const QueueItem = Schema.Struct({
   /** Runs left: `N` more times, or `-1` forever. */
   maxRuns: Schema.Int,
   thread: Thread,
+  /** The item may not start before this; `null`: at once. A forever-repeating item waits a poll interval after each start. */
+  runAfter: Schema.NullOr(Schema.DateFromSelf),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 })

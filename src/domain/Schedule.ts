@@ -5,7 +5,7 @@
  * an alias when you need both: `import { Schedule as Recurrence } from "kairos"`.
  */
 import { Duration, Either, ParseResult, Schema } from "effect"
-import { InvalidScheduleError, ScheduleDecodeError } from "./errors.js"
+import { InvalidScheduleError, ScheduleComputationError, ScheduleDecodeError } from "./errors.js"
 import { dateExists, dayOf, DAY, HOUR, isoWeekday, isValidZone, MINUTE, resolveWall, wallAt } from "../internal/zone.js"
 
 const Hour = Schema.Int.pipe(Schema.between(0, 23, { message: () => "hour must be an integer from 0 to 23" }))
@@ -16,8 +16,12 @@ const Weekday = Schema.Int.pipe(
 const TimeZone = Schema.String.pipe(
   Schema.filter((tz) => isValidZone(tz) || `tz must be a known IANA time zone (got ${JSON.stringify(tz)})`)
 )
+/** The longest interval: 100 years. Longer ones would push slots past the last date a `Date` can hold. */
+export const MAX_INTERVAL_MILLIS = 100 * 366 * 24 * 60 * 60 * 1000
 const EveryMillis = Schema.Int.pipe(
-  Schema.greaterThanOrEqualTo(1, { message: () => "everyMillis must be a whole number of milliseconds, at least 1" })
+  Schema.between(1, MAX_INTERVAL_MILLIS, {
+    message: () => "everyMillis must be a whole number of milliseconds, from 1 to 100 years"
+  })
 )
 
 /** Every day at `hour:minute` on the wall clock of `tz` (UTC when absent). */
@@ -131,7 +135,7 @@ export const weekly = (options: {
   return tz === undefined ? Weekly.make({ weekday, hour, minute }) : Weekly.make({ weekday, hour, minute, tz })
 }
 
-const everyRule = "every must be a positive, finite, whole number of milliseconds (at least 1)"
+const everyRule = "every must be a positive, finite, whole number of milliseconds (at least 1, at most 100 years)"
 
 /**
  * Every `every` (an Effect `Duration.DurationInput`: `"5 minutes"`, `Duration.seconds(30)` or a number of
@@ -150,7 +154,9 @@ export const interval = (options: { readonly every: Duration.DurationInput }): I
     throw invalid("every", every, everyRule)
   }
   const millis = Duration.toMillis(duration)
-  if (!Number.isFinite(millis) || !Number.isInteger(millis) || millis < 1) throw invalid("every", every, everyRule)
+  if (!Number.isFinite(millis) || !Number.isInteger(millis) || millis < 1 || millis > MAX_INTERVAL_MILLIS) {
+    throw invalid("every", every, everyRule)
+  }
   return Interval.make({ everyMillis: millis })
 }
 
@@ -165,18 +171,30 @@ export const interval = (options: { readonly every: Duration.DurationInput }): I
  *   length; a wall time that occurs twice (fall-back) fires once, at its earlier occurrence. A slot belongs to
  *   its calendar date even when a gap pushes it past midnight. A date the zone skipped entirely has no slot.
  * - Interval: exactly `from + every`.
+ *
+ * @throws ScheduleComputationError when `from` is an invalid Date or the next slot lies beyond the dates a `Date`
+ * can hold (or, for a schedule that bypassed validation, when no slot can be found).
  */
 export const next = (schedule: Schedule, from: Date): Date => {
   const fromMs = from.getTime()
-  if (Number.isNaN(fromMs)) throw new RangeError("Schedule.next: `from` is an invalid Date")
-  switch (schedule._tag) {
-    case "Interval":
-      return new Date(fromMs + schedule.everyMillis)
-    case "Daily":
-      return new Date(nextWallSlot(schedule.tz ?? "UTC", schedule.hour, schedule.minute, undefined, fromMs))
-    case "Weekly":
-      return new Date(nextWallSlot(schedule.tz ?? "UTC", schedule.hour, schedule.minute, schedule.weekday, fromMs))
+  if (Number.isNaN(fromMs)) throw new ScheduleComputationError({ message: "Schedule.next: `from` is an invalid Date" })
+  const slot = (() => {
+    switch (schedule._tag) {
+      case "Interval":
+        return fromMs + schedule.everyMillis
+      case "Daily":
+        return nextWallSlot(schedule.tz ?? "UTC", schedule.hour, schedule.minute, undefined, fromMs)
+      case "Weekly":
+        return nextWallSlot(schedule.tz ?? "UTC", schedule.hour, schedule.minute, schedule.weekday, fromMs)
+    }
+  })()
+  const date = new Date(slot)
+  if (!Number.isFinite(slot) || Number.isNaN(date.getTime()) || slot <= fromMs) {
+    throw new ScheduleComputationError({
+      message: `no next slot of ${format(schedule)} after ${from.toISOString()}: it lies beyond the dates a Date can hold`
+    })
   }
+  return date
 }
 
 const nextWallSlot = (tz: string, hour: number, minute: number, weekday: number | undefined, fromMs: number) => {
@@ -190,7 +208,9 @@ const nextWallSlot = (tz: string, hour: number, minute: number, weekday: number 
     // A date the zone skipped entirely has no slot (its wall time would land on the next date's).
     if (slot > fromMs && dateExists(tz, day)) return slot
   }
-  throw new RangeError(`Schedule.next: no slot found in ${tz} after ${new Date(fromMs).toISOString()}`)
+  throw new ScheduleComputationError({
+    message: `Schedule.next: no slot found in ${tz} after ${new Date(fromMs).toISOString()}`
+  })
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 /**
  * Recurring jobs (`scheduled_jobs`) and their runs (`job_runs`), and the pure decision of what a due job does.
  */
-import { Schema } from "effect"
+import { Either, Schema } from "effect"
+import { ScheduleComputationError } from "./errors.js"
+import { errorMessage } from "./Result.js"
 import type { MissedSlotPolicy } from "./SchedulerConfig.js"
 import * as Schedule from "./Schedule.js"
 
@@ -101,7 +103,9 @@ export const decideDue = (options: {
   }
   const next = Schedule.next(schedule, latest)
   if (!(next.getTime() > latest.getTime() && latest.getTime() >= slot.getTime())) {
-    throw new RangeError(`decideDue: next slot ${next.toISOString()} is not after ${latest.toISOString()}`)
+    throw new ScheduleComputationError({
+      message: `next slot ${next.toISOString()} is not after ${latest.toISOString()}`
+    })
   }
   if (options.previousRunning && options.overlap === "skip") {
     return { run: undefined, skipped: latest, missed: passed, next }
@@ -109,4 +113,54 @@ export const decideDue = (options: {
   const late = now.getTime() - latest.getTime() > options.lateAfterMs
   if (late && options.missedSlots === "skip") return { run: undefined, skipped: undefined, missed: passed + 1, next }
   return { run: latest, skipped: undefined, missed: passed, next }
+}
+
+/**
+ * What the runner does with one job the store returned as due: a command, so the runtime only executes it.
+ *
+ * - `Disable`: the schedule does not decode, or its slots cannot be computed. One failed run for `slot` saying
+ *   why, and the job disabled: it must not fail on every tick.
+ * - `Advance`: not due after all (a job inserted by SQL without a `next_run_at`): only store its first slot.
+ * - `Fire`: run `run` (if any), record `skipped` as a skipped slot (if any), and move `next_run_at` to `next`.
+ */
+export type DuePlan =
+  | { readonly _tag: "Disable"; readonly slot: Date; readonly reason: string }
+  | { readonly _tag: "Advance"; readonly next: Date }
+  | ({ readonly _tag: "Fire" } & SlotDecision)
+
+/**
+ * Plans what a due job does at `now`. Pure and total: whatever the stored schedule holds, it returns a plan and
+ * never throws.
+ */
+export const planDue = (options: {
+  readonly job: ScheduledJob
+  readonly now: Date
+  /** The runner's default missed-slot policy (a job's own policy wins). */
+  readonly missedSlots: MissedSlotPolicy
+  /** Whether the job's previous run is still going (a running run with a live lease, on any instance). */
+  readonly previousRunning: boolean
+  /** A slot later than this (the poll interval) counts as missed. */
+  readonly lateAfterMs: number
+}): DuePlan => {
+  const { job, now } = options
+  const decoded = Schedule.decode(job.schedule)
+  const firstSlot = job.nextRunAt ?? job.createdAt
+  if (Either.isLeft(decoded)) return { _tag: "Disable", slot: firstSlot, reason: decoded.left.message }
+  try {
+    // A job inserted without a next_run_at (by SQL): its first slot is the one after its creation.
+    const slot = job.nextRunAt ?? Schedule.next(decoded.right, job.createdAt)
+    if (slot.getTime() > now.getTime()) return { _tag: "Advance", next: slot }
+    const decision = decideDue({
+      schedule: decoded.right,
+      slot,
+      now,
+      missedSlots: job.missedSlots ?? options.missedSlots,
+      overlap: job.overlap,
+      previousRunning: options.previousRunning,
+      lateAfterMs: options.lateAfterMs
+    })
+    return { _tag: "Fire", ...decision }
+  } catch (e) {
+    return { _tag: "Disable", slot: firstSlot, reason: `cannot compute the next slot: ${errorMessage(e)}` }
+  }
 }

@@ -22,7 +22,7 @@ export interface SchedulerConfigInput {
   readonly retryBackoff?: Duration.DurationInput | undefined
   /** Upper bound of the retry wait. Non-positive or absent: one hour. */
   readonly retryBackoffMax?: Duration.DurationInput | undefined
-  /** Most queue items claimed per tick; 0 (the default) is unlimited. */
+  /** Most queue items started per poll interval, however often the runner ticks; 0 (the default) is unlimited. */
   readonly rateLimit?: number | undefined
   /** How long one execution may run before it is interrupted, unless its task type says otherwise. Default 15 minutes. */
   readonly timeout?: Duration.DurationInput | undefined
@@ -32,6 +32,11 @@ export interface SchedulerConfigInput {
   readonly leaseDuration?: Duration.DurationInput | undefined
   /** The default missed-slot policy of scheduled jobs. Default `latest`: one run for the latest missed slot. */
   readonly missedSlots?: MissedSlotPolicy | undefined
+  /**
+   * How often a started worker refreshes its row in `scheduler_workers` (on a timer of its own, whatever the poll).
+   * It counts as live for three heartbeats. Default 30 seconds.
+   */
+  readonly heartbeatInterval?: Duration.DurationInput | undefined
 }
 
 /** The configuration with every default filled in. */
@@ -48,6 +53,7 @@ export interface SchedulerConfig {
   readonly gracePeriod: Duration.Duration
   readonly leaseDuration: Duration.Duration
   readonly missedSlots: MissedSlotPolicy
+  readonly heartbeatInterval: Duration.Duration
 }
 
 /** The defaults `withDefaults` fills in. */
@@ -63,7 +69,8 @@ export const defaults: SchedulerConfig = {
   timeout: Duration.minutes(15),
   gracePeriod: Duration.seconds(30),
   leaseDuration: Duration.seconds(30),
-  missedSlots: "latest"
+  missedSlots: "latest",
+  heartbeatInterval: Duration.seconds(30)
 }
 
 /** A positive, finite duration, or the fallback for anything else (absent, zero, negative, infinite, unparsable). */
@@ -101,7 +108,8 @@ export const withDefaults = (input: SchedulerConfigInput = {}): SchedulerConfig 
   timeout: positiveDuration(input.timeout, defaults.timeout),
   gracePeriod: positiveDuration(input.gracePeriod, defaults.gracePeriod),
   leaseDuration: positiveDuration(input.leaseDuration, defaults.leaseDuration),
-  missedSlots: input.missedSlots === "skip" ? "skip" : defaults.missedSlots
+  missedSlots: input.missedSlots === "skip" ? "skip" : defaults.missedSlots,
+  heartbeatInterval: positiveDuration(input.heartbeatInterval, defaults.heartbeatInterval)
 })
 
 /** An application's root configuration, of which the scheduler's section is one part. */
@@ -121,4 +129,20 @@ export const retryDelay = (config: SchedulerConfig, n: number, jitter: number): 
   const capped = Math.min(Duration.toMillis(config.retryBackoffMax), base)
   const factor = Math.min(1.1, Math.max(0.9, jitter))
   return Duration.millis(Math.round(capped * factor))
+}
+
+/**
+ * When the next attempt after failed attempt `attempt` of a slot is due, or undefined when no attempt is left
+ * (at most `1 + retryAttempts` runs per slot). `immediately`: due at once (the previous attempt was cut short).
+ */
+export const retryAt = (
+  config: SchedulerConfig,
+  attempt: number,
+  jitter: number,
+  now: Date,
+  immediately = false
+): Date | undefined => {
+  if (attempt >= 1 + config.retryAttempts) return undefined
+  const delay = immediately ? 0 : Duration.toMillis(retryDelay(config, attempt, jitter))
+  return new Date(now.getTime() + delay)
 }

@@ -32,3 +32,12 @@ export class InvalidConfigError extends Data.TaggedError("InvalidConfigError")<{
   readonly value: unknown
   readonly message: string
 }> {}
+
+/**
+ * A schedule's next slot cannot be computed: the instant it asks for lies outside the dates JavaScript can
+ * represent, or no slot exists. Thrown by `Schedule.next`; the runner treats it like an undecodable schedule
+ * (one failed run, the job disabled).
+ */
+export class ScheduleComputationError extends Data.TaggedError("ScheduleComputationError")<{
+  readonly message: string
+}> {}

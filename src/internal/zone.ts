@@ -7,6 +7,7 @@
  * Pure: no clock is read.
  */
 import { IANAZone } from "luxon"
+import { ScheduleComputationError } from "../domain/errors.js"
 
 export const MINUTE = 60_000
 export const HOUR = 60 * MINUTE
@@ -33,7 +34,7 @@ export const isValidZone = (name: string): boolean => {
 const zoneOf = (name: string): IANAZone => {
   const cached = zones.get(name)
   if (cached !== undefined) return cached
-  if (!isValidZone(name)) throw new RangeError(`unknown time zone: ${name}`)
+  if (!isValidZone(name)) throw new ScheduleComputationError({ message: `unknown time zone: ${name}` })
   return zones.get(name)!
 }
 

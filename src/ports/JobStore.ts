@@ -1,9 +1,10 @@
 /**
- * The store of recurring jobs and their runs. The runner composes these calls inside `transaction`, so a claim,
- * its run row and the advanced `next_run_at` commit together: two instances can never take one slot twice.
+ * The store of recurring jobs and their runs. The runner composes the claim's calls inside `transaction`, so a
+ * claimed slot, its run row and the advanced `next_run_at` commit together: two instances can never take one slot
+ * twice. Each change of a run's state has a method of its own.
  */
 import { Context, Data, type Effect, type Option } from "effect"
-import type { JobRun, RunStatus, ScheduledJob } from "../domain/ScheduledJob.js"
+import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
 
 /** A JobStore failure. `Conflict`: a run for that (job, slot, attempt) exists already. */
 export class JobStoreError extends Data.TaggedError("JobStoreError")<{
@@ -18,23 +19,36 @@ export interface Lease {
   readonly token: string
 }
 
-/** A run to insert. `running` runs take a lease; `pending` ones wait for `dueAt`; the rest are final. */
-export interface NewRun {
+/** Which slot of which job a run is for, and its attempt number (1 for the first). */
+export interface RunSlot {
   readonly jobId: string
   readonly scheduledFor: Date
   readonly attempt: number
-  readonly status: RunStatus
-  readonly now: Date
-  readonly dueAt?: Date | undefined
-  readonly owner?: string | undefined
-  readonly leaseUntil?: Date | undefined
-  readonly error?: string | undefined
 }
 
 /** A run together with the job it belongs to. */
 export interface RunWithJob {
   readonly run: JobRun
   readonly job: ScheduledJob
+}
+
+/** A job that is due, and whether its previous run is still going (a running run with a live lease). */
+export interface DueJob {
+  readonly job: ScheduledJob
+  readonly previousRunning: boolean
+}
+
+/** How a running run ended. A failure with `retryAt` also inserts the next attempt, pending until then. */
+export type RunOutcome =
+  | { readonly _tag: "Succeeded"; readonly output: string }
+  | { readonly _tag: "Failed"; readonly error: string; readonly retryAt: Date | undefined }
+
+/** One finished run to record, fenced by its lease. */
+export interface RunCompletion {
+  readonly lease: Lease
+  readonly slot: RunSlot
+  readonly outcome: RunOutcome
+  readonly now: Date
 }
 
 /** A recurring job as defined in code, upserted by name. */
@@ -55,33 +69,72 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
   {
     /** Runs `self` as one unit: in Postgres a transaction, in memory a critical section. */
     readonly transaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | JobStoreError, R>
-    /** Enabled jobs with `next_run_at <= now`, earliest first, up to `limit`; locked for the transaction. */
-    readonly listDue: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<ScheduledJob>, JobStoreError>
-    /** Pending runs (retries) with `dueAt <= now`, earliest first, up to `limit`; locked for the transaction. */
-    readonly listDueRetries: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
-    /** Running runs whose lease expired before `now` (their owner is gone); locked for the transaction. */
+    /**
+     * Enabled jobs of the given task types with `next_run_at <= now` (or none yet), earliest first, up to `limit`;
+     * locked for the transaction.
+     */
+    readonly listDue: (
+      now: Date,
+      limit: number,
+      taskTypes: ReadonlyArray<string>
+    ) => Effect.Effect<ReadonlyArray<DueJob>, JobStoreError>
+    /** Pending runs (retries) of jobs of the given task types with `dueAt <= now`, earliest first; locked. */
+    readonly listDueRetries: (
+      now: Date,
+      limit: number,
+      taskTypes: ReadonlyArray<string>
+    ) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
+    /** Running runs whose lease expired before `now` (their owner is gone), of any task type; locked. */
     readonly listExpired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
-    /** Inserts a run; a `running` one gets a fresh lease token. Fails with `Conflict` on a duplicate attempt. */
-    readonly createRun: (run: NewRun) => Effect.Effect<JobRun, JobStoreError>
-    /** Takes a pending run: running, owned by `owner` until `leaseUntil`, with a fresh token. */
-    readonly markRunning: (
+    /** Inserts the first attempt at a slot, running, leased by `owner`. Fails with `Conflict` on a duplicate. */
+    readonly startRun: (
+      slot: RunSlot,
+      lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
+    ) => Effect.Effect<{ readonly run: JobRun; readonly lease: Lease }, JobStoreError>
+    /** Takes a pending retry: running, owned by `owner` until `leaseUntil`, with a fresh token. None if taken. */
+    readonly startRetry: (
       runId: string,
-      options: { readonly now: Date; readonly owner: string; readonly leaseUntil: Date }
+      lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
     ) => Effect.Effect<Option.Option<Lease>, JobStoreError>
-    /** Extends a lease; false when the lease was lost (expired and taken, or the run finished). */
-    readonly renewLease: (lease: Lease, leaseUntil: Date, now: Date) => Effect.Effect<boolean, JobStoreError>
-    /** Records success, fenced by the lease; false (and nothing written) when the lease was lost. */
-    readonly markSuccess: (lease: Lease, output: string, now: Date) => Effect.Effect<boolean, JobStoreError>
-    /** Records failure, fenced by the lease; false (and nothing written) when the lease was lost. */
+    /**
+     * Inserts a `skipped` row (started = finished = now) for a slot that did not run, saying why. Does nothing when
+     * that attempt at that slot has a row already.
+     */
+    readonly recordSkipped: (slot: RunSlot, reason: string, now: Date) => Effect.Effect<void, JobStoreError>
+    /**
+     * Inserts a `failed` row for a slot that could not even start (an undecodable schedule), saying why. Does
+     * nothing when that attempt at that slot has a row already.
+     */
+    readonly recordFailed: (slot: RunSlot, error: string, now: Date) => Effect.Effect<void, JobStoreError>
+    /** Inserts the next attempt at a slot, `pending` until `dueAt`. */
+    readonly scheduleRetry: (slot: RunSlot, dueAt: Date, now: Date) => Effect.Effect<JobRun, JobStoreError>
+    /** Extends many leases at once; returns the run ids whose lease still held (the others were lost). */
+    readonly renewLeases: (
+      leases: ReadonlyArray<Lease>,
+      leaseUntil: Date,
+      now: Date
+    ) => Effect.Effect<ReadonlyArray<string>, JobStoreError>
+    /**
+     * Records finished runs, each fenced by its lease: success or failure, and a failure's next attempt when it has
+     * one. Returns, in order, whether each was recorded (false, and nothing written, when its lease was lost).
+     */
+    readonly completeRuns: (
+      completions: ReadonlyArray<RunCompletion>
+    ) => Effect.Effect<ReadonlyArray<boolean>, JobStoreError>
+    /** Records a failure, fenced by the lease; false (and nothing written) when the lease was lost. */
     readonly markFailed: (lease: Lease, error: string, now: Date) => Effect.Effect<boolean, JobStoreError>
     /** Sets a job's `next_run_at`. */
-    readonly updateNextRun: (jobId: string, nextRunAt: Date, now: Date) => Effect.Effect<void, JobStoreError>
+    readonly advanceJob: (jobId: string, nextRunAt: Date, now: Date) => Effect.Effect<void, JobStoreError>
     /** Disables a job (`enabled = false`). */
     readonly disableJob: (jobId: string, now: Date) => Effect.Effect<void, JobStoreError>
-    /** Whether the job has a running run with a live lease (on any instance). */
-    readonly hasLiveRun: (jobId: string, now: Date) => Effect.Effect<boolean, JobStoreError>
-    /** The earliest instant at which a job or a retry becomes due, if any: the idle runner sleeps until then. */
-    readonly nextWakeAt: (now: Date) => Effect.Effect<Option.Option<Date>, JobStoreError>
+    /**
+     * The earliest instant at which a job or a retry of the given task types becomes due, if any: the idle runner
+     * sleeps until then.
+     */
+    readonly nextWakeAt: (
+      now: Date,
+      taskTypes: ReadonlyArray<string>
+    ) => Effect.Effect<Option.Option<Date>, JobStoreError>
     /** Disables every enabled job whose name is not in `names` (jobs removed from code); returns how many. */
     readonly disableJobsExcept: (names: ReadonlyArray<string>, now: Date) => Effect.Effect<number, JobStoreError>
     /** Inserts or updates jobs by name; a changed schedule recomputes `next_run_at`. Returns the stored jobs. */

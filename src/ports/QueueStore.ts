@@ -25,8 +25,10 @@ export interface EnqueueInput {
 /** One claimed execution of an item, fenced by its lease token. */
 export interface QueueClaim {
   readonly item: QueueItem
-  /** Executions of the item finished before this one (so this is repetition `runsDone + 1` or later). */
+  /** Executions of the item finished before this one was claimed. */
   readonly runsDone: number
+  /** This execution's number among the item's executions (1 for the first); concurrent ones differ. */
+  readonly attempt: number
   readonly leaseId: string
   readonly token: string
 }
@@ -44,6 +46,7 @@ export interface WorkerInfo {
   readonly taskTypes: ReadonlyArray<string>
   readonly startedAt: Date
   readonly heartbeatAt: Date
+  readonly liveUntil: Date
 }
 
 /** The queue store. Every method that depends on time takes `now` from the Clock port. */
@@ -62,6 +65,8 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       readonly owner: string
       readonly leaseUntil: Date
       readonly now: Date
+      /** A forever-repeating item claimed now may not start again before this (the next poll interval). */
+      readonly repeatAfter: Date
     }) => Effect.Effect<ReadonlyArray<QueueClaim>, QueueStoreError>
     /** Extends many executions' leases in one go; returns the lease ids still held (the others were lost). */
     readonly renewLeases: (
@@ -69,16 +74,10 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       leaseUntil: Date,
       now: Date
     ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
-    /** Extends an execution's lease; false when it was lost. */
-    readonly renewLease: (claim: QueueClaim, leaseUntil: Date, now: Date) => Effect.Effect<boolean, QueueStoreError>
     /**
-     * Records one finished execution: its `processed_items` row, and the item deleted (runs exhausted) or
-     * pending again. Fenced by the lease token: false, and nothing written, when the lease was lost.
-     */
-    readonly recordResult: (claim: QueueClaim, result: ExecutionResult) => Effect.Effect<boolean, QueueStoreError>
-    /**
-     * Records many finished executions at once, each fenced by its own lease as in `recordResult`: one round of
-     * statements for the whole batch. Returns, in order, whether each was recorded.
+     * Records finished executions, each fenced by its own lease token: its `processed_items` row, and the item
+     * deleted (runs exhausted) or pending again. One round of statements for the whole batch. Returns, in order,
+     * whether each was recorded (false, and nothing written, when its lease was lost).
      */
     readonly recordResults: (
       results: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
@@ -89,23 +88,28 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     readonly pendingCount: () => Effect.Effect<number, QueueStoreError>
     /** The last `n` executions, newest first. */
     readonly recentProcessed: (n: number) => Effect.Effect<ReadonlyArray<ProcessedItem>, QueueStoreError>
-    /** True when green (work may start). No semaphore row is green. */
+    /**
+     * True when green (work may start). No semaphore row is green. The semaphore is the `scheduler.paused` setting:
+     * red = paused, whichever way it was written.
+     */
     readonly getSemaphore: () => Effect.Effect<boolean, QueueStoreError>
-    /** Sets the kill switch; idle workers are woken so it takes effect at once. */
+    /** Sets the kill switch (the same switch as `scheduler.paused`); idle workers are woken at once. */
     readonly setSemaphore: (green: boolean, now: Date) => Effect.Effect<void, QueueStoreError>
-    /** Registers (or refreshes) a live worker and the task types it handles. */
+    /** Registers (or refreshes) a worker and the task types it handles; it counts as live until `liveUntil`. */
     readonly registerWorker: (
       id: string,
       taskTypes: ReadonlyArray<string>,
-      now: Date
+      now: Date,
+      liveUntil: Date
     ) => Effect.Effect<void, QueueStoreError>
     /** Removes a worker that stops. */
     readonly unregisterWorker: (id: string) => Effect.Effect<void, QueueStoreError>
-    /** Workers whose heartbeat is newer than `since`. */
-    readonly liveWorkers: (since: Date) => Effect.Effect<ReadonlyArray<WorkerInfo>, QueueStoreError>
+    /** Workers live at `now` (their `liveUntil` is later). */
+    readonly liveWorkers: (now: Date) => Effect.Effect<ReadonlyArray<WorkerInfo>, QueueStoreError>
     /**
-     * Calls `wake` whenever work may have arrived (an item inserted, even by plain SQL; the semaphore changed),
-     * until the scope closes. A hint only: the poll stays the source of truth.
+     * Calls `wake` whenever work may have arrived or a live setting changed (an item inserted, even by plain SQL;
+     * the semaphore, `scheduler.paused`, `scheduler.enabled` or the interval changed), until the scope closes. A
+     * hint only: the poll stays the source of truth.
      */
     readonly subscribe: (wake: () => void) => Effect.Effect<void, never, Scope.Scope>
   }

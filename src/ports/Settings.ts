@@ -12,7 +12,7 @@ export class SettingsError extends Data.TaggedError("SettingsError")<{
 
 /** The keys the runner reads, every tick. */
 export const SettingKeys = {
-  /** `true` pauses every tick (the same switch as the `semaphore`: red = paused). */
+  /** `true` pauses every tick. The same switch as the `semaphore` (red = paused), stored as it, however written. */
   paused: "scheduler.paused",
   /** `false` makes ticks skip like a pause; overrides the config's `enabled`. */
   enabled: "scheduler.enabled",
@@ -20,12 +20,24 @@ export const SettingKeys = {
   intervalSeconds: "scheduler.interval_seconds"
 } as const
 
-/** Typed settings. A key that is not set reads as `None`. */
+/** The live switches, read together once per tick. */
+export interface Switches {
+  /** `scheduler.paused` (the semaphore: red = paused). */
+  readonly paused: boolean
+  /** `scheduler.enabled`, when set. */
+  readonly enabled: Option.Option<boolean>
+  /** `scheduler.interval_seconds`, when set to a positive integer. */
+  readonly intervalSeconds: Option.Option<number>
+}
+
+/** Typed settings. A key that is not set reads as `None`; a malformed value reads as unset. */
 export class Settings extends Context.Tag("kairos/Settings")<
   Settings,
   {
     readonly getBool: (key: string) => Effect.Effect<Option.Option<boolean>, SettingsError>
     readonly getInt: (key: string) => Effect.Effect<Option.Option<number>, SettingsError>
+    /** The three live switches in one read (one round trip in Postgres). */
+    readonly switches: Effect.Effect<Switches, SettingsError>
   }
 >() {}
 

@@ -3,9 +3,11 @@
  */
 import { Effect, Layer } from "effect"
 import * as FakeStore from "../../src/adapters/memory/FakeStore.js"
+import * as MemoryQueueStore from "../../src/adapters/memory/MemoryQueueStore.js"
 import * as MemorySettings from "../../src/adapters/memory/MemorySettings.js"
 import { JobStore } from "../../src/index.js"
 import { StoreInspector, suite } from "../contracts/JobStoreContract.js"
+import { suite as pauseSwitchSuite } from "../contracts/PauseSwitchContract.js"
 import { suite as settingsSuite } from "../contracts/SettingsContract.js"
 
 const inspector = Layer.effect(
@@ -20,3 +22,7 @@ const inspector = Layer.effect(
 
 suite("memory", Layer.provideMerge(inspector, FakeStore.layer) as Layer.Layer<JobStore | StoreInspector>)
 settingsSuite("memory", MemorySettings.layer())
+// The queue and the settings over one in-memory scheduler_meta, as TestRunner wires them.
+pauseSwitchSuite("memory", MemoryQueueStore.layerFromMeta.pipe(Layer.provideMerge(MemorySettings.layer())), {
+  wakes: "synchronously"
+})

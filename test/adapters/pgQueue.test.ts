@@ -52,9 +52,12 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         taskTypes: ["log"],
         owner: "w",
         leaseUntil: new Date(Date.now() + 60_000),
-        now: new Date()
+        now: new Date(),
+        repeatAfter: new Date(Date.now() + 1_000)
       })
-      yield* q.recordResult(c!, { startedAt: new Date(), finishedAt: new Date() })
+      expect(
+        yield* q.recordResults([{ claim: c!, result: { startedAt: new Date(), finishedAt: new Date() } }])
+      ).toEqual([true])
       const table = sql(`${schema}.processed_items`)
       const update = yield* Effect.either(sql`UPDATE ${table} SET status = 'error'`)
       expect(Either.isLeft(update) && String((update.left.cause as Error).message)).toContain("insert-only")

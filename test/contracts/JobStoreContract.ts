@@ -1,9 +1,10 @@
 /**
  * The JobStore contract: one suite, run against the memory store and the Postgres store, so they cannot drift.
+ * The suite shares one store; a test that asserts exact lists works in task types of its own.
  */
 import { expect, layer } from "@effect/vitest"
 import { Context, Effect, Either, Option, type Layer } from "effect"
-import { JobStore, type JobDefinition, Schedule } from "../../src/index.js"
+import { JobStore, type JobDefinition, type Lease, type RunSlot, Schedule } from "../../src/index.js"
 import type { JobRun, ScheduledJob } from "../../src/domain/ScheduledJob.js"
 
 /** What the suite reads besides the port: every run and job as stored. */
@@ -17,6 +18,7 @@ export class StoreInspector extends Context.Tag("test/StoreInspector")<
 
 const T0 = new Date("2026-01-01T00:00:00Z")
 const at = (s: number) => new Date(T0.getTime() + s * 1000)
+const iso = (d: Date | null | undefined) => d?.toISOString()
 let counter = 0
 const unique = (label: string) => `${label}-${++counter}-${Math.random().toString(36).slice(2, 8)}`
 
@@ -34,6 +36,20 @@ const def = (overrides: Partial<JobDefinition> = {}): JobDefinition => ({
 const addJob = (overrides: Partial<JobDefinition> = {}) =>
   Effect.flatMap(JobStore, (s) => s.upsertJobs([def(overrides)], T0)).pipe(Effect.map((jobs) => jobs[0]!))
 
+const slot = (jobId: string, scheduledFor: Date, attempt = 1): RunSlot => ({ jobId, scheduledFor, attempt })
+
+/** Starts the first attempt at a slot, leased by `owner` until `leaseUntil`. */
+const start = (jobId: string, scheduledFor: Date, options: { owner?: string; leaseUntil?: Date; now?: Date } = {}) =>
+  Effect.flatMap(JobStore, (store) =>
+    store.startRun(slot(jobId, scheduledFor), {
+      owner: options.owner ?? "me",
+      leaseUntil: options.leaseUntil ?? new Date(scheduledFor.getTime() + 30_000),
+      now: options.now ?? scheduledFor
+    })
+  )
+
+const runsOf = (jobId: string) => Effect.flatMap(StoreInspector, (inspector) => inspector.runs(jobId))
+
 export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInspector, unknown>) =>
   layer(storeLayer, { timeout: "60 seconds", excludeTestServices: true })(`JobStore contract: ${name}`, (it) => {
     it.effect("upsertJobs inserts by name, is idempotent, and recomputes the slot only when the schedule changes", () =>
@@ -43,78 +59,157 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         const [first] = yield* store.upsertJobs([d], T0)
         const [again] = yield* store.upsertJobs([{ ...d, nextRunAt: at(999) }], at(5))
         expect(again!.id).toBe(first!.id)
-        expect(again!.nextRunAt?.toISOString()).toBe(at(60).toISOString())
+        expect(iso(again!.nextRunAt)).toBe(iso(at(60)))
         expect(again!.payload).toBe(`{"a":1}`)
         const changed = Schedule.encode(Schedule.daily({ hour: 9, minute: 0, tz: "Europe/Berlin" }))
         const [moved] = yield* store.upsertJobs([{ ...d, schedule: changed, nextRunAt: at(500) }], at(6))
         expect(moved!.id).toBe(first!.id)
-        expect(moved!.nextRunAt?.toISOString()).toBe(at(500).toISOString())
+        expect(iso(moved!.nextRunAt)).toBe(iso(at(500)))
         expect(moved!.schedule).toEqual({ _tag: "Daily", hour: 9, minute: 0, tz: "Europe/Berlin" })
         // A disabled job defined again comes back, with a fresh slot.
         yield* store.disableJob(first!.id, at(7))
         const [back] = yield* store.upsertJobs([{ ...d, schedule: changed, nextRunAt: at(700) }], at(8))
         expect(back!.enabled).toBe(true)
-        expect(back!.nextRunAt?.toISOString()).toBe(at(700).toISOString())
+        expect(iso(back!.nextRunAt)).toBe(iso(at(700)))
       })
     )
 
-    it.effect("listDue returns enabled jobs due at now, earliest first, up to the limit", () =>
+    it.effect("upsertJobs takes 8,000 definitions in one call, inserting and then updating them", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const base = 10_000 + Math.floor(Math.random() * 1_000_000)
-        const late = yield* addJob({ nextRunAt: at(base + 20) })
-        const early = yield* addJob({ nextRunAt: at(base + 10) })
-        const future = yield* addJob({ nextRunAt: at(base + 40) })
-        const disabled = yield* addJob({ nextRunAt: at(base + 5) })
-        yield* store.disableJob(disabled.id, T0)
-        const due = yield* store.transaction(store.listDue(at(base + 30), 100))
-        const mine = due.map((j) => j.id).filter((id) => [late.id, early.id, future.id, disabled.id].includes(id))
-        expect(mine).toEqual([early.id, late.id])
-        const one = yield* store.transaction(store.listDue(at(base + 30), 1))
-        expect(one.length).toBe(1)
-        // Other jobs of the suite may be due too; the earliest comes first.
-        expect(one[0]!.nextRunAt!.getTime()).toBeLessThanOrEqual(at(base + 10).getTime())
+        // A type of their own: no other test of the shared store ever sees these jobs.
+        const type = unique("bulk")
+        const defs = Array.from({ length: 8_000 }, (_, i) =>
+          def({ name: `${type}-${String(i).padStart(4, "0")}`, taskType: type, nextRunAt: at(10_000 + i) })
+        )
+        const inserted = yield* store.upsertJobs(defs, T0)
+        expect(inserted.length).toBe(8_000)
+        expect(new Set(inserted.map((j) => j.name))).toEqual(new Set(defs.map((d) => d.name)))
+        expect(new Set(inserted.map((j) => j.id)).size).toBe(8_000)
+        const updated = yield* store.upsertJobs(
+          defs.map((d) => ({ ...d, payload: "v2" })),
+          at(1)
+        )
+        expect(updated.length).toBe(8_000)
+        expect(new Set(updated.map((j) => j.id))).toEqual(new Set(inserted.map((j) => j.id)))
+        expect(updated.every((j) => j.payload === "v2" && j.taskType === type)).toBe(true)
+        const byName = new Map(updated.map((j) => [j.name, j]))
+        expect(iso(byName.get(`${type}-7999`)!.nextRunAt)).toBe(iso(at(17_999)))
       })
     )
 
-    it.effect("createRun: a running run gets a lease token, a pending one a due time, a final one its timestamps", () =>
+    it.effect("listDue returns enabled jobs of the asked task types due at now, earliest first, up to the limit", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const type = unique("due")
+        const late = yield* addJob({ taskType: type, nextRunAt: at(20) })
+        const early = yield* addJob({ taskType: type, nextRunAt: at(10) })
+        yield* addJob({ taskType: type, nextRunAt: at(40) })
+        const disabled = yield* addJob({ taskType: type, nextRunAt: at(5) })
+        yield* store.disableJob(disabled.id, T0)
+        const due = yield* store.transaction(store.listDue(at(30), 100, [type]))
+        expect(due.map((d) => d.job.id)).toEqual([early.id, late.id])
+        expect(due.map((d) => d.previousRunning)).toEqual([false, false])
+        const one = yield* store.transaction(store.listDue(at(30), 1, [type]))
+        expect(one.map((d) => d.job.id)).toEqual([early.id])
+      })
+    )
+
+    it.effect("listDue, listDueRetries and nextWakeAt ignore task types not asked for", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const [mine, other] = [unique("mine"), unique("other")]
+        // The other type is due earlier everywhere, so any leak through the filter would show first.
+        const a = yield* addJob({ taskType: mine, nextRunAt: at(40) })
+        const b = yield* addJob({ taskType: other, nextRunAt: at(10) })
+        const aRetry = yield* store.scheduleRetry(slot(a.id, at(0), 2), at(30), at(1))
+        const bRetry = yield* store.scheduleRetry(slot(b.id, at(0), 2), at(5), at(1))
+        const now = at(50)
+        expect((yield* store.transaction(store.listDue(now, 100, [mine]))).map((d) => d.job.id)).toEqual([a.id])
+        expect((yield* store.transaction(store.listDue(now, 100, [other]))).map((d) => d.job.id)).toEqual([b.id])
+        expect(yield* store.transaction(store.listDue(now, 100, []))).toEqual([])
+        const retries = yield* store.transaction(store.listDueRetries(now, 100, [mine]))
+        expect(retries.map((r) => [r.run.id, r.job.id])).toEqual([[aRetry.id, a.id]])
+        const both = yield* store.transaction(store.listDueRetries(now, 100, [mine, other]))
+        expect(both.map((r) => r.run.id)).toEqual([bRetry.id, aRetry.id])
+        expect(yield* store.transaction(store.listDueRetries(now, 100, []))).toEqual([])
+        expect(Option.map(yield* store.nextWakeAt(T0, [mine]), iso)).toEqual(Option.some(iso(at(30))))
+        expect(Option.map(yield* store.nextWakeAt(T0, [other]), iso)).toEqual(Option.some(iso(at(5))))
+        expect(Option.map(yield* store.nextWakeAt(T0, [mine, other]), iso)).toEqual(Option.some(iso(at(5))))
+        expect(yield* store.nextWakeAt(T0, [unique("nobody")])).toEqual(Option.none())
+      })
+    )
+
+    it.effect("listDue's previousRunning is true only with a running run whose lease is live at now", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const type = unique("prev")
+        const job = (label: string) => addJob({ name: unique(label), taskType: type, nextRunAt: at(40) })
+        const idle = yield* job("idle")
+        const live = yield* job("live")
+        const expired = yield* job("expired")
+        const finished = yield* job("finished")
+        const retrying = yield* job("retrying")
+        yield* start(live.id, at(0), { leaseUntil: at(100) })
+        yield* start(expired.id, at(0), { leaseUntil: at(30) })
+        const done = yield* start(finished.id, at(0), { leaseUntil: at(100) })
+        expect(
+          yield* store.completeRuns([
+            {
+              lease: done.lease,
+              slot: slot(finished.id, at(0)),
+              outcome: { _tag: "Succeeded", output: "{}" },
+              now: at(1)
+            }
+          ])
+        ).toEqual([true])
+        yield* store.scheduleRetry(slot(retrying.id, at(0), 2), at(45), at(1))
+        const running = (now: Date) =>
+          Effect.map(store.transaction(store.listDue(now, 100, [type])), (due) =>
+            Object.fromEntries(due.map((d) => [d.job.id, d.previousRunning]))
+          )
+        expect(yield* running(at(50))).toEqual({
+          [idle.id]: false,
+          [live.id]: true,
+          [expired.id]: false,
+          [finished.id]: false,
+          [retrying.id]: false
+        })
+        // Once its lease has run out, the live run no longer counts either.
+        expect((yield* running(at(150)))[live.id]).toBe(false)
+      })
+    )
+
+    it.effect("startRun, scheduleRetry, recordSkipped and recordFailed write the run each state calls for", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
         const job = yield* addJob()
-        const running = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(60),
-          attempt: 1,
-          status: "running",
+        const { lease, run: running } = yield* store.startRun(slot(job.id, at(60)), {
           owner: "me",
           leaseUntil: at(90),
           now: at(61)
         })
-        expect(running).toMatchObject({ status: "running", owner: "me", attempt: 1, finishedAt: null })
+        expect(running).toMatchObject({ status: "running", owner: "me", attempt: 1, finishedAt: null, dueAt: null })
+        expect(lease).toEqual({ runId: running.id, token: running.leaseToken })
         expect(running.leaseToken).not.toBeNull()
-        expect(running.leaseUntil?.toISOString()).toBe(at(90).toISOString())
-        expect(running.startedAt?.toISOString()).toBe(at(61).toISOString())
-        const pending = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(60),
-          attempt: 2,
-          status: "pending",
-          dueAt: at(120),
-          now: at(62)
-        })
-        expect(pending).toMatchObject({ status: "pending", startedAt: null, leaseToken: null })
-        expect(pending.dueAt?.toISOString()).toBe(at(120).toISOString())
-        const skipped = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(120),
-          attempt: 1,
-          status: "skipped",
-          error: "why",
-          now: at(121)
-        })
-        expect(skipped.startedAt?.toISOString()).toBe(at(121).toISOString())
-        expect(skipped.finishedAt?.toISOString()).toBe(at(121).toISOString())
-        expect(skipped.error).toBe("why")
+        expect(iso(running.leaseUntil)).toBe(iso(at(90)))
+        expect(iso(running.startedAt)).toBe(iso(at(61)))
+        const pending = yield* store.scheduleRetry(slot(job.id, at(60), 2), at(120), at(62))
+        expect(pending).toMatchObject({ status: "pending", attempt: 2, startedAt: null, leaseToken: null, owner: null })
+        expect(iso(pending.dueAt)).toBe(iso(at(120)))
+        expect(iso(pending.scheduledFor)).toBe(iso(at(60)))
+        yield* store.recordSkipped(slot(job.id, at(120)), "why", at(121))
+        yield* store.recordFailed(slot(job.id, at(180)), "undecodable", at(181))
+        const stored = yield* runsOf(job.id)
+        const skipped = stored.find((r) => r.scheduledFor.getTime() === at(120).getTime())!
+        expect(skipped).toMatchObject({ status: "skipped", attempt: 1, error: "why", leaseToken: null })
+        expect(iso(skipped.startedAt)).toBe(iso(at(121)))
+        expect(iso(skipped.finishedAt)).toBe(iso(at(121)))
+        const failed = stored.find((r) => r.scheduledFor.getTime() === at(180).getTime())!
+        expect(failed).toMatchObject({ status: "failed", attempt: 1, error: "undecodable", leaseToken: null })
+        expect(iso(failed.startedAt)).toBe(iso(at(181)))
+        expect(iso(failed.finishedAt)).toBe(iso(at(181)))
+        expect(stored.length).toBe(4)
       })
     )
 
@@ -122,12 +217,41 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       Effect.gen(function* () {
         const store = yield* JobStore
         const job = yield* addJob()
-        const run = { jobId: job.id, scheduledFor: at(60), attempt: 1, status: "failed" as const, now: at(61) }
-        yield* store.createRun(run)
-        const again = yield* Effect.either(store.createRun(run))
+        yield* start(job.id, at(60))
+        const again = yield* Effect.either(start(job.id, at(60), { owner: "other" }))
         expect(Either.isLeft(again) && again.left.reason).toBe("Conflict")
-        const inspector = yield* StoreInspector
-        expect((yield* inspector.runs(job.id)).length).toBe(1)
+        const retry = yield* Effect.either(store.scheduleRetry(slot(job.id, at(60)), at(90), at(61)))
+        expect(Either.isLeft(retry) && retry.left.reason).toBe("Conflict")
+        const stored = yield* runsOf(job.id)
+        expect(stored.map((r) => [r.status, r.owner])).toEqual([["running", "me"]])
+      })
+    )
+
+    it.effect("recordSkipped and recordFailed twice for one slot do not fail, and keep the first row", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const job = yield* addJob()
+        yield* store.transaction(
+          Effect.gen(function* () {
+            yield* store.recordSkipped(slot(job.id, at(60)), "first", at(61))
+            yield* store.recordSkipped(slot(job.id, at(60)), "second", at(62))
+            yield* store.recordFailed(slot(job.id, at(120)), "first", at(121))
+            yield* store.recordFailed(slot(job.id, at(120)), "second", at(122))
+            // A slot that is running already: neither overwrites it.
+            yield* start(job.id, at(180))
+            yield* store.recordSkipped(slot(job.id, at(180)), "late", at(181))
+            yield* store.recordFailed(slot(job.id, at(180)), "late", at(181))
+            // The transaction is still usable (in Postgres, a failed statement would have aborted it).
+            yield* store.advanceJob(job.id, at(240), at(181))
+          })
+        )
+        const stored = yield* runsOf(job.id)
+        expect(stored.map((r) => [iso(r.scheduledFor), r.status, r.error])).toEqual([
+          [iso(at(60)), "skipped", "first"],
+          [iso(at(120)), "failed", "first"],
+          [iso(at(180)), "running", null]
+        ])
+        expect(iso((yield* (yield* StoreInspector).job(job.id))!.nextRunAt)).toBe(iso(at(240)))
       })
     )
 
@@ -138,24 +262,17 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         const result = yield* Effect.either(
           store.transaction(
             Effect.gen(function* () {
-              yield* store.createRun({
-                jobId: job.id,
-                scheduledFor: at(60),
-                attempt: 1,
-                status: "running",
-                owner: "x",
-                leaseUntil: at(90),
-                now: at(60)
-              })
-              yield* store.updateNextRun(job.id, at(120), at(60))
+              yield* start(job.id, at(60), { owner: "x" })
+              yield* store.recordSkipped(slot(job.id, at(120)), "why", at(60))
+              yield* store.scheduleRetry(slot(job.id, at(0), 2), at(90), at(60))
+              yield* store.advanceJob(job.id, at(120), at(60))
               return yield* Effect.fail("boom" as const)
             })
           )
         )
-        expect(Either.isLeft(result)).toBe(true)
-        const inspector = yield* StoreInspector
-        expect((yield* inspector.runs(job.id)).length).toBe(0)
-        expect((yield* inspector.job(job.id))!.nextRunAt?.toISOString()).toBe(at(60).toISOString())
+        expect(result).toEqual(Either.left("boom"))
+        expect(yield* runsOf(job.id)).toEqual([])
+        expect(iso((yield* (yield* StoreInspector).job(job.id))!.nextRunAt)).toBe(iso(at(60)))
       })
     )
 
@@ -163,108 +280,184 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       Effect.gen(function* () {
         const store = yield* JobStore
         const job = yield* addJob()
-        const run = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(60),
-          attempt: 1,
-          status: "running",
-          owner: "a",
-          leaseUntil: at(90),
-          now: at(60)
-        })
-        const lease = { runId: run.id, token: run.leaseToken! }
-        const stranger = { runId: run.id, token: "not-the-token" }
-        expect(yield* store.renewLease(stranger, at(200), at(70))).toBe(false)
-        expect(yield* store.markSuccess(stranger, "{}", at(70))).toBe(false)
+        const { lease } = yield* start(job.id, at(60), { owner: "a", leaseUntil: at(90) })
+        const stranger: Lease = { runId: lease.runId, token: "not-the-token" }
+        const succeed = (l: Lease, output: string, now: Date) =>
+          store.completeRuns([{ lease: l, slot: slot(job.id, at(60)), outcome: { _tag: "Succeeded", output }, now }])
+        expect(yield* store.renewLeases([stranger], at(200), at(70))).toEqual([])
+        expect(yield* succeed(stranger, "{}", at(70))).toEqual([false])
         expect(yield* store.markFailed(stranger, "x", at(70))).toBe(false)
-        expect(yield* store.renewLease(lease, at(120), at(70))).toBe(true)
-        expect(yield* store.markSuccess(lease, `{"n":1}`, at(80))).toBe(true)
+        expect(yield* store.renewLeases([lease, stranger], at(120), at(70))).toEqual([lease.runId])
+        expect(iso((yield* runsOf(job.id))[0]!.leaseUntil)).toBe(iso(at(120)))
+        expect(yield* succeed(lease, `{"n":1}`, at(80))).toEqual([true])
         // Finished: nothing can be written over it, not even with its own token.
         expect(yield* store.markFailed(lease, "late", at(81))).toBe(false)
-        expect(yield* store.renewLease(lease, at(300), at(81))).toBe(false)
-        const [stored] = yield* (yield* StoreInspector).runs(job.id)
-        expect(stored).toMatchObject({ status: "success", output: `{"n":1}`, error: null })
-        expect(stored!.finishedAt?.toISOString()).toBe(at(80).toISOString())
+        expect(yield* succeed(lease, `{"n":2}`, at(81))).toEqual([false])
+        expect(yield* store.renewLeases([lease], at(300), at(81))).toEqual([])
+        const [stored] = yield* runsOf(job.id)
+        expect(stored).toMatchObject({ status: "success", output: `{"n":1}`, error: null, leaseUntil: null })
+        expect(iso(stored!.finishedAt)).toBe(iso(at(80)))
+        expect(yield* store.completeRuns([])).toEqual([])
+        expect(yield* store.renewLeases([], at(300), at(81))).toEqual([])
       })
     )
 
-    it.effect("markRunning takes a pending run once, with a fresh lease", () =>
+    it.effect("completeRuns is fenced per completion; a failure with retryAt inserts the next attempt", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
         const job = yield* addJob()
-        const pending = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(60),
-          attempt: 2,
-          status: "pending",
-          dueAt: at(100),
-          now: at(61)
-        })
-        const lease = yield* store.markRunning(pending.id, { now: at(100), owner: "b", leaseUntil: at(130) })
-        expect(Option.isSome(lease)).toBe(true)
-        const twice = yield* store.markRunning(pending.id, { now: at(101), owner: "c", leaseUntil: at(131) })
+        const s = (sec: number) => slot(job.id, at(sec))
+        const ok = yield* start(job.id, at(0))
+        const forged = yield* start(job.id, at(60))
+        const retried = yield* start(job.id, at(120))
+        const rescued = yield* start(job.id, at(180))
+        const final = yield* start(job.id, at(240))
+        // Its lease is lost: someone else recorded it as failed (as a rescue does).
+        expect(yield* store.markFailed(rescued.lease, "owner lost", at(200))).toBe(true)
+        const result = yield* store.completeRuns([
+          { lease: ok.lease, slot: s(0), outcome: { _tag: "Succeeded", output: `{"ok":true}` }, now: at(10) },
+          {
+            lease: { ...forged.lease, token: "stolen" },
+            slot: s(60),
+            outcome: { _tag: "Failed", error: "x", retryAt: at(500) },
+            now: at(70)
+          },
+          {
+            lease: retried.lease,
+            slot: s(120),
+            outcome: { _tag: "Failed", error: "boom", retryAt: at(400) },
+            now: at(130)
+          },
+          {
+            lease: rescued.lease,
+            slot: s(180),
+            outcome: { _tag: "Failed", error: "late", retryAt: at(600) },
+            now: at(210)
+          },
+          {
+            lease: final.lease,
+            slot: s(240),
+            outcome: { _tag: "Failed", error: "fatal", retryAt: undefined },
+            now: at(250)
+          }
+        ])
+        expect(result).toEqual([true, false, true, false, true])
+        const stored = yield* runsOf(job.id)
+        const row = (sec: number, attempt = 1) =>
+          stored.find((r) => r.scheduledFor.getTime() === at(sec).getTime() && r.attempt === attempt)
+        expect(row(0)).toMatchObject({ status: "success", output: `{"ok":true}`, leaseUntil: null })
+        expect(iso(row(0)!.finishedAt)).toBe(iso(at(10)))
+        expect(row(60)).toMatchObject({ status: "running", finishedAt: null, error: null })
+        expect(row(120)).toMatchObject({ status: "failed", error: "boom", leaseUntil: null })
+        expect(iso(row(120)!.finishedAt)).toBe(iso(at(130)))
+        expect(row(120, 2)).toMatchObject({ status: "pending", startedAt: null, leaseToken: null })
+        expect(iso(row(120, 2)!.dueAt)).toBe(iso(at(400)))
+        expect(row(180)).toMatchObject({ status: "failed", error: "owner lost" })
+        expect(iso(row(180)!.finishedAt)).toBe(iso(at(200)))
+        expect(row(240)).toMatchObject({ status: "failed", error: "fatal" })
+        // Only the recorded failure with a retryAt got a next attempt.
+        expect(stored.filter((r) => r.attempt === 2).map((r) => iso(r.scheduledFor))).toEqual([iso(at(120))])
+        expect(stored.length).toBe(6)
+        // The next attempt is due like any retry.
+        const due = yield* store.transaction(store.listDueRetries(at(400), 100, [job.taskType]))
+        expect(due.map((r) => r.run.id)).toContain(row(120, 2)!.id)
+      })
+    )
+
+    it.effect("completeRuns whose next attempt exists already fails as a Conflict, and writes none of the batch", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const job = yield* addJob()
+        const ok = yield* start(job.id, at(0))
+        const failing = yield* start(job.id, at(60))
+        // Attempt 2 of that slot is there already.
+        yield* store.scheduleRetry(slot(job.id, at(60), 2), at(90), at(61))
+        const result = yield* Effect.either(
+          store.completeRuns([
+            { lease: ok.lease, slot: slot(job.id, at(0)), outcome: { _tag: "Succeeded", output: "{}" }, now: at(10) },
+            {
+              lease: failing.lease,
+              slot: slot(job.id, at(60)),
+              outcome: { _tag: "Failed", error: "boom", retryAt: at(120) },
+              now: at(70)
+            }
+          ])
+        )
+        expect(Either.isLeft(result) && [result.left._tag, result.left.reason]).toEqual(["JobStoreError", "Conflict"])
+        const stored = yield* runsOf(job.id)
+        expect(stored.map((r) => [iso(r.scheduledFor), r.attempt, r.status])).toEqual([
+          [iso(at(0)), 1, "running"],
+          [iso(at(60)), 1, "running"],
+          [iso(at(60)), 2, "pending"]
+        ])
+        expect(iso(stored[2]!.dueAt)).toBe(iso(at(90)))
+        // Nothing was lost: both leases still hold.
+        expect(yield* store.renewLeases([ok.lease, failing.lease], at(200), at(80))).toEqual([
+          ok.lease.runId,
+          failing.lease.runId
+        ])
+      })
+    )
+
+    it.effect("startRetry takes a pending run once, with a fresh lease", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const job = yield* addJob()
+        const pending = yield* store.scheduleRetry(slot(job.id, at(60), 2), at(100), at(61))
+        const lease = yield* store.startRetry(pending.id, { now: at(100), owner: "b", leaseUntil: at(130) })
+        expect(Option.map(lease, (l) => l.runId)).toEqual(Option.some(pending.id))
+        const twice = yield* store.startRetry(pending.id, { now: at(101), owner: "c", leaseUntil: at(131) })
         expect(Option.isNone(twice)).toBe(true)
-        const [stored] = yield* (yield* StoreInspector).runs(job.id)
+        const [stored] = yield* runsOf(job.id)
         expect(stored).toMatchObject({ status: "running", owner: "b", dueAt: null })
+        expect(iso(stored!.startedAt)).toBe(iso(at(100)))
+        expect(iso(stored!.leaseUntil)).toBe(iso(at(130)))
         expect(stored!.leaseToken).toBe(Option.getOrThrow(lease).token)
+        // The fresh lease fences like any other.
+        expect(yield* store.renewLeases([Option.getOrThrow(lease)], at(160), at(110))).toEqual([pending.id])
       })
     )
 
-    it.effect("listDueRetries, listExpired and hasLiveRun see exactly the runs they should", () =>
+    it.effect("listDueRetries and listExpired see exactly the runs they should", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const job = yield* addJob()
+        const job = yield* addJob({ taskType: unique("retries") })
         const base = 2_000_000 + Math.floor(Math.random() * 1_000_000)
-        const dueRetry = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(60),
-          attempt: 2,
-          status: "pending",
-          dueAt: at(base + 10),
-          now: at(61)
-        })
-        const laterRetry = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(120),
-          attempt: 2,
-          status: "pending",
-          dueAt: at(base + 50),
-          now: at(121)
-        })
-        const expired = yield* store.createRun({
-          jobId: job.id,
-          scheduledFor: at(180),
-          attempt: 1,
-          status: "running",
-          owner: "dead",
-          leaseUntil: at(base + 5),
-          now: at(181)
-        })
+        const dueRetry = yield* store.scheduleRetry(slot(job.id, at(60), 2), at(base + 10), at(61))
+        const laterRetry = yield* store.scheduleRetry(slot(job.id, at(120), 2), at(base + 50), at(121))
+        const expired = yield* start(job.id, at(180), { owner: "dead", leaseUntil: at(base + 5), now: at(181) })
+        const live = yield* start(job.id, at(240), { owner: "alive", leaseUntil: at(base + 100), now: at(241) })
         const now = at(base + 20)
-        const retries = (yield* store.transaction(store.listDueRetries(now, 1000))).map((r) => r.run.id)
-        expect(retries).toContain(dueRetry.id)
-        expect(retries).not.toContain(laterRetry.id)
+        const retries = yield* store.transaction(store.listDueRetries(now, 1000, [job.taskType]))
+        expect(retries.map((r) => r.run.id)).toEqual([dueRetry.id])
+        expect(retries[0]!.job.name).toBe(job.name)
+        // listExpired is for every task type.
         const lost = yield* store.transaction(store.listExpired(now, 1000))
         const mine = lost.filter((r) => r.job.id === job.id)
-        expect(mine.map((r) => r.run.id)).toEqual([expired.id])
+        expect(mine.map((r) => r.run.id)).toEqual([expired.run.id])
         expect(mine[0]!.job.name).toBe(job.name)
-        expect(yield* store.hasLiveRun(job.id, now)).toBe(false)
-        expect(yield* store.hasLiveRun(job.id, at(base + 1))).toBe(true)
+        expect(mine[0]!.run.leaseToken).toBe(expired.lease.token)
+        expect(lost.map((r) => r.run.id)).not.toContain(live.run.id)
+        expect(lost.map((r) => r.run.id)).not.toContain(laterRetry.id)
       })
     )
 
-    it.effect("nextWakeAt is the earliest enabled slot or pending retry", () =>
+    it.effect("nextWakeAt is the earliest enabled slot or pending retry of the asked task types", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
-        const wake = yield* store.nextWakeAt(T0)
-        // The suite shares one store: everything it added is due at or after T0 + 5 s, or pending.
-        expect(Option.isSome(wake)).toBe(true)
-        const job = yield* addJob({ nextRunAt: new Date("2000-01-01T00:00:00Z") })
-        expect(Option.getOrThrow(yield* store.nextWakeAt(T0)).toISOString()).toBe("2000-01-01T00:00:00.000Z")
-        yield* store.disableJob(job.id, T0)
-        expect(Option.getOrThrow(yield* store.nextWakeAt(T0)).getTime()).toBeGreaterThan(
-          Date.parse("2000-01-01T00:00:00Z")
-        )
+        const type = unique("wake")
+        const wake = Effect.map(store.nextWakeAt(T0, [type]), Option.map(iso))
+        expect(yield* wake).toEqual(Option.none())
+        const job = yield* addJob({ taskType: type, nextRunAt: at(100) })
+        expect(yield* wake).toEqual(Option.some(iso(at(100))))
+        const early = yield* addJob({ taskType: type, nextRunAt: new Date("2000-01-01T00:00:00Z") })
+        expect(yield* wake).toEqual(Option.some("2000-01-01T00:00:00.000Z"))
+        yield* store.disableJob(early.id, T0)
+        expect(yield* wake).toEqual(Option.some(iso(at(100))))
+        yield* store.scheduleRetry(slot(job.id, at(0), 2), at(50), at(1))
+        expect(yield* wake).toEqual(Option.some(iso(at(50))))
+        yield* store.advanceJob(job.id, at(20), at(1))
+        expect(yield* wake).toEqual(Option.some(iso(at(20))))
       })
     )
   })

@@ -4,22 +4,30 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { Deferred, Effect, type Layer } from "effect"
-import { QueueStore } from "../../src/index.js"
+import { QueueStore, type QueueClaim } from "../../src/index.js"
 
 const T0 = new Date("2026-01-01T00:00:00Z")
 const at = (s: number) => new Date(T0.getTime() + s * 1000)
 const type = (label: string) => `${label}-${Math.random().toString(36).slice(2, 10)}`
+/** Claim options at `now`: leases for 30 s, a forever-repeating item paced 10 s. */
 const claimOpts = (taskTypes: ReadonlyArray<string>, limit = 10, owner = "w1", now = at(0)) => ({
   limit,
   taskTypes,
   owner,
   leaseUntil: new Date(now.getTime() + 30_000),
-  now
+  now,
+  repeatAfter: new Date(now.getTime() + 10_000)
 })
+/** A finished execution to record. */
+const done = (claim: QueueClaim, startedAt = at(0), finishedAt = at(1), error?: string) => ({
+  claim,
+  result: { startedAt, finishedAt, error }
+})
+const ids = (claims: ReadonlyArray<QueueClaim>) => claims.map((c) => c.item.id)
 
 export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>) =>
   layer(storeLayer, { timeout: "60 seconds", excludeTestServices: true })(`QueueStore contract: ${name}`, (it) => {
-    it.effect("enqueue normalises maxRuns, thread and priority", () =>
+    it.effect("enqueue normalises maxRuns, thread and priority; a new item may start at once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore
         const t = type("norm")
@@ -31,7 +39,15 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         ] as const
         for (const [input, maxRuns, thread] of cases) {
           const item = yield* q.enqueue({ taskType: t, payload: "p", ...input }, T0)
-          expect(item).toMatchObject({ taskType: t, payload: "p", status: "pending", maxRuns, thread, priority: 0 })
+          expect(item).toMatchObject({
+            taskType: t,
+            payload: "p",
+            status: "pending",
+            maxRuns,
+            thread,
+            priority: 0,
+            runAfter: null
+          })
         }
       })
     )
@@ -45,10 +61,14 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const high2 = yield* q.enqueue({ taskType: a, payload: "high2", priority: 5, thread: 1 }, T0)
         yield* q.enqueue({ taskType: other, payload: "x", priority: 100, thread: 1 }, T0)
         const first = yield* q.claimBatch(claimOpts([a], 2))
-        expect(first.map((c) => c.item.id)).toEqual([high1.id, high2.id])
+        expect(ids(first)).toEqual([high1.id, high2.id])
         const next = yield* q.claimBatch(claimOpts([a], 10))
-        expect(next.map((c) => c.item.id)).toEqual([low.id])
+        expect(ids(next)).toEqual([low.id])
         expect(first[0]!.item.status).toBe("processing")
+        expect(first.map((c) => [c.attempt, c.runsDone])).toEqual([
+          [1, 0],
+          [1, 0]
+        ])
       })
     )
 
@@ -60,12 +80,12 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const s2 = yield* q.enqueue({ taskType: t, payload: "s2" }, T0)
         const c1 = yield* q.enqueue({ taskType: t, payload: "c1", thread: 1 }, T0)
         const first = yield* q.claimBatch(claimOpts([t], 10))
-        expect(first.map((c) => c.item.id).sort()).toEqual([s1.id, c1.id].sort())
+        expect(ids(first).sort()).toEqual([s1.id, c1.id].sort())
         expect((yield* q.claimBatch(claimOpts([t], 10))).length).toBe(0)
         const seq = first.find((c) => c.item.id === s1.id)!
-        expect(yield* q.recordResult(seq, { startedAt: at(0), finishedAt: at(1) })).toBe(true)
+        expect(yield* q.recordResults([done(seq)])).toEqual([true])
         const after = yield* q.claimBatch(claimOpts([t], 10))
-        expect(after.map((c) => c.item.id)).toEqual([s2.id])
+        expect(ids(after)).toEqual([s2.id])
       })
     )
 
@@ -76,13 +96,49 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const item = yield* q.enqueue({ taskType: t, payload: "x", maxRuns: 3, thread: 1 }, T0)
         const claims = yield* q.claimBatch(claimOpts([t], 10))
         expect(claims.length).toBe(3)
-        expect(new Set(claims.map((c) => c.item.id))).toEqual(new Set([item.id]))
+        expect(new Set(ids(claims))).toEqual(new Set([item.id]))
         expect(new Set(claims.map((c) => c.leaseId)).size).toBe(3)
         expect((yield* q.claimBatch(claimOpts([t], 10))).length).toBe(0)
-        for (const c of claims) expect(yield* q.recordResult(c, { startedAt: at(0), finishedAt: at(1) })).toBe(true)
+        expect(yield* q.recordResults(claims.map((c) => done(c)))).toEqual([true, true, true])
         const log = (yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id)
         expect(log.length).toBe(3)
         expect((yield* q.claimBatch(claimOpts([t], 10))).length).toBe(0)
+      })
+    )
+
+    it.effect("concurrent repetitions of one item get distinct attempts, numbered 1..N across claims", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("attempt")
+        const item = yield* q.enqueue({ taskType: t, payload: "x", maxRuns: 5, thread: 1 }, T0)
+        const first = yield* q.claimBatch(claimOpts([t], 2))
+        expect(first.map((c) => c.attempt).sort()).toEqual([1, 2])
+        expect(first.map((c) => c.runsDone)).toEqual([0, 0])
+        // One of them finishes; the next claim numbers on from the executions started so far.
+        expect(yield* q.recordResults([done(first[0]!)])).toEqual([true])
+        const second = yield* q.claimBatch(claimOpts([t], 10, "w2", at(2)))
+        expect(second.map((c) => c.attempt).sort()).toEqual([3, 4, 5])
+        expect(second.map((c) => c.runsDone)).toEqual([1, 1, 1])
+        expect(new Set(ids(second))).toEqual(new Set([item.id]))
+        const all = [...first, ...second]
+        expect(new Set(all.map((c) => c.attempt)).size).toBe(5)
+        expect(yield* q.recordResults([first[1]!, ...second].map((c) => done(c, at(2), at(3))))).toEqual([
+          true,
+          true,
+          true,
+          true
+        ])
+        expect((yield* q.claimBatch(claimOpts([t], 10, "w3", at(4)))).length).toBe(0)
+        // A sequential item numbers its executions one after the other.
+        const seq = yield* q.enqueue({ taskType: t, payload: "s", maxRuns: 2 }, T0)
+        const attempts: Array<number> = []
+        for (let i = 0; i < 2; i++) {
+          const [c] = yield* q.claimBatch(claimOpts([t], 10, "w4", at(10 + i)))
+          expect(c!.item.id).toBe(seq.id)
+          attempts.push(c!.attempt)
+          yield* q.recordResults([done(c!, at(10 + i), at(10 + i))])
+        }
+        expect(attempts).toEqual([1, 2])
       })
     )
 
@@ -96,9 +152,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           const [c] = yield* q.claimBatch(claimOpts([t], 1))
           expect(c!.item.id).toBe(twice.id)
           expect(c!.runsDone).toBe(i)
-          expect(
-            yield* q.recordResult(c!, { startedAt: at(i), finishedAt: at(i + 1), error: i === 0 ? "boom" : undefined })
-          ).toBe(true)
+          expect(yield* q.recordResults([done(c!, at(i), at(i + 1), i === 0 ? "boom" : undefined)])).toEqual([true])
         }
         expect(yield* q.pendingCount()).toBe(before - 1)
         const log = (yield* q.recentProcessed(100)).filter((p) => p.queueItemId === twice.id)
@@ -108,12 +162,59 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         ])
         expect(log[1]!.durationMs).toBe(1000)
         const forever = yield* q.enqueue({ taskType: t, payload: "forever", maxRuns: -1 }, T0)
+        // Each claim a poll interval after the last (claimOpts paces a repeating item 10 s).
         for (let i = 0; i < 3; i++) {
-          const [c] = yield* q.claimBatch(claimOpts([t], 1))
+          const [c] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(100 + i * 10)))
           expect(c!.item.id).toBe(forever.id)
-          yield* q.recordResult(c!, { startedAt: at(0), finishedAt: at(0) })
+          expect(c!.runsDone).toBe(i)
+          expect(yield* q.recordResults([done(c!, at(100 + i * 10), at(100 + i * 10))])).toEqual([true])
         }
-        expect((yield* q.claimBatch(claimOpts([t], 1)))[0]!.item.id).toBe(forever.id)
+        expect(ids(yield* q.claimBatch(claimOpts([t], 1, "w1", at(130))))).toEqual([forever.id])
+        expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === forever.id).length).toBe(3)
+      })
+    )
+
+    it.effect("a forever item is not claimed again before repeatAfter, even once its result is recorded", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        for (const thread of [0, 1]) {
+          const t = type(`pace${thread}`)
+          const item = yield* q.enqueue({ taskType: t, payload: "tick", maxRuns: -1, thread }, T0)
+          const [c] = yield* q.claimBatch({ ...claimOpts([t], 5, "w1", at(0)), repeatAfter: at(60) })
+          expect(c!.item.id).toBe(item.id)
+          expect(yield* q.claimBatch(claimOpts([t], 5, "w1", at(1)))).toEqual([])
+          expect(yield* q.recordResults([done(c!, at(0), at(2))])).toEqual([true])
+          expect(yield* q.claimBatch(claimOpts([t], 5, "w2", at(3)))).toEqual([])
+          expect(yield* q.claimBatch(claimOpts([t], 5, "w2", at(59)))).toEqual([])
+          const again = yield* q.claimBatch({ ...claimOpts([t], 5, "w2", at(60)), repeatAfter: at(120) })
+          expect(ids(again)).toEqual([item.id])
+          expect(again[0]!.attempt).toBe(2)
+        }
+      })
+    )
+
+    it.effect("a claimed forever item goes behind its peers of equal priority (fairness)", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        for (const thread of [0, 1]) {
+          const t = type(`fair${thread}`)
+          // The forever item is the oldest; its peers of equal priority are enqueued after it.
+          const forever = yield* q.enqueue({ taskType: t, payload: "forever", maxRuns: -1, thread }, T0)
+          const peer1 = yield* q.enqueue({ taskType: t, payload: "peer1", thread }, at(1))
+          const peer2 = yield* q.enqueue({ taskType: t, payload: "peer2", thread }, at(2))
+          const [c] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(3)))
+          expect(c!.item.id).toBe(forever.id)
+          yield* q.recordResults([done(c!, at(3), at(4))])
+          // A higher priority still goes first, whenever it came.
+          const urgent = yield* q.enqueue({ taskType: t, payload: "urgent", thread, priority: 1 }, at(5))
+          const order: Array<string> = []
+          for (let i = 0; i < 4; i++) {
+            const [next] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(20 + i)))
+            order.push(next!.item.id)
+            yield* q.recordResults([done(next!, at(20 + i), at(20 + i))])
+          }
+          expect(order).toEqual([urgent.id, peer1.id, peer2.id, forever.id])
+        }
       })
     )
 
@@ -123,16 +224,18 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const t = type("fence")
         const item = yield* q.enqueue({ taskType: t, payload: "x" }, T0)
         const [c] = yield* q.claimBatch(claimOpts([t], 1, "dead", at(0)))
-        expect(yield* q.recordResult({ ...c!, token: "forged" }, { startedAt: at(0), finishedAt: at(1) })).toBe(false)
-        expect(yield* q.renewLease({ ...c!, token: "forged" }, at(99), at(1))).toBe(false)
-        expect(yield* q.renewLeases([c!, { ...c!, token: "forged" }], at(20), at(1))).toEqual([c!.leaseId])
+        const forged = { ...c!, token: "forged" }
+        expect(yield* q.recordResults([done(forged)])).toEqual([false])
+        expect(yield* q.renewLeases([forged], at(99), at(1))).toEqual([])
+        expect(yield* q.renewLeases([c!, forged], at(20), at(1))).toEqual([c!.leaseId])
         // Its owner stops renewing; the lease expires and the execution is taken back, uncounted.
         expect(yield* q.recoverStuck(at(31))).toBeGreaterThanOrEqual(1)
-        expect(yield* q.recordResult(c!, { startedAt: at(0), finishedAt: at(40) })).toBe(false)
+        expect(yield* q.recordResults([done(c!, at(0), at(40))])).toEqual([false])
+        expect(yield* q.renewLeases([c!], at(99), at(41))).toEqual([])
         expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id)).toEqual([])
         const [again] = yield* q.claimBatch(claimOpts([t], 1, "alive", at(41)))
         expect(again!.item.id).toBe(item.id)
-        expect(yield* q.recordResult(again!, { startedAt: at(41), finishedAt: at(42) })).toBe(true)
+        expect(yield* q.recordResults([done(again!, at(41), at(42))])).toEqual([true])
         expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id).length).toBe(1)
       })
     )
@@ -146,12 +249,12 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const twice = yield* q.enqueue({ taskType: t, payload: "twice", maxRuns: 2, thread: 1 }, T0)
         const claims = yield* q.claimBatch(claimOpts([t], 10))
         expect(claims.length).toBe(6)
-        const ok = (id: string) => claims.filter((c) => c.item.id === id)
+        const of = (id: string) => claims.filter((c) => c.item.id === id)
         const batch = [
-          { claim: ok(single.id)[0]!, result: { startedAt: at(0), finishedAt: at(1) } },
-          ...ok(triple.id).map((claim) => ({ claim, result: { startedAt: at(0), finishedAt: at(2), error: "e" } })),
-          { claim: { ...ok(twice.id)[0]!, token: "forged" }, result: { startedAt: at(0), finishedAt: at(1) } },
-          { claim: ok(twice.id)[1]!, result: { startedAt: at(0), finishedAt: at(1) } }
+          done(of(single.id)[0]!),
+          ...of(triple.id).map((claim) => done(claim, at(0), at(2), "e")),
+          done({ ...of(twice.id)[0]!, token: "forged" }),
+          done(of(twice.id)[1]!)
         ]
         expect(yield* q.recordResults(batch)).toEqual([true, true, true, true, false, true])
         const log = yield* q.recentProcessed(1000)
@@ -163,8 +266,23 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         // single and triple are done; twice has one run left once its forged execution is taken back.
         yield* q.recoverStuck(at(1000))
         const rest = yield* q.claimBatch(claimOpts([t], 10, "w2", at(1001)))
-        expect(rest.map((c) => c.item.id)).toEqual([twice.id])
+        expect(ids(rest)).toEqual([twice.id])
         expect(yield* q.recordResults([])).toEqual([])
+        expect(yield* q.renewLeases([], at(2000), at(1001))).toEqual([])
+      })
+    )
+
+    it.effect("one execution listed twice in a batch is recorded once", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("twice")
+        const item = yield* q.enqueue({ taskType: t, payload: "x", maxRuns: 3, thread: 1 }, T0)
+        const [c] = yield* q.claimBatch(claimOpts([t], 1))
+        expect(yield* q.recordResults([done(c!), done(c!, at(0), at(2))])).toEqual([true, false])
+        expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id).length).toBe(1)
+        // One run done, two left.
+        const rest = yield* q.claimBatch(claimOpts([t], 10, "w2", at(3)))
+        expect(rest.map((r) => r.runsDone)).toEqual([1, 1])
       })
     )
 
@@ -177,8 +295,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const [live] = yield* q.claimBatch({ ...claimOpts([t], 1, "live"), leaseUntil: at(1000) })
         const [mine] = yield* q.claimBatch({ ...claimOpts([t], 1, "me"), leaseUntil: at(1000) })
         yield* q.recoverStuck(at(10), "me")
-        expect(yield* q.renewLease(live!, at(2000), at(11))).toBe(true)
-        expect(yield* q.renewLease(mine!, at(2000), at(11))).toBe(false)
+        expect(yield* q.renewLeases([live!, mine!], at(2000), at(11))).toEqual([live!.leaseId])
         const [back] = yield* q.claimBatch(claimOpts([t], 5, "other", at(12)))
         expect(back!.item.id).toBe(mine!.item.id)
       })
@@ -199,15 +316,40 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       Effect.gen(function* () {
         const q = yield* QueueStore
         const id = type("worker")
-        yield* q.registerWorker(id, ["a", "b"], at(0))
-        yield* q.registerWorker(id, ["a", "b", "c"], at(10))
-        const live = (yield* q.liveWorkers(at(5))).filter((w) => w.id === id)
-        expect(live.map((w) => [w.taskTypes, w.startedAt.toISOString(), w.heartbeatAt.toISOString()])).toEqual([
-          [["a", "b", "c"], at(0).toISOString(), at(10).toISOString()]
-        ])
-        expect((yield* q.liveWorkers(at(11))).filter((w) => w.id === id)).toEqual([])
+        yield* q.registerWorker(id, ["a", "b"], at(0), at(30))
+        yield* q.registerWorker(id, ["a", "b", "c"], at(10), at(40))
+        const live = (yield* q.liveWorkers(at(35))).filter((w) => w.id === id)
+        expect(
+          live.map((w) => [
+            w.taskTypes,
+            w.startedAt.toISOString(),
+            w.heartbeatAt.toISOString(),
+            w.liveUntil.toISOString()
+          ])
+        ).toEqual([[["a", "b", "c"], at(0).toISOString(), at(10).toISOString(), at(40).toISOString()]])
         yield* q.unregisterWorker(id)
         expect((yield* q.liveWorkers(at(0))).filter((w) => w.id === id)).toEqual([])
+      })
+    )
+
+    it.effect("liveWorkers honours each worker's liveUntil", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const [short, long] = [type("short"), type("long")]
+        yield* q.registerWorker(short, ["a"], at(0), at(10))
+        yield* q.registerWorker(long, ["a"], at(0), at(100))
+        const liveAt = (s: number) =>
+          Effect.map(q.liveWorkers(at(s)), (ws) => ws.map((w) => w.id).filter((id) => id === short || id === long))
+        expect((yield* liveAt(9)).sort()).toEqual([short, long].sort())
+        // Live means liveUntil is later than now: at liveUntil itself the worker is gone.
+        expect(yield* liveAt(10)).toEqual([long])
+        expect(yield* liveAt(99)).toEqual([long])
+        expect(yield* liveAt(100)).toEqual([])
+        // A heartbeat extends it, whatever the heartbeat's own time.
+        yield* q.registerWorker(short, ["a"], at(50), at(200))
+        expect(yield* liveAt(150)).toEqual([short])
+        yield* q.unregisterWorker(short)
+        yield* q.unregisterWorker(long)
       })
     )
 

@@ -35,6 +35,44 @@ export const suite = (name: string, settingsLayer: Layer.Layer<Settings | Settin
       })
     )
 
+    it.effect("switches reads the three live switches at once; a malformed or non-positive interval is unset", () =>
+      Effect.gen(function* () {
+        const settings = yield* Settings
+        const writer = yield* SettingsWriter
+        yield* writer.set(SettingKeys.paused, undefined)
+        yield* writer.set(SettingKeys.enabled, undefined)
+        yield* writer.set(SettingKeys.intervalSeconds, undefined)
+        expect(yield* settings.switches).toEqual({
+          paused: false,
+          enabled: Option.none(),
+          intervalSeconds: Option.none()
+        })
+        yield* writer.set(SettingKeys.paused, true)
+        yield* writer.set(SettingKeys.enabled, false)
+        yield* writer.set(SettingKeys.intervalSeconds, 7)
+        expect(yield* settings.switches).toEqual({
+          paused: true,
+          enabled: Option.some(false),
+          intervalSeconds: Option.some(7)
+        })
+        yield* writer.set(SettingKeys.paused, false)
+        yield* writer.set(SettingKeys.enabled, "yes")
+        expect(yield* settings.switches).toEqual({
+          paused: false,
+          enabled: Option.some(true),
+          intervalSeconds: Option.some(7)
+        })
+        for (const bad of [0, -5, "soon", 1.5]) {
+          yield* writer.set(SettingKeys.intervalSeconds, bad)
+          expect((yield* settings.switches).intervalSeconds, `interval ${String(bad)}`).toEqual(Option.none())
+        }
+        yield* writer.set(SettingKeys.enabled, "perhaps")
+        expect((yield* settings.switches).enabled).toEqual(Option.none())
+        yield* writer.set(SettingKeys.enabled, undefined)
+        yield* writer.set(SettingKeys.intervalSeconds, undefined)
+      })
+    )
+
     it.effect("a malformed value reads as unset instead of failing", () =>
       Effect.gen(function* () {
         const settings = yield* Settings

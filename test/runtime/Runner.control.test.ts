@@ -3,7 +3,17 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
-import { FakeClock, FakeStore, MemorySettings, Runner, Schedule, SettingKeys, Settings } from "../../src/index.js"
+import {
+  FakeClock,
+  FakeStore,
+  MemoryMeta,
+  MemoryQueueStore,
+  MemorySettings,
+  Runner,
+  Schedule,
+  SettingKeys,
+  Settings
+} from "../../src/index.js"
 import { settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
 
 const iso = (d: Date | null) => d?.toISOString()
@@ -31,11 +41,13 @@ describe("Runner live settings", () => {
       // Nothing started inside the paused window.
       for (const r of runs) {
         const t = r.startedAt!.getTime()
-        expect(t <= Date.parse("2026-01-01T00:03:30Z") || t > Date.parse("2026-01-01T00:10:30Z")).toBe(true)
+        expect(t <= Date.parse("2026-01-01T00:03:30Z") || t >= Date.parse("2026-01-01T00:10:30Z")).toBe(true)
       }
-      // After the pause: one run for the latest missed slot, then every minute again, no storm.
-      // The first tick after unpausing (the 00:11 poll) runs only the latest slot: no run for 00:04 … 00:10.
+      // Unpausing wakes the runner at once (00:10:30): one run for the latest missed slot, then every minute
+      // again, no storm: no run for 00:04 … 00:09.
+      expect(runs[3]!.startedAt?.toISOString()).toBe("2026-01-01T00:10:30.000Z")
       expect(runs.slice(3).map((r) => iso(r.scheduledFor))).toEqual([
+        "2026-01-01T00:10:00.000Z",
         "2026-01-01T00:11:00.000Z",
         "2026-01-01T00:12:00.000Z",
         "2026-01-01T00:13:00.000Z",
@@ -60,8 +72,9 @@ describe("Runner live settings", () => {
       expect(yield* runner.tick).toMatchObject({ skipped: "disabled", started: 0 })
       yield* settings.set(SettingKeys.enabled, true)
       yield* FakeClock.advance("2 minutes")
-      // The first tick after re-enabling (00:06) runs the latest slot, then 00:07.
+      // Re-enabling wakes the runner at once (00:05): it runs the latest slot, then 00:06 and 00:07.
       expect((yield* store.runsOf("j")).map((r) => iso(r.scheduledFor))).toEqual([
+        "2026-01-01T00:05:00.000Z",
         "2026-01-01T00:06:00.000Z",
         "2026-01-01T00:07:00.000Z"
       ])
@@ -80,15 +93,16 @@ describe("Runner live settings", () => {
       expect(yield* Ref.get(ticks)).toBe(11)
       yield* settings.set(SettingKeys.intervalSeconds, 10)
       yield* FakeClock.advance("10 minutes")
-      // The tick at 00:11 reads the new value; from then on every 10 s: 00:11:10 … 00:20:00 is 54 more.
-      expect(yield* Ref.get(ticks)).toBe(11 + 1 + 54)
+      // The change wakes the runner at once (00:10), which reads the new value; from then on every 10 s:
+      // 00:10:10 … 00:20:00 is 60 more.
+      expect(yield* Ref.get(ticks)).toBe(11 + 1 + 60)
     }).pipe(Effect.provide(countingLayer({ interval: "1 minute" })))
   )
 })
 
 class TickCounter extends Context.Tag("test/TickCounter")<TickCounter, Ref.Ref<number>>() {}
 
-/** Like testLayer, with a Settings that counts how often a tick reads `scheduler.paused` (once per tick). */
+/** Like testLayer, with a Settings that counts how often a tick reads the switches (once per tick). */
 const countingLayer = (config: Parameters<typeof testLayer>[0]) => {
   const counting = Layer.effectContext(
     Effect.gen(function* () {
@@ -96,20 +110,22 @@ const countingLayer = (config: Parameters<typeof testLayer>[0]) => {
       const handle = yield* MemorySettings.MemorySettings
       const count = yield* Ref.make(0)
       const settings = Settings.of({
-        getBool: (key) =>
-          Effect.zipRight(
-            key === SettingKeys.paused ? Ref.update(count, (n) => n + 1) : Effect.void,
-            inner.getBool(key)
-          ),
-        getInt: inner.getInt
+        ...inner,
+        switches: Effect.zipRight(
+          Ref.update(count, (n) => n + 1),
+          inner.switches
+        )
       })
       return Context.make(Settings, settings).pipe(
         Context.add(MemorySettings.MemorySettings, handle),
         Context.add(TickCounter, count)
       )
     })
-  ).pipe(Layer.provide(MemorySettings.layer()))
-  return Runner.layer(config).pipe(Layer.provideMerge(Layer.merge(FakeStore.layer, counting)))
+  ).pipe(Layer.provide(MemorySettings.layerFromMeta))
+  return Runner.layer(config).pipe(
+    Layer.provideMerge(Layer.mergeAll(FakeStore.layer, counting, MemoryQueueStore.layerFromMeta)),
+    Layer.provideMerge(MemoryMeta.layer())
+  )
 }
 
 describe("Runner and missed slots", () => {

@@ -136,7 +136,7 @@ describe("Runner with queue items", () => {
 })
 
 describe("Runner queue limits and workers", () => {
-  it.scoped("the rate limit caps the items claimed per tick", () =>
+  it.scoped("the rate limit caps the items started per poll interval, however often the runner ticks", () =>
     Effect.gen(function* () {
       yield* FakeClock.set("2026-01-01T00:00:00Z")
       const runner = yield* Runner.Runner
@@ -145,9 +145,15 @@ describe("Runner queue limits and workers", () => {
       yield* runner.register("t", () => Deferred.await(gate))
       for (let i = 0; i < 10; i++) yield* queue.enqueue({ taskType: "t", payload: String(i), thread: 1 }, new Date())
       expect(yield* runner.tick).toMatchObject({ started: 2, queued: 2 })
-      expect(yield* runner.tick).toMatchObject({ started: 2, queued: 2 })
-      expect(yield* runner.running).toBe(4)
+      // A tick right after, or one woken by finished executions, starts nothing until the interval has passed.
+      expect(yield* runner.tick).toMatchObject({ started: 0, queued: 0 })
       yield* Deferred.succeed(gate, undefined)
+      yield* settle(Effect.map(runner.running, (n) => n === 0))
+      expect(yield* runner.tick).toMatchObject({ started: 0, queued: 0 })
+      yield* FakeClock.advance("59 minutes")
+      expect(yield* runner.tick).toMatchObject({ started: 0, queued: 0 })
+      yield* FakeClock.advance("1 minute")
+      expect(yield* runner.tick).toMatchObject({ started: 2, queued: 2 })
       yield* settle(Effect.map(runner.running, (n) => n === 0))
     }).pipe(Effect.provide(testLayer({ workers: 10, rateLimit: 2, interval: "1 hour" })))
   )
@@ -160,17 +166,20 @@ describe("Runner queue limits and workers", () => {
       yield* runner.register("a", () => undefined)
       yield* runner.register("b", () => undefined)
       yield* runner.start
-      yield* settle(Effect.map(Effect.orDie(queue.liveWorkers(new Date(0))), (ws) => ws.length === 1))
-      const live = yield* queue.liveWorkers(new Date(0))
+      const at = (iso: string) => new Date(Date.parse(iso))
+      yield* settle(Effect.map(Effect.orDie(queue.liveWorkers(at("2026-01-01T00:00:00Z"))), (ws) => ws.length === 1))
+      const live = yield* queue.liveWorkers(at("2026-01-01T00:00:00Z"))
       expect(live.map((w) => [w.id, [...w.taskTypes].sort(), w.heartbeatAt.toISOString()])).toEqual([
         [runner.owner, ["a", "b"], "2026-01-01T00:00:00.000Z"]
       ])
-      // Each tick (here the hourly poll) refreshes the heartbeat.
-      yield* FakeClock.advance("1 hour")
-      const later = yield* queue.liveWorkers(new Date(Date.parse("2026-01-01T00:30:00Z")))
-      expect(later.map((w) => w.heartbeatAt.toISOString())).toEqual(["2026-01-01T01:00:00.000Z"])
+      // Live for three heartbeats.
+      expect(live[0]!.liveUntil.toISOString()).toBe("2026-01-01T00:30:00.000Z")
+      // The heartbeat has a timer of its own: with a one-day poll, it still refreshes every 10 minutes.
+      yield* FakeClock.advance("25 minutes")
+      const later = yield* queue.liveWorkers(at("2026-01-01T00:45:00Z"))
+      expect(later.map((w) => w.heartbeatAt.toISOString())).toEqual(["2026-01-01T00:20:00.000Z"])
       yield* runner.stop
-      expect(yield* queue.liveWorkers(new Date(0))).toEqual([])
-    }).pipe(Effect.provide(testLayer({ interval: "1 hour", leaseDuration: "30 seconds" })))
+      expect(yield* queue.liveWorkers(at("2026-01-01T00:25:00Z"))).toEqual([])
+    }).pipe(Effect.provide(testLayer({ interval: "1 day", heartbeatInterval: "10 minutes" })))
   )
 })

@@ -4,6 +4,7 @@
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer } from "effect"
 import * as PgJobStore from "../../src/adapters/postgres/PgJobStore.js"
+import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgSettings from "../../src/adapters/postgres/PgSettings.js"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, toJob, toRun } from "../../src/adapters/postgres/jobRows.js"
@@ -16,11 +17,19 @@ export const PgMigrated = (label: string) =>
     Layer.provideMerge(PgTest(label))
   )
 
-/** JobStore and Settings on Postgres, plus the inspector the contract suite reads with. */
+/**
+ * JobStore, QueueStore and Settings on Postgres over one schema (so the queue's semaphore is `scheduler.paused`, as
+ * in production), plus the inspector the JobStore contract suite reads with.
+ */
 export const PgStores = (label: string) =>
   Layer.unwrapEffect(
     Effect.map(TestSchema, (schema) =>
-      Layer.mergeAll(PgJobStore.layer({ schema }), PgSettings.layer({ schema }), inspectorLayer(schema))
+      Layer.mergeAll(
+        PgJobStore.layer({ schema }),
+        PgQueueStore.layer({ schema }),
+        PgSettings.layer({ schema }),
+        inspectorLayer(schema)
+      )
     )
   ).pipe(Layer.provideMerge(PgMigrated(label)))
 

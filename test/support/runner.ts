@@ -1,8 +1,11 @@
 /**
  * A runner on the memory adapters for runtime tests: FakeStore, MemorySettings, Effect's TestClock.
  */
-import { Effect, FiberRef, HashSet, Logger, Ref } from "effect"
-import * as TestRunner from "../../src/adapters/memory/TestRunner.js"
+import { Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
+import * as MemoryMeta from "../../src/adapters/memory/MemoryMeta.js"
+import * as MemoryQueueStore from "../../src/adapters/memory/MemoryQueueStore.js"
+import * as MemorySettings from "../../src/adapters/memory/MemorySettings.js"
+import * as TestRunner from "../../src/layers/TestRunner.js"
 
 /** Stops the runner under the fake clock (its grace period is clock time). */
 export const stopUnderFakeClock = TestRunner.stop
@@ -31,3 +34,9 @@ export const settle = (condition: Effect.Effect<boolean>, rounds = 200): Effect.
     }
     return yield* Effect.fail(new Error("condition never held"))
   })
+
+/** The memory queue and settings (one shared scheduler_meta), for runners built over a JobStore of the test's own. */
+export const memoryQueueAndSettings = MemoryQueueStore.layerFromMeta.pipe(
+  Layer.merge(MemorySettings.layerFromMeta),
+  Layer.provideMerge(MemoryMeta.layer())
+)

@@ -3,7 +3,7 @@
  * Clock, so moving this clock wakes the runner exactly when its next slot or poll comes, with no real waiting.
  * Inside `it.effect` (from @effect/vitest) the TestClock is already installed; elsewhere provide `layer`.
  */
-import { Duration, Effect, Layer, TestClock, TestContext } from "effect"
+import { Duration, Effect, Layer, Predicate, TestClock, TestContext } from "effect"
 import { now as clockNow } from "../../ports/Clock.js"
 
 /** Sets the clock to `date`, running everything scheduled until then. */
@@ -23,3 +23,21 @@ export const advanceTo = (date: Date | string): Effect.Effect<void> =>
 
 /** Installs Effect's test services (the TestClock among them) for programs not run by `it.effect`. */
 export const layer: Layer.Layer<never> = TestContext.TestContext
+
+/**
+ * Makes the current TestClock advance quickly. Before running each due sleeper, Effect's TestClock waits until every
+ * fiber is suspended, checking across `setTimeout(0)` turns: at least 1 ms each, ~4 ms per wake-up, ~1.5 s for a
+ * daily loop over a year. `setImmediate` turns check the same thing (no timer is involved in a fake-time test) in
+ * microseconds. Does nothing when the clock is not a TestClock.
+ */
+export const quick: Effect.Effect<void> = Effect.flatMap(TestClock.testClock(), (clock) =>
+  Effect.sync(() => {
+    if (!Predicate.hasProperty(clock, "yieldTimer")) return
+    Object.assign(clock, {
+      yieldTimer: Effect.async<void>((resume) => {
+        const handle = setImmediate(() => resume(Effect.void))
+        return Effect.sync(() => clearImmediate(handle))
+      })
+    })
+  })
+)

@@ -5,7 +5,7 @@ import { Context, Effect, Either, Layer, Option } from "effect"
 import * as Schedule from "../../domain/Schedule.js"
 import type { JobRun, OverlapPolicy, ScheduledJob } from "../../domain/ScheduledJob.js"
 import { now as clockNow } from "../../ports/Clock.js"
-import { type Lease, JobStore, JobStoreError, type NewRun, type RunWithJob } from "../../ports/JobStore.js"
+import { type Lease, JobStore, JobStoreError, type RunSlot, type RunWithJob } from "../../ports/JobStore.js"
 
 /** A job to add to the fake store. */
 export interface FakeJobInput {
@@ -64,10 +64,62 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
       const job = jobById(run.jobId)
       return job === undefined ? [] : [{ run, job }]
     }
+    const hasLiveRun = (jobId: string, now: Date) =>
+      runs.some(
+        (r) =>
+          r.jobId === jobId &&
+          r.status === "running" &&
+          r.leaseUntil !== null &&
+          r.leaseUntil.getTime() >= now.getTime()
+      )
     const holds = (lease: Lease) => {
       const run = runs.find((r) => r.id === lease.runId)
       return run !== undefined && run.status === "running" && run.leaseToken === lease.token
     }
+
+    const insertRun = (
+      slot: RunSlot,
+      fields: Pick<
+        JobRun,
+        "status" | "startedAt" | "finishedAt" | "error" | "dueAt" | "owner" | "leaseUntil" | "leaseToken"
+      >
+    ) =>
+      Effect.suspend(() => {
+        const duplicate = runs.some(
+          (r) =>
+            r.jobId === slot.jobId &&
+            r.scheduledFor.getTime() === slot.scheduledFor.getTime() &&
+            r.attempt === slot.attempt
+        )
+        if (duplicate) {
+          return Effect.fail(
+            new JobStoreError({
+              reason: "Conflict",
+              message: `a run of job ${slot.jobId} for ${slot.scheduledFor.toISOString()} attempt ${slot.attempt} exists`
+            })
+          )
+        }
+        const run: JobRun = {
+          id: String(nextId++),
+          jobId: slot.jobId,
+          scheduledFor: slot.scheduledFor,
+          attempt: slot.attempt,
+          output: null,
+          ...fields
+        }
+        runs.push(run)
+        return Effect.succeed(run)
+      })
+    const ignoreConflict = <A>(self: Effect.Effect<A, JobStoreError>) =>
+      self.pipe(
+        Effect.asVoid,
+        Effect.catchIf(
+          (e) => e.reason === "Conflict",
+          () => Effect.void
+        )
+      )
+    const none = { error: null, dueAt: null, owner: null, leaseUntil: null, leaseToken: null }
+    const typeOf = (jobId: string) => jobById(jobId)?.taskType
 
     const store: JobStore["Type"] = JobStore.of({
       // All or nothing, as in Postgres: a failed transaction leaves no trace.
@@ -83,17 +135,24 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             )
           })
         ),
-      listDue: (now, limit) =>
+      listDue: (now, limit, taskTypes) =>
         Effect.sync(() =>
           jobs
-            .filter((j) => j.enabled && (j.nextRunAt === null || j.nextRunAt.getTime() <= now.getTime()))
+            .filter(
+              (j) =>
+                j.enabled &&
+                taskTypes.includes(j.taskType) &&
+                (j.nextRunAt === null || j.nextRunAt.getTime() <= now.getTime())
+            )
             .sort((a, b) => dueOrder(a) - dueOrder(b) || Number(a.id) - Number(b.id))
             .slice(0, Math.max(0, limit))
+            .map((job) => ({ job, previousRunning: hasLiveRun(job.id, now) }))
         ),
-      listDueRetries: (now, limit) =>
+      listDueRetries: (now, limit, taskTypes) =>
         Effect.sync(() =>
           runs
             .filter((r) => r.status === "pending" && r.dueAt !== null && r.dueAt.getTime() <= now.getTime())
+            .filter((r) => taskTypes.includes(typeOf(r.jobId) ?? ""))
             .sort((a, b) => byTime(a.dueAt!, b.dueAt!) || Number(a.id) - Number(b.id))
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
@@ -105,43 +164,20 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
         ),
-      createRun: (input: NewRun) =>
-        Effect.suspend(() => {
-          const duplicate = runs.some(
-            (r) =>
-              r.jobId === input.jobId &&
-              r.scheduledFor.getTime() === input.scheduledFor.getTime() &&
-              r.attempt === input.attempt
-          )
-          if (duplicate) {
-            return Effect.fail(
-              new JobStoreError({
-                reason: "Conflict",
-                message: `a run of job ${input.jobId} for ${input.scheduledFor.toISOString()} attempt ${input.attempt} exists`
-              })
-            )
-          }
-          const running = input.status === "running"
-          const final = input.status === "success" || input.status === "failed" || input.status === "skipped"
-          const run: JobRun = {
-            id: String(nextId++),
-            jobId: input.jobId,
-            scheduledFor: input.scheduledFor,
-            attempt: input.attempt,
-            status: input.status,
-            startedAt: running || final ? input.now : null,
-            finishedAt: final ? input.now : null,
-            output: null,
-            error: input.error ?? null,
-            dueAt: input.status === "pending" ? (input.dueAt ?? input.now) : null,
-            owner: running ? (input.owner ?? null) : null,
-            leaseUntil: running ? (input.leaseUntil ?? null) : null,
-            leaseToken: running ? `t${nextToken++}` : null
-          }
-          runs.push(run)
-          return Effect.succeed(run)
-        }),
-      markRunning: (runId, { leaseUntil, now, owner }) =>
+      startRun: (slot, { leaseUntil, now, owner }) =>
+        Effect.map(
+          insertRun(slot, {
+            ...none,
+            status: "running",
+            startedAt: now,
+            finishedAt: null,
+            owner,
+            leaseUntil,
+            leaseToken: `t${nextToken++}`
+          }),
+          (run) => ({ run, lease: { runId: run.id, token: run.leaseToken! } })
+        ),
+      startRetry: (runId, { leaseUntil, now, owner }) =>
         Effect.sync(() => {
           const run = runs.find((r) => r.id === runId)
           if (run === undefined || run.status !== "pending") return Option.none()
@@ -149,41 +185,61 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
           replaceRun(runId, { status: "running", startedAt: now, owner, leaseUntil, leaseToken: token, dueAt: null })
           return Option.some({ runId, token })
         }),
-      renewLease: (lease, leaseUntil) =>
-        Effect.sync(() => {
-          if (!holds(lease)) return false
-          replaceRun(lease.runId, { leaseUntil })
-          return true
-        }),
-      markSuccess: (lease, output, now) =>
-        Effect.sync(() => {
-          if (!holds(lease)) return false
-          replaceRun(lease.runId, { status: "success", finishedAt: now, output, leaseUntil: null })
-          return true
-        }),
+      recordSkipped: (slot, reason, now) =>
+        insertRun(slot, { ...none, status: "skipped", startedAt: now, finishedAt: now, error: reason }).pipe(
+          ignoreConflict
+        ),
+      recordFailed: (slot, error, now) =>
+        insertRun(slot, { ...none, status: "failed", startedAt: now, finishedAt: now, error }).pipe(ignoreConflict),
+      scheduleRetry: (slot, dueAt) =>
+        insertRun(slot, { ...none, status: "pending", startedAt: null, finishedAt: null, dueAt }),
+      renewLeases: (leases, leaseUntil) =>
+        Effect.sync(() =>
+          leases.flatMap((lease) => {
+            if (!holds(lease)) return []
+            replaceRun(lease.runId, { leaseUntil })
+            return [lease.runId]
+          })
+        ),
+      completeRuns: (completions) =>
+        store.transaction(
+          Effect.forEach(completions, ({ lease, now, outcome, slot }) =>
+            Effect.gen(function* () {
+              if (!holds(lease)) return false
+              if (outcome._tag === "Succeeded") {
+                replaceRun(lease.runId, {
+                  status: "success",
+                  finishedAt: now,
+                  output: outcome.output,
+                  leaseUntil: null
+                })
+                return true
+              }
+              replaceRun(lease.runId, { status: "failed", finishedAt: now, error: outcome.error, leaseUntil: null })
+              if (outcome.retryAt !== undefined) {
+                yield* store.scheduleRetry({ ...slot, attempt: slot.attempt + 1 }, outcome.retryAt, now)
+              }
+              return true
+            })
+          )
+        ),
       markFailed: (lease, error, now) =>
         Effect.sync(() => {
           if (!holds(lease)) return false
           replaceRun(lease.runId, { status: "failed", finishedAt: now, error, leaseUntil: null })
           return true
         }),
-      updateNextRun: (jobId, nextRunAt, now) => Effect.sync(() => replaceJob(jobId, { nextRunAt, updatedAt: now })),
+      advanceJob: (jobId, nextRunAt, now) => Effect.sync(() => replaceJob(jobId, { nextRunAt, updatedAt: now })),
       disableJob: (jobId, now) => Effect.sync(() => replaceJob(jobId, { enabled: false, updatedAt: now })),
-      hasLiveRun: (jobId, now) =>
-        Effect.sync(() =>
-          runs.some(
-            (r) =>
-              r.jobId === jobId &&
-              r.status === "running" &&
-              r.leaseUntil !== null &&
-              r.leaseUntil.getTime() >= now.getTime()
-          )
-        ),
-      nextWakeAt: (now) =>
+      nextWakeAt: (now, taskTypes) =>
         Effect.sync(() => {
           const times = [
-            ...jobs.filter((j) => j.enabled).map((j) => (j.nextRunAt === null ? now.getTime() : j.nextRunAt.getTime())),
-            ...runs.filter((r) => r.status === "pending" && r.dueAt !== null).map((r) => r.dueAt!.getTime())
+            ...jobs
+              .filter((j) => j.enabled && taskTypes.includes(j.taskType))
+              .map((j) => (j.nextRunAt === null ? now.getTime() : j.nextRunAt.getTime())),
+            ...runs
+              .filter((r) => r.status === "pending" && r.dueAt !== null && taskTypes.includes(typeOf(r.jobId) ?? ""))
+              .map((r) => r.dueAt!.getTime())
           ]
           return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
         }),

@@ -1,16 +1,27 @@
 /**
- * An in-memory QueueStore with the Postgres store's rules: normalisation, priority then insertion order, one
- * sequential execution per task type, per-execution leases fenced by tokens, an insert-only log.
+ * An in-memory QueueStore with the Postgres store's rules: normalisation, priority then queue order (`seq`), one
+ * sequential execution per task type, forever-repeating items paced by `runAfter`, per-execution leases fenced by
+ * tokens, an insert-only log. Its semaphore is the shared in-memory `scheduler_meta` (see MemoryMeta).
  */
 import { Context, Effect, Layer } from "effect"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
-import { normalizeMaxRuns, normalizePriority, normalizeThread, type QueueItem } from "../../domain/QueueItem.js"
+import {
+  FOREVER,
+  normalizeMaxRuns,
+  normalizePriority,
+  normalizeThread,
+  type QueueItem
+} from "../../domain/QueueItem.js"
+import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { type ExecutionResult, type QueueClaim, QueueStore, type WorkerInfo } from "../../ports/QueueStore.js"
+import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"
 
 interface Row {
   item: QueueItem
+  seq: number
   inFlight: number
   runsDone: number
+  runsStarted: number
 }
 
 interface LeaseRow {
@@ -32,166 +43,194 @@ export class MemoryQueue extends Context.Tag("kairos/MemoryQueue")<
   }
 >() {}
 
-export const make: Effect.Effect<{ readonly store: QueueStore["Type"]; readonly memory: MemoryQueue["Type"] }> =
-  Effect.sync(() => {
-    const rows: Array<Row> = []
-    const leases: Array<LeaseRow> = []
-    const log: Array<ProcessedItem> = []
-    const workers = new Map<string, WorkerInfo>()
-    const listeners = new Set<() => void>()
-    let green = true
-    let nextId = 1
-    let nextLease = 1
-    const wakeAll = () => {
-      for (const w of listeners) w()
-    }
-    const claimable = (r: Row) =>
-      r.inFlight === 0 || (r.item.thread === 1 && (r.item.maxRuns === -1 || r.inFlight < r.item.maxRuns))
-    const order = (a: Row, b: Row) => b.item.priority - a.item.priority || Number(a.item.id) - Number(b.item.id)
-    const setStatus = (r: Row, now: Date) => {
-      r.item = { ...r.item, status: r.inFlight > 0 ? "processing" : "pending", updatedAt: now }
-    }
+/** Builds the store over the MemoryMeta in context (where the semaphore lives). */
+export const make: Effect.Effect<
+  { readonly store: QueueStore["Type"]; readonly memory: MemoryQueue["Type"] },
+  never,
+  MemoryMeta
+> = Effect.gen(function* () {
+  const meta = yield* MemoryMeta
+  const rows: Array<Row> = []
+  const leases: Array<LeaseRow> = []
+  const log: Array<ProcessedItem> = []
+  const workers = new Map<string, WorkerInfo>()
+  const listeners = new Set<() => void>()
+  let nextId = 1
+  let nextSeq = 1
+  let nextLease = 1
+  const wakeAll = () => {
+    for (const w of listeners) w()
+  }
+  const claimable = (r: Row, now: Date) =>
+    (r.item.runAfter === null || r.item.runAfter.getTime() <= now.getTime()) &&
+    (r.inFlight === 0 || (r.item.thread === 1 && (r.item.maxRuns === FOREVER || r.inFlight < r.item.maxRuns)))
+  const order = (a: Row, b: Row) => b.item.priority - a.item.priority || a.seq - b.seq
+  const setStatus = (r: Row, now: Date) => {
+    r.item = { ...r.item, status: r.inFlight > 0 ? "processing" : "pending", updatedAt: now }
+  }
 
-    const record = (claim: QueueClaim, result: ExecutionResult) =>
+  const record = (claim: QueueClaim, result: ExecutionResult): boolean => {
+    const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
+    if (i < 0) return false
+    const [lease] = leases.splice(i, 1)
+    const failed = result.error !== undefined
+    log.push({
+      id: String(log.length + 1),
+      queueItemId: lease!.itemId,
+      taskType: claim.item.taskType,
+      payload: claim.item.payload,
+      status: failed ? "error" : "ok",
+      errorMsg: result.error ?? "",
+      startedAt: result.startedAt,
+      finishedAt: result.finishedAt,
+      durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
+      createdAt: result.finishedAt
+    })
+    const r = rows.find((x) => x.item.id === lease!.itemId)
+    if (r !== undefined) {
+      r.inFlight = Math.max(0, r.inFlight - 1)
+      r.runsDone++
+      r.item = { ...r.item, maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - 1) }
+      setStatus(r, result.finishedAt)
+      if (r.item.maxRuns === 0 && r.inFlight === 0) rows.splice(rows.indexOf(r), 1)
+    }
+    return true
+  }
+
+  const store = QueueStore.of({
+    enqueue: (input, now) =>
       Effect.sync(() => {
-        const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
-        if (i < 0) return false
-        const [lease] = leases.splice(i, 1)
-        const failed = result.error !== undefined
-        log.push({
-          id: String(log.length + 1),
-          queueItemId: lease!.itemId,
-          taskType: claim.item.taskType,
-          payload: claim.item.payload,
-          status: failed ? "error" : "ok",
-          errorMsg: result.error ?? "",
-          startedAt: result.startedAt,
-          finishedAt: result.finishedAt,
-          durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
-          createdAt: result.finishedAt
-        })
-        const r = rows.find((x) => x.item.id === lease!.itemId)
-        if (r !== undefined) {
-          r.inFlight = Math.max(0, r.inFlight - 1)
-          r.runsDone++
-          r.item = { ...r.item, maxRuns: r.item.maxRuns === -1 ? -1 : Math.max(0, r.item.maxRuns - 1) }
-          setStatus(r, result.finishedAt)
-          if (r.item.maxRuns === 0 && r.inFlight === 0) rows.splice(rows.indexOf(r), 1)
+        const item: QueueItem = {
+          id: String(nextId++),
+          taskType: input.taskType,
+          payload: input.payload ?? "",
+          status: "pending",
+          priority: normalizePriority(input.priority),
+          maxRuns: normalizeMaxRuns(input.maxRuns),
+          thread: normalizeThread(input.thread),
+          runAfter: null,
+          createdAt: now,
+          updatedAt: now
         }
-        return true
-      })
-
-    /** Extends one lease if its token still holds; the lease id when it did. */
-    const renew = (claim: QueueClaim, leaseUntil: Date): Array<string> => {
-      const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
-      if (lease === undefined) return []
-      lease.leaseUntil = leaseUntil
-      return [lease.id]
-    }
-
-    const store = QueueStore.of({
-      enqueue: (input, now) =>
-        Effect.sync(() => {
-          const item: QueueItem = {
-            id: String(nextId++),
-            taskType: input.taskType,
-            payload: input.payload ?? "",
-            status: "pending",
-            priority: normalizePriority(input.priority),
-            maxRuns: normalizeMaxRuns(input.maxRuns),
-            thread: normalizeThread(input.thread),
-            createdAt: now,
-            updatedAt: now
+        rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0 })
+        wakeAll()
+        return item
+      }),
+    claimBatch: ({ leaseUntil, limit, now, owner, repeatAfter, taskTypes }) =>
+      Effect.sync(() => {
+        const types = new Set(taskTypes)
+        const busySequential = new Set(
+          rows.filter((r) => r.item.thread === 0 && r.inFlight > 0).map((r) => r.item.taskType)
+        )
+        const candidates = rows.filter((r) => types.has(r.item.taskType) && claimable(r, now)).sort(order)
+        const claims: Array<QueueClaim> = []
+        let room = Math.max(0, Math.floor(limit))
+        for (const r of candidates) {
+          if (room <= 0) break
+          if (r.item.thread === 0) {
+            if (busySequential.has(r.item.taskType)) continue
+            busySequential.add(r.item.taskType)
           }
-          rows.push({ item, inFlight: 0, runsDone: 0 })
-          wakeAll()
-          return item
-        }),
-      claimBatch: ({ leaseUntil, limit, now, owner, taskTypes }) =>
-        Effect.sync(() => {
-          const types = new Set(taskTypes)
-          const busySequential = new Set(
-            rows.filter((r) => r.item.thread === 0 && r.inFlight > 0).map((r) => r.item.taskType)
-          )
-          const candidates = rows.filter((r) => types.has(r.item.taskType) && claimable(r)).sort(order)
-          const claims: Array<QueueClaim> = []
-          let room = Math.max(0, Math.floor(limit))
-          for (const r of candidates) {
-            if (room <= 0) break
-            if (r.item.thread === 0) {
-              if (busySequential.has(r.item.taskType)) continue
-              busySequential.add(r.item.taskType)
+          const count =
+            r.item.thread === 1 && r.item.maxRuns !== FOREVER ? Math.min(room, r.item.maxRuns - r.inFlight) : 1
+          for (let i = 0; i < count; i++) {
+            const lease: LeaseRow = {
+              id: String(nextLease++),
+              itemId: r.item.id,
+              token: `q${nextLease}-${Math.random().toString(36).slice(2)}`,
+              owner,
+              leaseUntil
             }
-            const count = r.item.thread === 1 && r.item.maxRuns !== -1 ? Math.min(room, r.item.maxRuns - r.inFlight) : 1
-            for (let i = 0; i < count; i++) {
-              const lease: LeaseRow = {
-                id: String(nextLease++),
-                itemId: r.item.id,
-                token: `q${nextLease}-${Math.random().toString(36).slice(2)}`,
-                owner,
-                leaseUntil
-              }
-              leases.push(lease)
-              r.inFlight++
-              setStatus(r, now)
-              claims.push({ item: r.item, runsDone: r.runsDone, leaseId: lease.id, token: lease.token })
-            }
-            room -= count
+            leases.push(lease)
+            r.inFlight++
+            r.runsStarted++
+            setStatus(r, now)
+            claims.push({
+              item: r.item,
+              runsDone: r.runsDone,
+              attempt: r.runsStarted,
+              leaseId: lease.id,
+              token: lease.token
+            })
           }
-          return claims
-        }),
-      renewLeases: (claims, leaseUntil) => Effect.sync(() => claims.flatMap((claim) => renew(claim, leaseUntil))),
-      renewLease: (claim, leaseUntil) => Effect.sync(() => renew(claim, leaseUntil).length > 0),
-      recordResults: (results) => Effect.forEach(results, ({ claim, result }) => record(claim, result)),
-      recordResult: (claim, result) => record(claim, result),
-      recoverStuck: (now, owner) =>
-        Effect.sync(() => {
-          const lost = leases.filter((l) => l.leaseUntil.getTime() < now.getTime() || l.owner === owner)
-          for (const l of lost) {
-            leases.splice(leases.indexOf(l), 1)
-            const r = rows.find((x) => x.item.id === l.itemId)
-            if (r !== undefined) {
-              r.inFlight = Math.max(0, r.inFlight - 1)
-              setStatus(r, now)
-            }
+          // A forever-repeating item waits for the next interval, behind its peers of equal priority.
+          if (r.item.maxRuns === FOREVER) {
+            r.item = { ...r.item, runAfter: repeatAfter }
+            r.seq = nextSeq++
           }
-          return lost.length
-        }),
-      pendingCount: () => Effect.sync(() => rows.length),
-      recentProcessed: (n) => Effect.sync(() => [...log].reverse().slice(0, Math.max(0, Math.floor(n)))),
-      getSemaphore: () => Effect.sync(() => green),
-      setSemaphore: (value) =>
-        Effect.sync(() => {
-          green = value
-          wakeAll()
-        }),
-      registerWorker: (id, taskTypes, now) =>
-        Effect.sync(() => {
-          const existing = workers.get(id)
-          workers.set(id, { id, taskTypes: [...taskTypes], startedAt: existing?.startedAt ?? now, heartbeatAt: now })
-        }),
-      unregisterWorker: (id) => Effect.sync(() => void workers.delete(id)),
-      liveWorkers: (since) =>
-        Effect.sync(() =>
-          [...workers.values()]
-            .filter((w) => w.heartbeatAt.getTime() > since.getTime())
-            .sort((a, b) => (a.id < b.id ? -1 : 1))
-        ),
-      subscribe: (wake) =>
+          room -= count
+        }
+        return claims
+      }),
+    renewLeases: (claims, leaseUntil) =>
+      Effect.sync(() =>
+        claims.flatMap((claim) => {
+          const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
+          if (lease === undefined) return []
+          lease.leaseUntil = leaseUntil
+          return [lease.id]
+        })
+      ),
+    recordResults: (results) => Effect.sync(() => results.map(({ claim, result }) => record(claim, result))),
+    recoverStuck: (now, owner) =>
+      Effect.sync(() => {
+        const lost = leases.filter((l) => l.leaseUntil.getTime() < now.getTime() || l.owner === owner)
+        for (const l of lost) {
+          leases.splice(leases.indexOf(l), 1)
+          const r = rows.find((x) => x.item.id === l.itemId)
+          if (r !== undefined) {
+            r.inFlight = Math.max(0, r.inFlight - 1)
+            setStatus(r, now)
+          }
+        }
+        return lost.length
+      }),
+    pendingCount: () => Effect.sync(() => rows.length),
+    recentProcessed: (n) => Effect.sync(() => [...log].reverse().slice(0, Math.max(0, Math.floor(n)))),
+    getSemaphore: () => Effect.sync(() => !isPaused(meta.get(SEMAPHORE_KEY))),
+    setSemaphore: (green) => Effect.sync(() => void meta.set(SEMAPHORE_KEY, green ? "green" : "red")),
+    registerWorker: (id, taskTypes, now, liveUntil) =>
+      Effect.sync(() => {
+        const existing = workers.get(id)
+        workers.set(id, {
+          id,
+          taskTypes: [...taskTypes],
+          startedAt: existing?.startedAt ?? now,
+          heartbeatAt: now,
+          liveUntil
+        })
+      }),
+    unregisterWorker: (id) => Effect.sync(() => void workers.delete(id)),
+    liveWorkers: (now) =>
+      Effect.sync(() =>
+        [...workers.values()]
+          .filter((w) => w.liveUntil.getTime() > now.getTime())
+          .sort((a, b) => (a.id < b.id ? -1 : 1))
+      ),
+    subscribe: (wake) =>
+      Effect.zipRight(
         Effect.acquireRelease(
           Effect.sync(() => listeners.add(wake)),
           () => Effect.sync(() => listeners.delete(wake))
-        ).pipe(Effect.asVoid)
-    })
-
-    const memory = MemoryQueue.of({
-      items: Effect.sync(() => rows.map((r) => ({ ...r.item, inFlight: r.inFlight }))),
-      processed: Effect.sync(() => [...log])
-    })
-    return { store, memory }
+        ),
+        // Settings changes wake the runner too, as the NOTIFY trigger on scheduler_meta does in Postgres.
+        meta.subscribe(wake)
+      )
   })
 
-/** Provides the QueueStore port and the MemoryQueue handle over one shared state. */
-export const layer: Layer.Layer<QueueStore | MemoryQueue> = Layer.effectContext(
+  const memory = MemoryQueue.of({
+    items: Effect.sync(() => rows.map((r) => ({ ...r.item, inFlight: r.inFlight }))),
+    processed: Effect.sync(() => [...log])
+  })
+  return { store, memory }
+})
+
+/** The QueueStore port and the MemoryQueue handle, over the MemoryMeta in context (shared with MemorySettings). */
+export const layerFromMeta: Layer.Layer<QueueStore | MemoryQueue, never, MemoryMeta> = Layer.effectContext(
   Effect.map(make, ({ memory, store }) => Context.make(QueueStore, store).pipe(Context.add(MemoryQueue, memory)))
+)
+
+/** The QueueStore port and the MemoryQueue handle with a `scheduler_meta` of their own. */
+export const layer: Layer.Layer<QueueStore | MemoryQueue | MemoryMeta> = layerFromMeta.pipe(
+  Layer.provideMerge(metaLayer())
 )

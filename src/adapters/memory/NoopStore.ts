@@ -2,7 +2,24 @@
  * A JobStore with no jobs where every method succeeds: for runners that only run queue items, and for tests.
  */
 import { Effect, Layer, Option } from "effect"
-import { JobStore } from "../../ports/JobStore.js"
+import type { JobRun } from "../../domain/ScheduledJob.js"
+import { JobStore, type RunSlot } from "../../ports/JobStore.js"
+
+const row = (slot: RunSlot, status: JobRun["status"], now: Date): JobRun => ({
+  id: "0",
+  jobId: slot.jobId,
+  scheduledFor: slot.scheduledFor,
+  attempt: slot.attempt,
+  status,
+  startedAt: now,
+  finishedAt: null,
+  output: null,
+  error: null,
+  dueAt: null,
+  owner: null,
+  leaseUntil: null,
+  leaseToken: null
+})
 
 /** The no-op store. */
 export const store: JobStore["Type"] = JobStore.of({
@@ -10,29 +27,16 @@ export const store: JobStore["Type"] = JobStore.of({
   listDue: () => Effect.succeed([]),
   listDueRetries: () => Effect.succeed([]),
   listExpired: () => Effect.succeed([]),
-  createRun: (run) =>
-    Effect.succeed({
-      id: "0",
-      jobId: run.jobId,
-      scheduledFor: run.scheduledFor,
-      attempt: run.attempt,
-      status: run.status,
-      startedAt: run.now,
-      finishedAt: null,
-      output: null,
-      error: run.error ?? null,
-      dueAt: run.dueAt ?? null,
-      owner: run.owner ?? null,
-      leaseUntil: run.leaseUntil ?? null,
-      leaseToken: null
-    }),
-  markRunning: () => Effect.succeed(Option.none()),
-  renewLease: () => Effect.succeed(true),
-  markSuccess: () => Effect.succeed(true),
+  startRun: (slot, { now }) => Effect.succeed({ run: row(slot, "running", now), lease: { runId: "0", token: "" } }),
+  startRetry: () => Effect.succeed(Option.none()),
+  recordSkipped: () => Effect.void,
+  recordFailed: () => Effect.void,
+  scheduleRetry: (slot, _dueAt, now) => Effect.succeed(row(slot, "pending", now)),
+  renewLeases: (leases) => Effect.succeed(leases.map((l) => l.runId)),
+  completeRuns: (completions) => Effect.succeed(completions.map(() => true)),
   markFailed: () => Effect.succeed(true),
-  updateNextRun: () => Effect.void,
+  advanceJob: () => Effect.void,
   disableJob: () => Effect.void,
-  hasLiveRun: () => Effect.succeed(false),
   nextWakeAt: () => Effect.succeed(Option.none()),
   disableJobsExcept: () => Effect.succeed(0),
   upsertJobs: () => Effect.succeed([])

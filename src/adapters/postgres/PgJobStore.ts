@@ -5,29 +5,17 @@
  * Time is always the caller's `now`, never the database's.
  */
 import { SqlClient } from "@effect/sql"
-import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, type ParseResult } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ScheduledJob } from "../../domain/ScheduledJob.js"
-import { type JobDefinition, JobStore, JobStoreError, type Lease, type NewRun } from "../../ports/JobStore.js"
+import { type JobDefinition, JobStore, JobStoreError, type RunSlot } from "../../ports/JobStore.js"
 import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, type RunRow, toJob, toRun } from "./jobRows.js"
+import { mapPgErrors, type PgFailure, transactionWith } from "./PgErrors.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
-/** Maps a database failure to the port's error; a unique violation is a `Conflict`. */
-export const toStoreError = (e: SqlError | ParseResult.ParseError): JobStoreError => {
-  if (e._tag === "ParseError") {
-    return new JobStoreError({ reason: "Decode", message: `unexpected row: ${e.message}`, cause: e })
-  }
-  const code = (e.cause as { code?: unknown } | undefined)?.code
-  const detail = (e.cause as { message?: unknown } | undefined)?.message
-  const message = typeof detail === "string" ? detail : e.message
-  if (code === "23505") return new JobStoreError({ reason: "Conflict", message, cause: e })
-  // Class 08 (connection), 57P (shutdown), or no code at all (the socket went away): unavailable.
-  if (code === undefined || (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P")))) {
-    return new JobStoreError({ reason: "Unavailable", message, cause: e })
-  }
-  return new JobStoreError({ reason: "Unknown", message, cause: e })
-}
+const toStoreError = (f: PgFailure): JobStoreError =>
+  new JobStoreError({ reason: f.reason === "Invalid" ? "Unknown" : f.reason, message: f.message, cause: f.cause })
+const orStoreError = mapPgErrors(toStoreError)
 
 /** Builds the Postgres JobStore over the SqlClient in context. */
 export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], never, SqlClient.SqlClient> =>
@@ -39,6 +27,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
     const runs = sql(table(schema, "job_runs"))
     const jobCols = sql.literal(JOB_COLUMNS)
     const runCols = sql.literal(RUN_COLUMNS)
+    const transaction = transactionWith(sql.withTransaction, toStoreError)
 
     const jobsById = (ids: ReadonlyArray<string>) =>
       ids.length === 0
@@ -56,73 +45,72 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
         })
       )
 
-    /** Updates a running run if its lease token still holds; true when it did. */
-    const fenced = (lease: Lease, set: ReturnType<typeof sql.literal> | ReturnType<typeof sql>) =>
-      sql`UPDATE ${runs} SET ${set}
-          WHERE id = ${lease.runId}::bigint AND status = 'running' AND lease_token = ${lease.token}
-          RETURNING id`.pipe(Effect.map((rows) => rows.length > 0))
+    const insertRun = (_slot: RunSlot, columns: ReturnType<typeof sql.insert>) =>
+      sql`INSERT INTO ${runs} ${columns} RETURNING ${runCols}`.pipe(
+        Effect.flatMap(decodeRuns),
+        Effect.map((rows) => toRun(rows[0]!))
+      )
+    const slotValues = (slot: RunSlot) => ({
+      job_id: slot.jobId,
+      scheduled_for: slot.scheduledFor,
+      attempt: slot.attempt
+    })
 
     return JobStore.of({
-      transaction: (self) =>
-        sql.withTransaction(self).pipe(
-          Effect.catchIf(
-            (e): e is SqlError => e instanceof SqlError,
-            (e) => Effect.fail(toStoreError(e))
-          )
-        ),
+      transaction,
 
-      listDue: (now, limit) =>
-        sql`SELECT ${jobCols} FROM ${jobs}
-            WHERE enabled AND (next_run_at IS NULL OR next_run_at <= ${now})
+      listDue: (now, limit, taskTypes) =>
+        sql<{ previous_running: boolean }>`
+            SELECT ${jobCols}, EXISTS (
+                SELECT 1 FROM ${runs} r WHERE r.job_id = j.id AND r.status = 'running' AND r.lease_until >= ${now}
+              ) AS previous_running
+            FROM ${jobs} j
+            WHERE enabled AND task_type = ANY(${taskTypes}::text[]) AND (next_run_at IS NULL OR next_run_at <= ${now})
             ORDER BY next_run_at NULLS FIRST, id
             LIMIT ${Math.max(0, limit)}
-            FOR UPDATE SKIP LOCKED`.pipe(
-          Effect.flatMap(decodeJobs),
-          Effect.map((rows) => rows.map(toJob)),
-          Effect.mapError(toStoreError)
+            FOR UPDATE OF j SKIP LOCKED`.pipe(
+          Effect.flatMap((raw) =>
+            Effect.map(decodeJobs(raw), (rows) =>
+              rows.map((row, i) => ({ job: toJob(row), previousRunning: raw[i]?.previous_running === true }))
+            )
+          ),
+          orStoreError
         ),
 
-      listDueRetries: (now, limit) =>
-        sql`SELECT ${runCols} FROM ${runs}
+      listDueRetries: (now, limit, taskTypes) =>
+        sql`SELECT ${runCols} FROM ${runs} r
             WHERE status = 'pending' AND due_at <= ${now}
+              AND EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = r.job_id AND j.task_type = ANY(${taskTypes}::text[]))
             ORDER BY due_at, id
             LIMIT ${Math.max(0, limit)}
-            FOR UPDATE SKIP LOCKED`.pipe(
-          Effect.flatMap(decodeRuns),
-          Effect.flatMap(withJobs),
-          Effect.mapError(toStoreError)
-        ),
+            FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),
 
       listExpired: (now, limit) =>
         sql`SELECT ${runCols} FROM ${runs}
             WHERE status = 'running' AND lease_until < ${now}
             ORDER BY lease_until, id
             LIMIT ${Math.max(0, limit)}
-            FOR UPDATE SKIP LOCKED`.pipe(
-          Effect.flatMap(decodeRuns),
-          Effect.flatMap(withJobs),
-          Effect.mapError(toStoreError)
-        ),
+            FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),
 
-      createRun: (run: NewRun) => {
-        const running = run.status === "running"
-        const final = run.status === "success" || run.status === "failed" || run.status === "skipped"
-        return sql`INSERT INTO ${runs}
-              (job_id, scheduled_for, attempt, status, started_at, finished_at, error, due_at, owner, lease_until, lease_token)
-            VALUES (
-              ${run.jobId}::bigint, ${run.scheduledFor}, ${run.attempt}, ${run.status},
-              ${running || final ? run.now : null}, ${final ? run.now : null}, ${run.error ?? null},
-              ${run.status === "pending" ? (run.dueAt ?? run.now) : null},
-              ${running ? (run.owner ?? null) : null}, ${running ? (run.leaseUntil ?? null) : null},
-              ${running ? randomUUID() : null})
-            RETURNING ${runCols}`.pipe(
-          Effect.flatMap(decodeRuns),
-          Effect.map((rows) => toRun(rows[0]!)),
-          Effect.mapError(toStoreError)
+      startRun: (slot, { leaseUntil, now, owner }) => {
+        const token = randomUUID()
+        return insertRun(
+          slot,
+          sql.insert({
+            ...slotValues(slot),
+            status: "running",
+            started_at: now,
+            owner,
+            lease_until: leaseUntil,
+            lease_token: token
+          })
+        ).pipe(
+          Effect.map((run) => ({ run, lease: { runId: run.id, token } })),
+          orStoreError
         )
       },
 
-      markRunning: (runId, { leaseUntil, now, owner }) => {
+      startRetry: (runId, { leaseUntil, now, owner }) => {
         const token = randomUUID()
         return sql`UPDATE ${runs}
             SET status = 'running', started_at = ${now}, owner = ${owner}, lease_until = ${leaseUntil},
@@ -130,51 +118,101 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             WHERE id = ${runId}::bigint AND status = 'pending'
             RETURNING id`.pipe(
           Effect.map((rows) => (rows.length > 0 ? Option.some({ runId, token }) : Option.none())),
-          Effect.mapError(toStoreError)
+          orStoreError
         )
       },
 
-      renewLease: (lease, leaseUntil) =>
-        fenced(lease, sql`lease_until = ${leaseUntil}`).pipe(Effect.mapError(toStoreError)),
+      // ON CONFLICT DO NOTHING: a failed statement would abort the claim's whole transaction.
+      recordSkipped: (slot, reason, now) =>
+        sql`INSERT INTO ${runs} ${sql.insert({ ...slotValues(slot), status: "skipped", started_at: now, finished_at: now, error: reason })}
+            ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING`.pipe(Effect.asVoid, orStoreError),
 
-      markSuccess: (lease, output, now) =>
-        fenced(
-          lease,
-          sql`status = 'success', finished_at = ${now}, output = ${output}::jsonb, lease_until = NULL`
-        ).pipe(Effect.mapError(toStoreError)),
+      recordFailed: (slot, error, now) =>
+        sql`INSERT INTO ${runs} ${sql.insert({ ...slotValues(slot), status: "failed", started_at: now, finished_at: now, error })}
+            ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING`.pipe(Effect.asVoid, orStoreError),
+
+      scheduleRetry: (slot, dueAt) =>
+        insertRun(slot, sql.insert({ ...slotValues(slot), status: "pending", due_at: dueAt })).pipe(orStoreError),
+
+      renewLeases: (leases, leaseUntil) =>
+        leases.length === 0
+          ? Effect.succeed([])
+          : sql<{ id: string }>`
+              UPDATE ${runs} r SET lease_until = ${leaseUntil}
+              FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => l.token)}::text[]) AS x(id, token)
+              WHERE r.id = x.id AND r.status = 'running' AND r.lease_token = x.token
+              RETURNING r.id::text AS id`.pipe(
+              Effect.map((rows) => rows.map((r) => r.id)),
+              orStoreError
+            ),
+
+      // One transaction, two fenced statements for the whole batch, then one insert for the retries.
+      completeRuns: (completions) => {
+        if (completions.length === 0) return Effect.succeed([])
+        const col = <A>(f: (c: (typeof completions)[number]) => A) => completions.map(f)
+        return transaction(
+          Effect.gen(function* () {
+            const done = yield* sql<{ id: string }>`
+              UPDATE ${runs} r SET
+                status = x.status, finished_at = x.finished_at, lease_until = NULL,
+                output = CASE WHEN x.status = 'success' THEN x.output::jsonb ELSE r.output END,
+                error = CASE WHEN x.status = 'failed' THEN x.error ELSE r.error END
+              FROM unnest(
+                ${col((c) => c.lease.runId)}::bigint[], ${col((c) => c.lease.token)}::text[],
+                ${col((c) => (c.outcome._tag === "Succeeded" ? "success" : "failed"))}::text[],
+                ${col((c) => c.now.toISOString())}::timestamptz[],
+                ${col((c) => (c.outcome._tag === "Succeeded" ? c.outcome.output : null))}::text[],
+                ${col((c) => (c.outcome._tag === "Failed" ? c.outcome.error : null))}::text[]
+              ) AS x(id, token, status, finished_at, output, error)
+              WHERE r.id = x.id AND r.status = 'running' AND r.lease_token = x.token
+              RETURNING r.id::text AS id`
+            const recorded = new Set(done.map((r) => r.id))
+            const retries = completions.flatMap((c) =>
+              recorded.has(c.lease.runId) && c.outcome._tag === "Failed" && c.outcome.retryAt !== undefined
+                ? [
+                    {
+                      ...slotValues({ ...c.slot, attempt: c.slot.attempt + 1 }),
+                      status: "pending",
+                      due_at: c.outcome.retryAt
+                    }
+                  ]
+                : []
+            )
+            if (retries.length > 0) yield* sql`INSERT INTO ${runs} ${sql.insert(retries)}`
+            return completions.map((c) => recorded.has(c.lease.runId))
+          })
+        )
+      },
 
       markFailed: (lease, error, now) =>
-        fenced(lease, sql`status = 'failed', finished_at = ${now}, error = ${error}, lease_until = NULL`).pipe(
-          Effect.mapError(toStoreError)
+        sql`UPDATE ${runs} SET status = 'failed', finished_at = ${now}, error = ${error}, lease_until = NULL
+            WHERE id = ${lease.runId}::bigint AND status = 'running' AND lease_token = ${lease.token}
+            RETURNING id`.pipe(
+          Effect.map((rows) => rows.length > 0),
+          orStoreError
         ),
 
-      updateNextRun: (jobId, nextRunAt, now) =>
+      advanceJob: (jobId, nextRunAt, now) =>
         sql`UPDATE ${jobs} SET next_run_at = ${nextRunAt}, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(
           Effect.asVoid,
-          Effect.mapError(toStoreError)
+          orStoreError
         ),
 
       disableJob: (jobId, now) =>
         sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(
           Effect.asVoid,
-          Effect.mapError(toStoreError)
+          orStoreError
         ),
 
-      hasLiveRun: (jobId, now) =>
-        sql<{ live: boolean }>`SELECT EXISTS (
-              SELECT 1 FROM ${runs} WHERE job_id = ${jobId}::bigint AND status = 'running' AND lease_until >= ${now}
-            ) AS live`.pipe(
-          Effect.map((rows) => rows[0]?.live === true),
-          Effect.mapError(toStoreError)
-        ),
-
-      nextWakeAt: (now) =>
+      nextWakeAt: (now, taskTypes) =>
         sql<{ at: Date | null }>`SELECT LEAST(
-              (SELECT coalesce(next_run_at, ${now}) FROM ${jobs} WHERE enabled ORDER BY next_run_at NULLS FIRST LIMIT 1),
-              (SELECT due_at FROM ${runs} WHERE status = 'pending' ORDER BY due_at LIMIT 1)
+              (SELECT coalesce(next_run_at, ${now}) FROM ${jobs}
+               WHERE enabled AND task_type = ANY(${taskTypes}::text[]) ORDER BY next_run_at NULLS FIRST LIMIT 1),
+              (SELECT r.due_at FROM ${runs} r JOIN ${jobs} j ON j.id = r.job_id
+               WHERE r.status = 'pending' AND j.task_type = ANY(${taskTypes}::text[]) ORDER BY r.due_at LIMIT 1)
             ) AS at`.pipe(
           Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
-          Effect.mapError(toStoreError)
+          orStoreError
         ),
 
       disableJobsExcept: (names, now) =>
@@ -182,20 +220,28 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             WHERE enabled AND NOT (name = ANY(${names}::text[]))
             RETURNING id`.pipe(
           Effect.map((rows) => rows.length),
-          Effect.mapError(toStoreError)
+          orStoreError
         ),
 
       upsertJobs: (definitions: ReadonlyArray<JobDefinition>, now) => {
         // One row per name (the last definition wins): ON CONFLICT cannot touch a row twice in one statement.
-        const byName = [...new Map(definitions.map((d) => [d.name, d])).values()]
-        if (byName.length === 0) return Effect.succeed([])
-        const values = byName.map(
-          (d) => sql`(${d.name}, ${d.taskType}, ${d.payload}, ${JSON.stringify(d.schedule)}::jsonb, true,
-                      ${d.nextRunAt}, ${d.missedSlots}, ${d.overlap}, ${now}, ${now})`
+        // Sorted by name, so concurrent upserts of the same jobs lock rows in one order and cannot deadlock.
+        const byName = [...new Map(definitions.map((d) => [d.name, d])).values()].sort((a, b) =>
+          a.name < b.name ? -1 : a.name > b.name ? 1 : 0
         )
+        if (byName.length === 0) return Effect.succeed([])
+        const col = <A>(f: (d: JobDefinition) => A) => byName.map(f)
+        // Columns as arrays: a fixed number of parameters however many jobs (Postgres allows 65,535 per statement).
         return sql`INSERT INTO ${jobs} AS j
               (name, task_type, payload, schedule, enabled, next_run_at, missed_slots, overlap, created_at, updated_at)
-            VALUES ${sql.csv(values)}
+            SELECT x.name, x.task_type, x.payload, x.schedule::jsonb, true, x.next_run_at, x.missed_slots, x.overlap,
+                   ${now}, ${now}
+            FROM unnest(
+              ${col((d) => d.name)}::text[], ${col((d) => d.taskType)}::text[], ${col((d) => d.payload)}::text[],
+              ${col((d) => JSON.stringify(d.schedule))}::text[], ${col((d) => d.nextRunAt.toISOString())}::timestamptz[],
+              ${col((d) => d.missedSlots)}::text[], ${col((d) => d.overlap)}::text[]
+            ) AS x(name, task_type, payload, schedule, next_run_at, missed_slots, overlap)
+            ORDER BY x.name
             ON CONFLICT (name) DO UPDATE SET
               task_type = EXCLUDED.task_type,
               payload = EXCLUDED.payload,
@@ -210,7 +256,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             RETURNING ${jobCols}`.pipe(
           Effect.flatMap(decodeJobs),
           Effect.map((rows) => rows.map(toJob)),
-          Effect.mapError(toStoreError)
+          orStoreError
         )
       }
     })

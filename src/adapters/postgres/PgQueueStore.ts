@@ -4,14 +4,15 @@
  * recording a result is one statement that checks the lease token before anything else is written.
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, type ParseResult, Redacted, Schema } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { randomUUID } from "node:crypto"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
 import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
-import { SEMAPHORE_KEY } from "./PgSettings.js"
+import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import { mapPgErrors } from "./PgErrors.js"
+import { liveWorker } from "./PgInspect.js"
 import * as PgListener from "./PgListener.js"
 import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
 
@@ -24,6 +25,8 @@ const ItemRow = Schema.Struct({
   max_runs: Schema.Int,
   thread: Schema.Int,
   runs_done: Schema.Int,
+  runs_started: Schema.Int,
+  run_after: Schema.NullOr(Schema.DateFromSelf),
   created_at: Schema.DateFromSelf,
   updated_at: Schema.DateFromSelf
 })
@@ -37,6 +40,7 @@ const toItem = (r: ItemRow): QueueItem => ({
   priority: r.priority,
   maxRuns: r.max_runs,
   thread: normalizeThread(r.thread),
+  runAfter: r.run_after,
   createdAt: r.created_at,
   updatedAt: r.updated_at
 })
@@ -54,17 +58,27 @@ const ProcessedRow = Schema.Struct({
   created_at: Schema.DateFromSelf
 })
 
+const WorkerRow = Schema.Struct({
+  id: Schema.String,
+  task_types: Schema.Array(Schema.String),
+  started_at: Schema.DateFromSelf,
+  heartbeat_at: Schema.DateFromSelf,
+  live_until: Schema.DateFromSelf
+})
+
 const decodeItems = Schema.decodeUnknown(Schema.Array(ItemRow))
+const decodeWorkers = Schema.decodeUnknown(Schema.Array(WorkerRow))
 const decodeProcessed = Schema.decodeUnknown(Schema.Array(ProcessedRow))
 
-const toError = (e: SqlError | ParseResult.ParseError): QueueStoreError =>
-  e._tag === "ParseError"
-    ? new QueueStoreError({ reason: "Decode", message: `unexpected row: ${e.message}`, cause: e })
-    : new QueueStoreError({
-        reason: "Unavailable",
-        message: String((e.cause as { message?: unknown } | undefined)?.message ?? e.message),
-        cause: e
-      })
+// Every failure, defects included (a ROLLBACK that fails on a dead connection is one), becomes a QueueStoreError.
+const orStoreError = mapPgErrors(
+  (f) =>
+    new QueueStoreError({
+      reason: f.reason === "Decode" ? "Decode" : f.reason === "Unavailable" ? "Unavailable" : "Unknown",
+      message: f.message,
+      cause: f.cause
+    })
+)
 
 /** Builds the Postgres QueueStore over the PgClient in context. */
 export const make = (
@@ -80,7 +94,8 @@ export const make = (
     const meta = sql(table(schema, "scheduler_meta"))
     const workers = sql(table(schema, "scheduler_workers"))
     const itemCols = sql.literal(
-      "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, created_at, updated_at"
+      "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started, run_after, " +
+        "created_at, updated_at"
     )
     const wakeChannel = channel(schema)
 
@@ -90,6 +105,7 @@ export const make = (
       readonly owner: string
       readonly leaseUntil: Date
       readonly now: Date
+      readonly repeatAfter: Date
     }) =>
       sql
         .withTransaction(
@@ -98,14 +114,15 @@ export const make = (
             const types = [...new Set(options.taskTypes)]
             if (limit === 0 || types.length === 0) return []
             // Concurrent items: per type, over the claimable index, so other types' rows are never scanned.
-            const concurrent = yield* sql<{ id: string; priority: number }>`
-            SELECT c.id::text AS id, c.priority FROM unnest(${types}::text[]) AS t(task_type)
+            const concurrent = yield* sql<{ id: string; priority: number; seq: string }>`
+            SELECT c.id::text AS id, c.priority, c.seq::text AS seq FROM unnest(${types}::text[]) AS t(task_type)
             CROSS JOIN LATERAL (
-              SELECT id, priority FROM ${items} i
+              SELECT id, priority, seq FROM ${items} i
               WHERE i.task_type = t.task_type AND i.thread = 1
                 -- Spelled exactly as the partial index's predicate, so the planner can use it.
                 AND (i.in_flight = 0 OR (i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)))
-              ORDER BY i.priority DESC, i.id LIMIT ${limit}
+                AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+              ORDER BY i.priority DESC, i.seq LIMIT ${limit}
             ) c`
             // Sequential items: first a per-type lock in a statement of its own (its snapshot then cannot predate
             // the lock), then at most one item per locked type that has no sequential execution in flight.
@@ -125,15 +142,15 @@ export const make = (
             const sequential =
               freeTypes.length === 0
                 ? []
-                : yield* sql<{ id: string; priority: number }>`
-                SELECT c.id::text AS id, c.priority FROM unnest(${freeTypes}::text[]) AS t(task_type)
+                : yield* sql<{ id: string; priority: number; seq: string }>`
+                SELECT c.id::text AS id, c.priority, c.seq::text AS seq FROM unnest(${freeTypes}::text[]) AS t(task_type)
                 CROSS JOIN LATERAL (
-                  SELECT id, priority FROM ${items} i
-                  WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
-                  ORDER BY i.priority DESC, i.id LIMIT 1
+                  SELECT id, priority, seq FROM ${items} i
+                  WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0 AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+                  ORDER BY i.priority DESC, i.seq LIMIT 1
                 ) c`
             const chosen = [...concurrent, ...sequential]
-              .sort((a, b) => b.priority - a.priority || Number(BigInt(a.id) - BigInt(b.id)))
+              .sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq)))
               .slice(0, limit)
             if (chosen.length === 0) return []
             // Lock what was chosen; another instance may have taken some meanwhile (SKIP LOCKED, re-checked).
@@ -141,7 +158,8 @@ export const make = (
             SELECT ${itemCols}, in_flight FROM ${items}
             WHERE id = ANY(${chosen.map((c) => c.id)}::bigint[])
               AND (in_flight = 0 OR (thread = 1 AND (max_runs = -1 OR in_flight < max_runs)))
-            ORDER BY priority DESC, id
+              AND (run_after IS NULL OR run_after <= ${options.now})
+            ORDER BY priority DESC, seq
             FOR UPDATE SKIP LOCKED`.pipe(
               Effect.flatMap((raw) =>
                 Effect.map(decodeItems(raw), (decoded) =>
@@ -160,16 +178,25 @@ export const make = (
               room -= count
             }
             if (plan.length === 0) return []
+            // Each execution its own attempt number, counted from the item's executions started so far.
             const leaseRows = plan.flatMap(({ count, row }) =>
-              Array.from({ length: count }, () => ({ itemId: row.id, token: randomUUID() }))
+              Array.from({ length: count }, (_, i) => ({
+                itemId: row.id,
+                token: randomUUID(),
+                attempt: row.runs_started + i + 1
+              }))
             )
-            const inserted = yield* sql<{ id: string; item_id: string; token: string }>`
-            INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until)
+            const inserted = yield* sql<{ id: string; item_id: string; token: string; attempt: number }>`
+            INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
             SELECT unnest(${leaseRows.map((l) => l.itemId)}::bigint[]), unnest(${leaseRows.map((l) => l.token)}::text[]),
-                   ${options.owner}, ${options.now}, ${options.leaseUntil}
-            RETURNING id::text AS id, item_id::text AS item_id, token`
+                   ${options.owner}, ${options.now}, ${options.leaseUntil}, unnest(${leaseRows.map((l) => l.attempt)}::int[])
+            RETURNING id::text AS id, item_id::text AS item_id, token, attempt`
+            // A forever-repeating item waits for the next interval, and goes behind its peers of equal priority.
             yield* sql`
-            UPDATE ${items} i SET in_flight = i.in_flight + p.n, status = 'processing', updated_at = ${options.now}
+            UPDATE ${items} i SET in_flight = i.in_flight + p.n, runs_started = i.runs_started + p.n,
+              status = 'processing', updated_at = ${options.now},
+              run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
+              seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
             FROM (SELECT unnest(${plan.map((p) => p.row.id)}::bigint[]) AS id,
                          unnest(${plan.map((p) => p.count)}::int[]) AS n) p
             WHERE i.id = p.id`
@@ -179,18 +206,22 @@ export const make = (
               return {
                 item: { ...toItem(row), status: "processing" },
                 runsDone: row.runs_done,
+                attempt: l.attempt,
                 leaseId: l.id,
                 token: l.token
               }
             })
           })
         )
-        .pipe(Effect.mapError(toError))
+        .pipe(orStoreError)
 
     const recordResults = (
-      batch: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
+      results: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
     ): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> => {
-      if (batch.length === 0) return Effect.succeed([])
+      // An execution listed twice is recorded once (the first time), as its lease can be deleted only once.
+      const seen = new Set<string>()
+      const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
+      if (batch.length === 0) return Effect.succeed(results.map(() => false))
       const col = <A>(f: (x: { readonly claim: QueueClaim; readonly result: ExecutionResult }) => A) => batch.map(f)
       // The same fencing as recordResult, for the whole batch in one statement: only executions whose lease is
       // still held (deleted here) are logged and counted; each item is updated once, by how many finished.
@@ -235,10 +266,10 @@ export const make = (
             if (itemIds.length > 0) {
               yield* sql`DELETE FROM ${items} WHERE id = ANY(${itemIds}::bigint[]) AND max_runs = 0 AND in_flight = 0`
             }
-            return batch.map((x) => heldIds.has(x.claim.leaseId))
+            return results.map((x) => batch.includes(x) && heldIds.has(x.claim.leaseId))
           })
         )
-        .pipe(Effect.mapError(toError))
+        .pipe(orStoreError)
     }
 
     const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
@@ -250,7 +281,7 @@ export const make = (
               WHERE l.id = x.id AND l.token = x.token
               RETURNING l.id::text AS id`.pipe(
             Effect.map((rows) => rows.map((r) => r.id)),
-            Effect.mapError(toError)
+            orStoreError
           )
 
     return QueueStore.of({
@@ -262,18 +293,12 @@ export const make = (
             RETURNING ${itemCols}`.pipe(
           Effect.flatMap(decodeItems),
           Effect.map((rows) => toItem(rows[0]!)),
-          Effect.mapError(toError)
+          orStoreError
         ),
 
       claimBatch,
 
       renewLeases,
-
-      // One execution is a batch of one: the same fenced statements.
-      renewLease: (claim, leaseUntil) =>
-        Effect.map(renewLeases([claim], leaseUntil), (held) => held.includes(claim.leaseId)),
-
-      recordResult: (claim, result) => Effect.map(recordResults([{ claim, result }]), (held) => held[0] ?? false),
 
       recoverStuck: (now, owner) =>
         sql<{ n: number }>`
@@ -288,19 +313,19 @@ export const make = (
           )
           SELECT (SELECT count(*) FROM l)::int AS n`.pipe(
           Effect.map((rows) => rows[0]?.n ?? 0),
-          Effect.mapError(toError)
+          orStoreError
         ),
 
       pendingCount: () =>
         sql<{ n: number }>`SELECT count(*)::int AS n FROM ${items}`.pipe(
           Effect.map((rows) => rows[0]?.n ?? 0),
-          Effect.mapError(toError)
+          orStoreError
         ),
 
       recentProcessed: (n) =>
         sql`SELECT id::text AS id, queue_item_id::text AS queue_item_id, task_type, payload, status, error_msg,
                    started_at, finished_at, duration_ms, created_at
-            FROM ${processed} ORDER BY id DESC LIMIT ${Math.max(0, Math.floor(n))}`.pipe(
+            FROM ${processed} p ORDER BY p.id DESC LIMIT ${Math.max(0, Math.floor(n))}`.pipe(
           Effect.flatMap(decodeProcessed),
           Effect.map((rows) =>
             rows.map((r) => ({
@@ -316,49 +341,42 @@ export const make = (
               createdAt: r.created_at
             }))
           ),
-          Effect.mapError(toError)
+          orStoreError
         ),
 
       getSemaphore: () =>
         sql<{ value: string }>`SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}`.pipe(
-          Effect.map((rows) => rows[0]?.value.trim().toLowerCase() !== "red"),
-          Effect.mapError(toError)
+          Effect.map((rows) => !isPaused(rows[0]?.value)),
+          orStoreError
         ),
 
+      // The table's NOTIFY trigger wakes every runner.
       setSemaphore: (green) =>
-        sql
-          .withTransaction(
-            Effect.zipRight(
-              sql`INSERT INTO ${meta} (key, value) VALUES (${SEMAPHORE_KEY}, ${green ? "green" : "red"})
-                ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`,
-              sql`SELECT pg_notify(${wakeChannel}, 'semaphore')`
-            )
-          )
-          .pipe(Effect.asVoid, Effect.mapError(toError)),
+        sql`INSERT INTO ${meta} (key, value) VALUES (${SEMAPHORE_KEY}, ${green ? "green" : "red"})
+            ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, orStoreError),
 
-      registerWorker: (id, taskTypes, now) =>
-        sql`INSERT INTO ${workers} (id, task_types, started_at, heartbeat_at)
-            VALUES (${id}, ${[...taskTypes]}::text[], ${now}, ${now})
-            ON CONFLICT (id) DO UPDATE SET task_types = EXCLUDED.task_types, heartbeat_at = EXCLUDED.heartbeat_at`.pipe(
-          Effect.asVoid,
-          Effect.mapError(toError)
-        ),
+      registerWorker: (id, taskTypes, now, liveUntil) =>
+        sql`INSERT INTO ${workers} (id, task_types, started_at, heartbeat_at, live_until)
+            VALUES (${id}, ${[...taskTypes]}::text[], ${now}, ${now}, ${liveUntil})
+            ON CONFLICT (id) DO UPDATE SET task_types = EXCLUDED.task_types, heartbeat_at = EXCLUDED.heartbeat_at,
+              live_until = EXCLUDED.live_until`.pipe(Effect.asVoid, orStoreError),
 
-      unregisterWorker: (id) =>
-        sql`DELETE FROM ${workers} WHERE id = ${id}`.pipe(Effect.asVoid, Effect.mapError(toError)),
+      unregisterWorker: (id) => sql`DELETE FROM ${workers} WHERE id = ${id}`.pipe(Effect.asVoid, orStoreError),
 
-      liveWorkers: (since) =>
-        sql<{ id: string; task_types: Array<string>; started_at: Date; heartbeat_at: Date }>`
-          SELECT id, task_types, started_at, heartbeat_at FROM ${workers} WHERE heartbeat_at > ${since} ORDER BY id`.pipe(
+      liveWorkers: (now) =>
+        sql`SELECT id, task_types, started_at, heartbeat_at, live_until FROM ${workers} w
+            WHERE ${liveWorker(sql, "w", now)} ORDER BY id`.pipe(
+          Effect.flatMap(decodeWorkers),
           Effect.map((rows) =>
             rows.map((r) => ({
               id: r.id,
               taskTypes: r.task_types,
               startedAt: r.started_at,
-              heartbeatAt: r.heartbeat_at
+              heartbeatAt: r.heartbeat_at,
+              liveUntil: r.live_until
             }))
           ),
-          Effect.mapError(toError)
+          orStoreError
         ),
 
       subscribe: (wake) => {

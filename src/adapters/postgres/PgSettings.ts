@@ -1,30 +1,23 @@
 /**
- * Settings over `scheduler_meta`, read live. `scheduler.paused` is the semaphore row: `red` = paused,
- * `green` = running; every other key is a row of its own.
+ * Settings over `scheduler_meta`, read live. `scheduler.paused` is stored as the `semaphore` row (`red` = paused),
+ * whoever writes it: a trigger turns a written `scheduler.paused` row into the semaphore, so there is one switch.
+ * Every change of the table wakes the runners (a NOTIFY trigger).
  */
 import { SqlClient } from "@effect/sql"
-import type { SqlError } from "@effect/sql/SqlError"
 import { Context, Effect, Layer, Option } from "effect"
+import { isPaused, parseBool, parseInt, SEMAPHORE_KEY, settingText } from "../../domain/SettingValues.js"
 import { SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
+import { mapPgErrors } from "./PgErrors.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
-/** The `scheduler_meta` key of the kill switch. */
-export const SEMAPHORE_KEY = "semaphore"
-
-const toError = (e: SqlError): SettingsError =>
-  new SettingsError({ reason: "Unavailable", message: `reading settings failed: ${e.message}`, cause: e })
-
-const parseBool = (v: string): Option.Option<boolean> => {
-  const s = v.trim().toLowerCase()
-  if (["true", "1", "yes", "on", "red"].includes(s)) return Option.some(true)
-  if (["false", "0", "no", "off", "green"].includes(s)) return Option.some(false)
-  return Option.none()
-}
-
-const parseInt = (v: string): Option.Option<number> => {
-  const n = Number(v.trim())
-  return v.trim() !== "" && Number.isSafeInteger(n) ? Option.some(n) : Option.none()
-}
+const orSettingsError = mapPgErrors(
+  (f) =>
+    new SettingsError({
+      reason: f.reason === "Invalid" ? "Invalid" : f.reason === "Unavailable" ? "Unavailable" : "Unknown",
+      message: f.reason === "Invalid" ? f.message : `settings: ${f.message}`,
+      cause: f.cause
+    })
+)
 
 /** Builds Settings and its writer over the SqlClient in context. */
 export const make = (
@@ -42,23 +35,36 @@ export const make = (
     const read = (key: string) =>
       sql<{ value: string }>`SELECT value FROM ${meta} WHERE key = ${rowKey(key)}`.pipe(
         Effect.map((rows) => Option.fromNullable(rows[0]?.value)),
-        Effect.mapError(toError)
+        orSettingsError
       )
     // A malformed value reads as unset: one bad row must not stop every tick.
     const settings = Settings.of({
       getBool: (key) => Effect.map(read(key), Option.flatMap(parseBool)),
-      getInt: (key) => Effect.map(read(key), Option.flatMap(parseInt))
+      getInt: (key) => Effect.map(read(key), Option.flatMap(parseInt)),
+      switches: sql<{ key: string; value: string }>`
+        SELECT key, value FROM ${meta}
+        WHERE key IN (${SEMAPHORE_KEY}, ${SettingKeys.enabled}, ${SettingKeys.intervalSeconds})`.pipe(
+        Effect.map((rows) => {
+          const value = (key: string) => Option.fromNullable(rows.find((r) => r.key === key)?.value)
+          return {
+            paused: isPaused(Option.getOrUndefined(value(SEMAPHORE_KEY))),
+            enabled: Option.flatMap(value(SettingKeys.enabled), parseBool),
+            intervalSeconds: Option.flatMap(value(SettingKeys.intervalSeconds), parseInt).pipe(
+              Option.filter((n) => n > 0)
+            )
+          }
+        }),
+        orSettingsError
+      )
     })
     const writer = SettingsWriter.of({
       set: (key, value) => {
-        const k = rowKey(key)
         if (value === undefined) {
-          return sql`DELETE FROM ${meta} WHERE key = ${k}`.pipe(Effect.asVoid, Effect.mapError(toError))
+          return sql`DELETE FROM ${meta} WHERE key = ${rowKey(key)}`.pipe(Effect.asVoid, orSettingsError)
         }
-        const text =
-          key === SettingKeys.paused && typeof value === "boolean" ? (value ? "red" : "green") : String(value)
-        return sql`INSERT INTO ${meta} (key, value) VALUES (${k}, ${text})
-                   ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, Effect.mapError(toError))
+        // `scheduler.paused` is written as it is: the table's trigger stores it as the semaphore (or refuses it).
+        return sql`INSERT INTO ${meta} (key, value) VALUES (${key}, ${settingText(value)})
+                   ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, orSettingsError)
       }
     })
     return { settings, writer }

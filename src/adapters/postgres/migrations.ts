@@ -168,13 +168,13 @@ const migration0003 = (schema: string) =>
     const s = sql(schema)
     const notify = sql.literal(`'${channel(schema)}'`)
     // Queue order and pacing. `seq` orders items of equal priority: insertion order, and a repeating item that
-    // just started goes behind its peers (it takes a new `seq`). `run_after` gates when an item may start: a
-    // forever-repeating item waits a poll interval after each start. `runs_started` numbers the executions, so
+    // just started goes behind its peers (it takes a new `seq`). `run_after` (NULL: at once) gates when an item may
+    // start: a forever-repeating item waits a poll interval after each start. `runs_started` numbers the executions, so
     // concurrent repetitions of one item each get their own attempt number.
     yield* sql`CREATE SEQUENCE ${s}.queue_items_seq`
     yield* sql`ALTER TABLE ${s}.queue_items
       ADD COLUMN seq bigint,
-      ADD COLUMN run_after timestamptz NOT NULL DEFAULT now(),
+      ADD COLUMN run_after timestamptz,
       ADD COLUMN runs_started int NOT NULL DEFAULT 0`
     yield* sql`UPDATE ${s}.queue_items SET seq = id, runs_started = runs_done + in_flight`
     yield* sql`SELECT setval(${`${schema}.queue_items_seq`}::regclass, greatest(1, (SELECT max(id) FROM ${s}.queue_items)))`
@@ -194,7 +194,6 @@ const migration0003 = (schema: string) =>
         NEW.runs_started := 0;
         NEW.created_at := coalesce(NEW.created_at, now());
         NEW.updated_at := coalesce(NEW.updated_at, NEW.created_at);
-        NEW.run_after := coalesce(NEW.run_after, now());
         RETURN NEW;
       END
       $fn$`

@@ -2,14 +2,14 @@
  * kairos without Effect: a Promise API over the Postgres runner, for code that only writes async functions.
  */
 import { Effect, ManagedRuntime } from "effect"
-import * as PgKairos from "../adapters/postgres/PgKairos.js"
+import * as PgKairos from "./PgKairos.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 import type { ScheduledJob } from "../domain/ScheduledJob.js"
 import { now } from "../ports/Clock.js"
 import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
-import type { HandlerOptions } from "./Handler.js"
-import { type RecurringJob, Runner, type RunnerStats } from "./Runner.js"
+import type { HandlerOptions } from "../runtime/Handler.js"
+import { type RecurringJob, Runner, type RunnerStats } from "../runtime/Runner.js"
 
 /** A running kairos instance with a Promise API. */
 export interface Kairos {

@@ -1,0 +1,69 @@
+/**
+ * One mapping from whatever Postgres work ends with — a SqlError, a row that does not decode, or a defect (a failed
+ * ROLLBACK on a dead connection surfaces as one from @effect/sql's `withTransaction`) — to a port's error.
+ */
+import { SqlError } from "@effect/sql/SqlError"
+import { Cause, Effect, ParseResult } from "effect"
+
+/** What every port error of the Postgres adapters carries. */
+export type PgFailureReason = "Unavailable" | "Conflict" | "Decode" | "Invalid" | "Unknown"
+
+/** A classified failure: the port wraps it in its own error class. */
+export interface PgFailure {
+  readonly reason: PgFailureReason
+  readonly message: string
+  readonly cause: unknown
+}
+
+const codeOf = (e: SqlError): unknown => (e.cause as { code?: unknown } | undefined)?.code
+
+/** Classifies one failure. */
+export const classify = (e: unknown): PgFailure => {
+  if (ParseResult.isParseError(e)) return { reason: "Decode", message: `unexpected row: ${e.message}`, cause: e }
+  if (e instanceof SqlError) {
+    const code = codeOf(e)
+    const detail = (e.cause as { message?: unknown } | undefined)?.message
+    const message = typeof detail === "string" ? detail : e.message
+    if (code === "23505") return { reason: "Conflict", message, cause: e }
+    if (code === "23514" || code === "22P02") return { reason: "Invalid", message, cause: e }
+    // Class 08 (connection), 57P (shutdown, terminated), or no code at all (the socket went away): unavailable.
+    if (code === undefined || (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P")))) {
+      return { reason: "Unavailable", message, cause: e }
+    }
+    return { reason: "Unknown", message, cause: e }
+  }
+  const message = e instanceof Error ? e.message : String(e)
+  return { reason: "Unavailable", message: `the database connection failed: ${message}`, cause: e }
+}
+
+/**
+ * Maps every way `self` can end badly — failures and defects alike — to the port's error. Interruption passes
+ * through. Put it around every store method, transactions above all.
+ */
+export const mapPgErrors =
+  <E>(toError: (failure: PgFailure) => E) =>
+  <A, R>(self: Effect.Effect<A, unknown, R>): Effect.Effect<A, E, R> =>
+    Effect.catchAllCause(self, (cause) => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      return Effect.fail(toError(classify(failure._tag === "Some" ? failure.value : Cause.squash(cause))))
+    })
+
+/**
+ * A transaction around `self`: `self`'s own failures pass through; a database failure, and any defect (a ROLLBACK
+ * that failed on a dead connection), becomes the port's error.
+ */
+export const transactionWith =
+  <StoreError>(
+    withTransaction: <A, E, R>(self: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>,
+    toError: (failure: PgFailure) => StoreError
+  ) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, Exclude<E, SqlError> | StoreError, R> =>
+    Effect.catchAllCause(withTransaction(self), (cause): Effect.Effect<never, Exclude<E, SqlError> | StoreError> => {
+      if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
+      const failure = Cause.failureOption(cause)
+      if (failure._tag === "Some" && !(failure.value instanceof SqlError)) {
+        return Effect.fail(failure.value as Exclude<E, SqlError>)
+      }
+      return Effect.fail(toError(classify(failure._tag === "Some" ? failure.value : Cause.squash(cause))))
+    })

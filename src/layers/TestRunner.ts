@@ -1,0 +1,62 @@
+/**
+ * Everything a test of recurring jobs and queue items needs, in one layer: a Runner over a FakeStore, the memory
+ * queue and MemorySettings (sharing one in-memory scheduler_meta), driven by Effect's TestClock (use it inside
+ * `it.effect` / `it.scoped` of @effect/vitest, or provide `FakeClock.layer`).
+ *
+ * The runner sleeps straight to the next slot, retry or poll; the poll defaults to a day and the heartbeat to a
+ * week: a simulated year of a daily job costs a few hundred wake-ups, about half a second.
+ */
+import { Effect, Fiber, Layer, TestClock } from "effect"
+import * as FakeClock from "../adapters/memory/FakeClock.js"
+import * as FakeStore from "../adapters/memory/FakeStore.js"
+import * as MemoryQueueStore from "../adapters/memory/MemoryQueueStore.js"
+import * as MemorySettings from "../adapters/memory/MemorySettings.js"
+import type { MemoryMeta } from "../adapters/memory/MemoryMeta.js"
+import type { SchedulerConfigInput } from "../domain/SchedulerConfig.js"
+import type { JobStore } from "../ports/JobStore.js"
+import type { QueueStore } from "../ports/QueueStore.js"
+import type { Settings, SettingsWriter } from "../ports/Settings.js"
+import * as Runner from "../runtime/Runner.js"
+
+/** The defaults `layer` fills in under a test clock: a long poll and heartbeat (new work wakes the runner anyway). */
+export const testDefaults: SchedulerConfigInput = { interval: "1 day", heartbeatInterval: "7 days" }
+
+/**
+ * Stops the runner while moving the fake clock through its grace period: the grace period is clock time, and a
+ * test clock only moves when told to.
+ */
+export const stop: Effect.Effect<void, never, Runner.Runner> = Effect.gen(function* () {
+  const runner = yield* Runner.Runner
+  const stopping = yield* Effect.fork(runner.stop)
+  yield* TestClock.adjust(runner.config.gracePeriod)
+  yield* Fiber.join(stopping)
+})
+
+// Registered after the runner, so it runs first when the test's scope closes — even when the test failed with a
+// handler still running, which would otherwise wait for a clock nobody moves.
+const StopAtEnd: Layer.Layer<never, never, Runner.Runner> = Layer.scopedDiscard(Effect.addFinalizer(() => stop))
+
+/**
+ * A Runner with `config` (over `testDefaults`) on a FakeStore, the memory queue and MemorySettings (starting from
+ * `settings`), all exposed to the test.
+ */
+export const layer = (
+  config: SchedulerConfigInput = {},
+  settings: Readonly<Record<string, boolean | number | string>> = {}
+): Layer.Layer<
+  | Runner.Runner
+  | FakeStore.FakeStore
+  | JobStore
+  | QueueStore
+  | MemoryQueueStore.MemoryQueue
+  | MemorySettings.MemorySettings
+  | MemoryMeta
+  | Settings
+  | SettingsWriter
+> =>
+  StopAtEnd.pipe(
+    Layer.provideMerge(Runner.layer({ ...testDefaults, ...config })),
+    Layer.provideMerge(Layer.merge(FakeStore.layer, MemoryQueueStore.layerFromMeta)),
+    Layer.provideMerge(MemorySettings.layer(settings)),
+    Layer.provideMerge(Layer.effectDiscard(FakeClock.quick))
+  )

@@ -1,0 +1,112 @@
+/**
+ * Queue items as a work source: claims executions of the task types this runner handles (at most `rateLimit`
+ * started per poll interval), takes back executions whose lease expired, records results in batches.
+ */
+import { Duration, Effect, Option } from "effect"
+import { Job } from "../domain/Job.js"
+import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
+import { type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
+import type { Claimed, WorkSource } from "./WorkSource.js"
+
+/** A claimed execution of a queue item. */
+export interface ClaimedItem extends Claimed {
+  readonly claim: QueueClaim
+}
+
+export const make = (options: {
+  readonly config: SchedulerConfig
+  readonly owner: string
+}): Effect.Effect<WorkSource<ClaimedItem, QueueStoreError>, never, QueueStore> =>
+  Effect.gen(function* () {
+    const { config, owner } = options
+    const store = yield* QueueStore
+    const leaseMs = Duration.toMillis(config.leaseDuration)
+    let lastRescue = Number.NEGATIVE_INFINITY
+    // The rate limit is a sliding window: the start times of the last `rateLimit` executions. At most that many
+    // start within any poll interval, however often the runner ticks.
+    const starts: Array<number> = []
+    let windowMs = Duration.toMillis(config.interval)
+
+    const allowed = (now: number, intervalMs: number): number => {
+      if (config.rateLimit <= 0) return Number.POSITIVE_INFINITY
+      while (starts.length > 0 && starts[0]! <= now - intervalMs) starts.shift()
+      return config.rateLimit - starts.length
+    }
+
+    const toClaimed = (claim: QueueClaim): ClaimedItem => ({
+      key: `lease:${claim.leaseId}`,
+      claim,
+      job: new Job(
+        {
+          id: claim.item.id,
+          kind: "queue",
+          name: claim.item.taskType,
+          taskType: claim.item.taskType,
+          payload: claim.item.payload,
+          scheduledFor: claim.item.createdAt,
+          attempt: claim.attempt,
+          metadata: {
+            priority: claim.item.priority,
+            thread: claim.item.thread,
+            maxRuns: claim.item.maxRuns,
+            leaseId: claim.leaseId
+          }
+        },
+        { disableValidation: true }
+      )
+    })
+
+    return {
+      kind: "queue",
+      claim: (request) =>
+        Effect.gen(function* () {
+          const now = request.now.getTime()
+          // At most every third of a lease: take back executions whose owner stopped renewing.
+          let rescued = 0
+          if (now - lastRescue >= leaseMs / 3) {
+            lastRescue = now
+            rescued = yield* store.recoverStuck(request.now)
+            if (rescued > 0) yield* Effect.logWarning(`took back ${rescued} queue execution(s) whose lease expired`)
+          }
+          const intervalMs = Duration.toMillis(request.interval)
+          windowMs = intervalMs
+          const limit = Math.min(request.limit, allowed(now, intervalMs))
+          if (limit <= 0 || request.taskTypes.length === 0) return { claimed: [], overlapped: 0, rescued }
+          const claims = yield* store.claimBatch({
+            limit,
+            taskTypes: request.taskTypes,
+            owner,
+            leaseUntil: request.leaseUntil,
+            now: request.now,
+            repeatAfter: new Date(now + intervalMs)
+          })
+          if (config.rateLimit > 0) for (let i = 0; i < claims.length; i++) starts.push(now)
+          return { claimed: claims.map(toClaimed), overlapped: 0, rescued }
+        }),
+      // Only the rate limit knows when the queue next has work: new items announce themselves (NOTIFY).
+      nextWakeAt: () =>
+        Effect.succeed(
+          config.rateLimit > 0 && starts.length >= config.rateLimit
+            ? Option.some(new Date(starts[0]! + windowMs))
+            : Option.none()
+        ),
+      renew: (claims, leaseUntil, now) =>
+        Effect.map(
+          store.renewLeases(
+            claims.map((c) => c.claim),
+            leaseUntil,
+            now
+          ),
+          (ids) => new Set(ids.map((id) => `lease:${id}`))
+        ),
+      complete: (finished) =>
+        store.recordResults(
+          finished.map(({ claim, finishedAt, result, startedAt }) => ({
+            claim: claim.claim,
+            result: { startedAt, finishedAt, error: result.failed ? result.message : undefined }
+          }))
+        ),
+      // Everything this owner still holds is handed back (its interrupted executions among them).
+      release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner))
+    }
+  })

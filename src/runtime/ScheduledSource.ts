@@ -1,0 +1,249 @@
+/**
+ * Scheduled runs as a work source: claims due slots and retries of the task types this runner handles (planning
+ * each due job with the pure `planDue`), takes back runs whose owner died, records outcomes with their retries.
+ */
+import { Duration, Effect, Option, Random } from "effect"
+import { Job } from "../domain/Job.js"
+import * as Result from "../domain/Result.js"
+import * as Schedule from "../domain/Schedule.js"
+import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
+import { retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
+import { JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
+import type { Claimed, WorkSource } from "./WorkSource.js"
+
+/** A claimed run of a scheduled job. */
+export interface ClaimedRun extends Claimed {
+  readonly scheduled: ScheduledJob
+  readonly run: JobRun
+  readonly lease: Lease
+}
+
+/** A recurring job defined in code; the runner upserts it by name (see `defineJobs`). */
+export interface RecurringJob {
+  readonly name: string
+  readonly taskType: string
+  readonly schedule: Schedule.Schedule
+  readonly payload?: unknown
+  readonly missedSlots?: "latest" | "skip" | undefined
+  readonly overlap?: "skip" | "allow" | undefined
+}
+
+export const STOP_ERROR = "interrupted: the runner stopped before the handler finished"
+const SKIPPED = "skipped: the previous run was still running"
+
+/** The scheduled-runs source, and what the runner's `defineJobs` needs of it. */
+export interface ScheduledSource {
+  readonly source: WorkSource<ClaimedRun, JobStoreError>
+  readonly defineJobs: (
+    jobs: ReadonlyArray<RecurringJob>,
+    options: { readonly disableOthers?: boolean | undefined },
+    now: Date
+  ) => Effect.Effect<ReadonlyArray<ScheduledJob>, JobStoreError>
+}
+
+export const make = (options: {
+  readonly config: SchedulerConfig
+  readonly owner: string
+}): Effect.Effect<ScheduledSource, never, JobStore> =>
+  Effect.gen(function* () {
+    const { config, owner } = options
+    const store = yield* JobStore
+    // When the job tables next need a look (a slot or retry due, or the poll); 0: at once. A busy queue then pays
+    // nothing for them. Whatever this runner changes about jobs resets it.
+    let checkAt = 0
+
+    const toClaimed = (scheduled: ScheduledJob, run: JobRun, lease: Lease): ClaimedRun => ({
+      key: `run:${run.id}`,
+      scheduled,
+      run,
+      lease,
+      job: new Job(
+        {
+          id: scheduled.id,
+          kind: "scheduled",
+          name: scheduled.name,
+          taskType: scheduled.taskType,
+          payload: scheduled.payload,
+          scheduledFor: run.scheduledFor,
+          attempt: run.attempt,
+          metadata: { runId: run.id, owner }
+        },
+        { disableValidation: true }
+      )
+    })
+
+    const slotOf = (run: JobRun) => ({ jobId: run.jobId, scheduledFor: run.scheduledFor, attempt: run.attempt })
+
+    /** Claims in one transaction: rescues, due retries, then due jobs, each planned by `planDue`. */
+    const claimInTransaction = (now: Date, limit: number, taskTypes: ReadonlyArray<string>, lateAfterMs: number) =>
+      store.transaction(
+        Effect.gen(function* () {
+          const claimed: Array<ClaimedRun> = []
+          let overlapped = 0
+          let rescued = 0
+          const lease = { owner, leaseUntil: new Date(now.getTime() + Duration.toMillis(config.leaseDuration)), now }
+          for (const { run } of yield* store.listExpired(now, config.batchSize)) {
+            if (run.leaseToken === null) continue
+            const lost = `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil?.toISOString()})`
+            if (yield* store.markFailed({ runId: run.id, token: run.leaseToken }, lost, now)) {
+              const due = retryAt(config, run.attempt, 1, now, true)
+              if (due !== undefined) yield* store.scheduleRetry({ ...slotOf(run), attempt: run.attempt + 1 }, due, now)
+              rescued++
+            }
+          }
+          if (taskTypes.length === 0) return { claimed, overlapped, rescued }
+          for (const { job, run } of yield* store.listDueRetries(now, limit, taskTypes)) {
+            const taken = yield* store.startRetry(run.id, lease)
+            if (Option.isSome(taken)) {
+              claimed.push(toClaimed(job, { ...run, status: "running", startedAt: now }, taken.value))
+            }
+          }
+          // Slots that only record a row (skipped, disabled) take no worker: keep looking while there is room.
+          let room = limit - claimed.length
+          let budget = config.batchSize
+          while (room > 0 && budget > 0) {
+            const due = yield* store.listDue(now, Math.min(room, budget), taskTypes)
+            if (due.length === 0) break
+            budget -= due.length
+            for (const { job, previousRunning } of due) {
+              const plan = planDue({ job, now, missedSlots: config.missedSlots, previousRunning, lateAfterMs })
+              switch (plan._tag) {
+                case "Disable": {
+                  // Fail once and disable: a schedule that does not work must not fail on every tick.
+                  yield* store.recordFailed(
+                    { jobId: job.id, scheduledFor: plan.slot, attempt: 1 },
+                    `${plan.reason}; the job was disabled`,
+                    now
+                  )
+                  yield* store.disableJob(job.id, now)
+                  yield* Effect.logError(`job "${job.name}" disabled: ${plan.reason}`).pipe(
+                    Effect.annotateLogs({ jobId: job.id, taskType: job.taskType })
+                  )
+                  break
+                }
+                case "Advance":
+                  yield* store.advanceJob(job.id, plan.next, now)
+                  break
+                case "Fire": {
+                  if (plan.skipped !== undefined) {
+                    yield* store.recordSkipped({ jobId: job.id, scheduledFor: plan.skipped, attempt: 1 }, SKIPPED, now)
+                    overlapped++
+                  }
+                  if (plan.run !== undefined) {
+                    const started = yield* store.startRun({ jobId: job.id, scheduledFor: plan.run, attempt: 1 }, lease)
+                    claimed.push(toClaimed(job, started.run, started.lease))
+                    room--
+                  }
+                  yield* store.advanceJob(job.id, plan.next, now)
+                }
+              }
+            }
+          }
+          return { claimed, overlapped, rescued }
+        })
+      )
+
+    const source: WorkSource<ClaimedRun, JobStoreError> = {
+      kind: "scheduled",
+      claim: (request) =>
+        Effect.gen(function* () {
+          if (!request.force && request.now.getTime() < checkAt) return { claimed: [], overlapped: 0, rescued: 0 }
+          const intervalMs = Duration.toMillis(request.interval)
+          const report = yield* claimInTransaction(request.now, request.limit, request.taskTypes, intervalMs)
+          const wakeAt = yield* store.nextWakeAt(request.now, request.taskTypes)
+          const pollAt = request.now.getTime() + intervalMs
+          checkAt = Option.isSome(wakeAt) ? Math.min(wakeAt.value.getTime(), pollAt) : pollAt
+          return report
+        }),
+      nextWakeAt: (now, taskTypes) =>
+        checkAt > 0
+          ? Effect.succeed(Option.some(new Date(checkAt)))
+          : Effect.tap(store.nextWakeAt(now, taskTypes), (at) =>
+              Effect.sync(() => {
+                if (Option.isSome(at)) checkAt = at.value.getTime()
+              })
+            ),
+      renew: (claims, leaseUntil, now) =>
+        Effect.map(
+          store.renewLeases(
+            claims.map((c) => c.lease),
+            leaseUntil,
+            now
+          ),
+          (ids) => new Set(ids.map((id) => `run:${id}`))
+        ),
+      complete: (finished) =>
+        Effect.gen(function* () {
+          checkAt = 0
+          const completions: Array<RunCompletion> = []
+          for (const { claim, finishedAt, result } of finished) {
+            if (!result.failed) {
+              completions.push({
+                lease: claim.lease,
+                slot: slotOf(claim.run),
+                now: finishedAt,
+                outcome: { _tag: "Succeeded", output: Result.encodeOutput(result.output) }
+              })
+              continue
+            }
+            const jitter = yield* Random.nextRange(0.9, 1.1)
+            completions.push({
+              lease: claim.lease,
+              slot: slotOf(claim.run),
+              now: finishedAt,
+              outcome: {
+                _tag: "Failed",
+                error: result.message,
+                retryAt: retryAt(config, claim.run.attempt, jitter, finishedAt)
+              }
+            })
+          }
+          return yield* store.completeRuns(completions)
+        }),
+      // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
+      release: (interrupted, now) =>
+        Effect.gen(function* () {
+          checkAt = 0
+          if (interrupted.length === 0) return
+          yield* store.completeRuns(
+            interrupted.map((c) => ({
+              lease: c.lease,
+              slot: slotOf(c.run),
+              now,
+              outcome: { _tag: "Failed", error: STOP_ERROR, retryAt: retryAt(config, c.run.attempt, 1, now, true) }
+            }))
+          )
+        })
+    }
+
+    const defineJobs = (
+      jobs: ReadonlyArray<RecurringJob>,
+      options: { readonly disableOthers?: boolean | undefined },
+      now: Date
+    ) =>
+      Effect.gen(function* () {
+        checkAt = 0
+        if (options.disableOthers === true) {
+          const disabled = yield* store.disableJobsExcept(
+            jobs.map((j) => j.name),
+            now
+          )
+          if (disabled > 0) yield* Effect.logInfo(`disabled ${disabled} job(s) no longer defined in code`)
+        }
+        return yield* store.upsertJobs(
+          jobs.map((j) => ({
+            name: j.name,
+            taskType: j.taskType,
+            schedule: Schedule.encode(j.schedule),
+            payload:
+              j.payload === undefined ? "" : typeof j.payload === "string" ? j.payload : JSON.stringify(j.payload),
+            nextRunAt: Schedule.next(j.schedule, now),
+            missedSlots: j.missedSlots ?? null,
+            overlap: j.overlap ?? "skip"
+          })),
+          now
+        )
+      })
+
+    return { source, defineJobs }
+  })

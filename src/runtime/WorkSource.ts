@@ -1,0 +1,264 @@
+/**
+ * Work sources and the execution pipeline they share.
+ *
+ * A work source (scheduled runs, queue items) knows how to claim executions, renew their leases, record how they
+ * finished and release them at a forced stop. The pipeline (`makeLane`) does the rest the same way for every
+ * source: it runs each claimed execution's handler in a fiber of the runner, keeps its lease in the runner's one
+ * renewal round, and queues its result for the runner's one results writer, which records a batch per statement.
+ */
+import { Duration, Effect, Fiber, FiberSet, type Option, Schedule as RetryPolicy } from "effect"
+import type { Job, JobKind } from "../domain/Job.js"
+import * as Result from "../domain/Result.js"
+import { now as clockNow } from "../ports/Clock.js"
+import { type Handler, runToResult } from "./Handler.js"
+
+/** One claimed execution, as a source hands it over: a key unique among this runner's executions, and its job. */
+export interface Claimed {
+  readonly key: string
+  readonly job: Job
+}
+
+/** What a tick asks a source for. */
+export interface ClaimRequest {
+  /** The most executions to claim. */
+  readonly limit: number
+  readonly now: Date
+  readonly owner: string
+  readonly leaseUntil: Date
+  /** The task types this runner has handlers for: it claims nothing else. */
+  readonly taskTypes: ReadonlyArray<string>
+  /** The live poll interval. */
+  readonly interval: Duration.Duration
+  /** An explicit tick: look at everything, whatever the source remembers about when work is next due. */
+  readonly force: boolean
+}
+
+/** What a claim took. */
+export interface ClaimReport<C> {
+  readonly claimed: ReadonlyArray<C>
+  /** Slots recorded as skipped because the previous run was still going. */
+  readonly overlapped: number
+  /** Executions whose owner was lost (lease expired), taken back. */
+  readonly rescued: number
+}
+
+/** How one execution finished. */
+export interface Finished<C> {
+  readonly claim: C
+  readonly result: Result.Result
+  readonly startedAt: Date
+  readonly finishedAt: Date
+}
+
+/** A source of work: the internal interface between the runner and what it runs. */
+export interface WorkSource<C extends Claimed, E> {
+  readonly kind: JobKind
+  /** Claims up to `request.limit` executions (leased to `request.owner`). */
+  readonly claim: (request: ClaimRequest) => Effect.Effect<ClaimReport<C>, E>
+  /** When the source next has work due, if it knows: the idle runner sleeps until then (or the poll). */
+  readonly nextWakeAt: (now: Date, taskTypes: ReadonlyArray<string>) => Effect.Effect<Option.Option<Date>, E>
+  /** Extends the leases of these executions; returns the keys whose lease still held. */
+  readonly renew: (claims: ReadonlyArray<C>, leaseUntil: Date, now: Date) => Effect.Effect<ReadonlySet<string>, E>
+  /** Records finished executions, fenced by their leases; returns, in order, whether each was recorded. */
+  readonly complete: (finished: ReadonlyArray<Finished<C>>) => Effect.Effect<ReadonlyArray<boolean>, E>
+  /** Hands back executions interrupted by a forced stop, so another instance takes them at once. */
+  readonly release: (interrupted: ReadonlyArray<C>, now: Date) => Effect.Effect<void, E>
+}
+
+/** A registered handler and its timeout. */
+export interface Registered {
+  readonly run: Handler<unknown, unknown, never>
+  readonly timeout: Duration.Duration
+}
+
+/** What a lane needs from the runner core. */
+export interface LaneContext {
+  /** The fibers of running handlers (the runner waits for them at stop). */
+  readonly executions: FiberSet.FiberSet<void, never>
+  readonly handler: (taskType: string) => Registered | undefined
+  /** An execution started (capacity taken). */
+  readonly started: Effect.Effect<void>
+  /** An execution's handler finished with `result` (or was interrupted: undefined): capacity is free again. */
+  readonly ended: (result: Result.Result | undefined) => Effect.Effect<void>
+  /** A result is waiting for the writer. */
+  readonly resultsReady: Effect.Effect<void>
+  /** Leases are now held (the renewal round should run). */
+  readonly leasesHeld: Effect.Effect<void>
+  /** A batch of results was written: work they blocked (a sequential type, an item's next run) may be claimable. */
+  readonly written: Effect.Effect<void>
+}
+
+/** A source wired into the pipeline, its claim type hidden: what the runner core drives. */
+export interface Lane<E> {
+  readonly kind: JobKind
+  /** Claims up to the request's limit and starts every claimed execution. */
+  readonly claimAndStart: (
+    request: ClaimRequest
+  ) => Effect.Effect<{ readonly started: number; readonly overlapped: number; readonly rescued: number }, E>
+  readonly nextWakeAt: (now: Date, taskTypes: ReadonlyArray<string>) => Effect.Effect<Option.Option<Date>, E>
+  /** Executions holding a lease (running, or finished and waiting for their result to be written). */
+  readonly leased: () => number
+  /** One renewal round for every held lease; lost ones are aborted. Never fails. */
+  readonly renew: (leaseUntil: Date, now: Date) => Effect.Effect<void>
+  /** Results waiting for the writer. */
+  readonly pending: () => number
+  /** Writes up to one batch of waiting results. Never fails: a batch that cannot be written is logged and dropped. */
+  readonly flush: Effect.Effect<void>
+  /** Hands back what a forced stop interrupted. Never fails. */
+  readonly releaseInterrupted: (now: Date) => Effect.Effect<void>
+}
+
+/** Most results written in one statement. */
+const RESULT_BATCH = 500
+
+/**
+ * Writing a batch again after a failure: a deadlock with another instance's batch rolls it back whole, and a
+ * database that went away may come back. The leases are renewed meanwhile; past this, the batch is dropped and its
+ * executions are taken back when their leases expire (they run again: nothing is lost).
+ */
+export const resultWriteRetry = RetryPolicy.exponential("50 millis").pipe(
+  RetryPolicy.union(RetryPolicy.spaced("5 seconds")),
+  RetryPolicy.intersect(RetryPolicy.recurs(12))
+)
+
+interface Entry<C> {
+  readonly claim: C
+  fiber: Fiber.RuntimeFiber<void, never> | undefined
+  running: boolean
+  lost: boolean
+  interrupted: boolean
+}
+
+const unknownTaskType = (taskType: string) =>
+  Result.failure(`unknown task type "${taskType}": no handler is registered`)
+
+/** Wires a source into the pipeline. */
+export const makeLane = <C extends Claimed, E extends { readonly message: string }>(
+  source: WorkSource<C, E>,
+  context: LaneContext
+): Lane<E> => {
+  const active = new Map<string, Entry<C>>()
+  const waiting: Array<Finished<C>> = []
+
+  const execute = (entry: Entry<C>): Effect.Effect<void> => {
+    const job = entry.claim.job
+    let result: Result.Result | undefined
+    return Effect.gen(function* () {
+      const startedAt = yield* clockNow
+      const handler = context.handler(job.taskType)
+      result =
+        handler === undefined ? unknownTaskType(job.taskType) : yield* runToResult(handler.run, job, handler.timeout)
+      const finishedAt = yield* clockNow
+      entry.running = false
+      waiting.push({ claim: entry.claim, result, startedAt, finishedAt })
+      yield* context.resultsReady
+    }).pipe(
+      Effect.onInterrupt(() =>
+        Effect.suspend(() => {
+          entry.running = false
+          if (entry.lost) {
+            return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded")
+          }
+          entry.interrupted = true
+          return Effect.void
+        })
+      ),
+      Effect.ensuring(Effect.suspend(() => context.ended(result))),
+      Effect.annotateLogs({ kind: source.kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt })
+    )
+  }
+
+  const claimAndStart = (request: ClaimRequest) =>
+    Effect.gen(function* () {
+      if (request.limit <= 0) return { started: 0, overlapped: 0, rescued: 0 }
+      const report = yield* source.claim(request)
+      if (report.claimed.length > 0 && active.size === 0) yield* context.leasesHeld
+      for (const claim of report.claimed) {
+        const entry: Entry<C> = { claim, fiber: undefined, running: true, lost: false, interrupted: false }
+        active.set(claim.key, entry)
+        yield* context.started
+        entry.fiber = yield* FiberSet.run(context.executions, execute(entry))
+      }
+      return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
+    })
+
+  const renew = (leaseUntil: Date, now: Date) =>
+    Effect.gen(function* () {
+      const entries = [...active.values()]
+      if (entries.length === 0) return
+      const held = yield* source.renew(
+        entries.map((e) => e.claim),
+        leaseUntil,
+        now
+      )
+      for (const entry of entries) {
+        if (held.has(entry.claim.key) || active.get(entry.claim.key) !== entry) continue
+        entry.lost = true
+        active.delete(entry.claim.key)
+        if (entry.running && entry.fiber !== undefined) yield* Fiber.interruptFork(entry.fiber)
+      }
+    }).pipe(
+      // A renewal that fails is not a lost lease: the next round tries again.
+      Effect.catchAllCause((cause) => Effect.logWarning("lease renewal failed; retrying next round", cause)),
+      Effect.annotateLogs({ kind: source.kind })
+    )
+
+  const flush = Effect.gen(function* () {
+    const batch = waiting.splice(0, RESULT_BATCH)
+    if (batch.length === 0) return
+    // Any cause is retried, defects included: a store that dies on a dead connection may work on the next try.
+    const written = yield* source.complete(batch).pipe(
+      Effect.sandbox,
+      Effect.retry(resultWriteRetry),
+      Effect.unsandbox,
+      Effect.catchAllCause((cause) =>
+        Effect.as(
+          Effect.logError(
+            "recording results failed; their executions run again once their leases expire (nothing is lost)",
+            cause
+          ),
+          batch.map(() => undefined)
+        )
+      )
+    )
+    for (let i = 0; i < batch.length; i++) {
+      const finished = batch[i]!
+      // Written or not, the lease is no longer renewed: a dropped result's lease expires and the work is taken back.
+      active.delete(finished.claim.key)
+      if (written[i] === false) {
+        yield* Effect.logWarning("result refused: the execution's lease was lost").pipe(
+          Effect.annotateLogs({ taskType: finished.claim.job.taskType, jobId: finished.claim.job.id })
+        )
+      }
+    }
+    yield* context.written
+  }).pipe(Effect.annotateLogs({ kind: source.kind }))
+
+  const releaseInterrupted = (now: Date) =>
+    Effect.gen(function* () {
+      const interrupted = [...active.values()].filter((e) => e.interrupted)
+      for (const entry of interrupted) active.delete(entry.claim.key)
+      yield* source.release(
+        interrupted.map((e) => e.claim),
+        now
+      )
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.logError("could not release leases at stop", cause)),
+      Effect.annotateLogs({ kind: source.kind })
+    )
+
+  return {
+    kind: source.kind,
+    claimAndStart,
+    nextWakeAt: source.nextWakeAt,
+    leased: () => active.size,
+    renew,
+    pending: () => waiting.length,
+    flush,
+    releaseInterrupted
+  }
+}
+
+/** The lease renewal cadence: a third of the lease, so two rounds can fail before it expires. */
+export const renewEvery = (leaseDuration: Duration.Duration): Duration.Duration =>
+  Duration.millis(Math.max(1, Math.floor(Duration.toMillis(leaseDuration) / 3)))

@@ -1,0 +1,75 @@
+/**
+ * The import rule of the layout, checked over the sources: domain imports only domain; ports only domain; runtime
+ * only ports and domain; adapters no runtime (the CLI, which drives the runtime, excepted); only composition
+ * (`src/layers`), `index.ts`, the CLI, benches and examples import adapters. `src/internal` holds the domain's pure
+ * helpers and counts as domain.
+ */
+import { describe, expect, it } from "vitest"
+import fs from "node:fs"
+import path from "node:path"
+import { projectRoot } from "./support/process.js"
+
+const src = path.join(projectRoot, "src")
+
+const filesUnder = (dir: string): Array<string> =>
+  fs.readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const full = path.join(dir, entry.name)
+    return entry.isDirectory() ? filesUnder(full) : entry.name.endsWith(".ts") ? [full] : []
+  })
+
+/** The part of the layout a source file belongs to. */
+const partOf = (file: string): string => {
+  const rel = path.relative(src, file).split(path.sep)
+  if (rel.length === 1) return rel[0] === "index.ts" ? "index" : "root"
+  if (rel[0] === "internal") return "domain"
+  if (rel[0] === "adapters") return rel[1] === "cli" ? "cli" : "adapters"
+  return rel[0]!
+}
+
+/** Relative imports of a file (static, dynamic and type-only), resolved to source files. */
+const importsOf = (file: string): Array<string> => {
+  const text = fs.readFileSync(file, "utf8")
+  const specifiers = [...text.matchAll(/(?:from\s+|import\s*\(\s*|import\s+)"(\.{1,2}\/[^"]+)"/g)].map((m) => m[1]!)
+  return specifiers.map((s) => path.resolve(path.dirname(file), s.replace(/\.js$/, ".ts")))
+}
+
+const allowed: Record<string, ReadonlyArray<string>> = {
+  domain: ["domain"],
+  ports: ["ports", "domain"],
+  runtime: ["runtime", "ports", "domain"],
+  adapters: ["adapters", "ports", "domain"],
+  cli: ["cli", "adapters", "layers", "runtime", "ports", "domain"],
+  layers: ["layers", "adapters", "runtime", "ports", "domain"],
+  index: ["index", "layers", "adapters", "cli", "runtime", "ports", "domain"]
+}
+
+describe("the import rule", () => {
+  const files = filesUnder(src)
+
+  it("finds the layout's parts", () => {
+    const parts = new Set(files.map(partOf))
+    for (const part of ["domain", "ports", "runtime", "adapters", "cli", "layers", "index"]) {
+      expect(parts.has(part)).toBe(true)
+    }
+    expect(parts.has("root")).toBe(false)
+  })
+
+  it("holds for every source file", () => {
+    const violations = files.flatMap((file) => {
+      const from = partOf(file)
+      return importsOf(file)
+        .filter((target) => target.startsWith(src))
+        .map((target) => ({ target, to: partOf(target) }))
+        .filter(({ to }) => !(allowed[from] ?? []).includes(to))
+        .map(({ target, to }) => `${path.relative(src, file)} (${from}) imports ${path.relative(src, target)} (${to})`)
+    })
+    expect(violations).toEqual([])
+  })
+
+  it("catches a violation (the checker itself works)", () => {
+    const file = path.join(src, "domain/Job.ts")
+    expect(partOf(file)).toBe("domain")
+    expect(allowed["domain"]).not.toContain(partOf(path.join(src, "adapters/memory/FakeStore.ts")))
+    expect(importsOf(path.join(src, "runtime/Runner.ts")).some((t) => partOf(t) === "ports")).toBe(true)
+  })
+})

@@ -1,0 +1,349 @@
+/**
+ * The execution pipeline's regressions, on the memory adapters under the fake clock: long-lived fibers that survive
+ * any cause, slot computations that throw, wake-ups that arrive mid-tick, the rate limit, forever-repeating items,
+ * attempt numbers, and a simulated year that runs in a moment.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Deferred, Effect, Layer, Logger, Ref } from "effect"
+import {
+  FakeClock,
+  FakeStore,
+  JobStore,
+  MemoryMeta,
+  MemoryQueueStore,
+  MemorySettings,
+  QueueStore,
+  Runner,
+  Schedule
+} from "../../src/index.js"
+import { captureLogs, settle, testLayer } from "../support/runner.js"
+
+const iso = (d: Date | null | undefined) => d?.toISOString()
+
+class Faults extends Context.Tag("test/Faults")<
+  Faults,
+  {
+    /** Makes the next `n` calls of a store method die with a thrown RangeError (a defect, not a failure). */
+    readonly die: (method: "listDue" | "recordResults" | "renewLeases" | "claimBatch", n: number) => Effect.Effect<void>
+  }
+>() {}
+
+/** FakeStore and the memory queue whose methods can be made to die, as a dead connection's ROLLBACK does. */
+const faultyStores = Layer.effectContext(
+  Effect.gen(function* () {
+    const { fake, store } = yield* FakeStore.make
+    const { memory, store: queue } = yield* MemoryQueueStore.make
+    const remaining = new Map<string, number>()
+    const maybeDie = <A, E>(method: string, self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+      Effect.suspend(() => {
+        const n = remaining.get(method) ?? 0
+        if (n <= 0) return self
+        remaining.set(method, n - 1)
+        return Effect.die(new RangeError(`${method}: the connection died`))
+      })
+    return Context.make(
+      JobStore,
+      JobStore.of({ ...store, listDue: (...args) => maybeDie("listDue", store.listDue(...args)) })
+    ).pipe(
+      Context.add(
+        QueueStore,
+        QueueStore.of({
+          ...queue,
+          recordResults: (...args) => maybeDie("recordResults", queue.recordResults(...args)),
+          renewLeases: (...args) => maybeDie("renewLeases", queue.renewLeases(...args)),
+          claimBatch: (...args) => maybeDie("claimBatch", queue.claimBatch(...args))
+        })
+      ),
+      Context.add(FakeStore.FakeStore, fake),
+      Context.add(MemoryQueueStore.MemoryQueue, memory),
+      Context.add(Faults, { die: (method, n) => Effect.sync(() => void remaining.set(method, n)) })
+    )
+  })
+).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+
+/** Every line logged by the runner's fibers, the long-lived ones forked when the layer is built included. */
+const logged: Array<string> = []
+const recordLogs = Logger.replace(
+  Logger.defaultLogger,
+  Logger.make(({ logLevel, message }) => {
+    logged.push(`${logLevel.label} ${Array.isArray(message) ? message.map(String).join(" ") : String(message)}`)
+  })
+)
+
+const faultyLayer = (config: Parameters<typeof Runner.layer>[0]) =>
+  Runner.layer({ interval: "1 minute", heartbeatInterval: "1 day", ...config }).pipe(Layer.provideMerge(faultyStores))
+
+describe("long-lived fibers survive any cause", () => {
+  it.scoped(
+    "a store that dies (a defect) in the tick, the results writer and the renewal: logged, and work goes on",
+    () =>
+      Effect.gen(function* () {
+        logged.length = 0
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const store = yield* FakeStore.FakeStore
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const faults = yield* Faults
+        const gate = yield* Deferred.make<void>()
+        yield* runner.register("t", () => undefined)
+        yield* runner.register("slow", () => Deferred.await(gate))
+        yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+        // The tick dies twice.
+        yield* faults.die("listDue", 2)
+        yield* runner.start
+        yield* FakeClock.advance("5 minutes")
+        expect((yield* store.runsOf("j")).filter((r) => r.status === "success").length).toBeGreaterThanOrEqual(2)
+        // The results writer dies on every try of one batch (1 + 12 retries): the batch is dropped, its lease
+        // expires and the item runs again.
+        yield* faults.die("recordResults", 13)
+        yield* queue.enqueue({ taskType: "t", payload: "a" }, yield* FakeClock.now)
+        yield* FakeClock.advance("10 seconds")
+        // The renewal round dies while a handler runs; the next round holds the lease.
+        yield* faults.die("renewLeases", 1)
+        yield* queue.enqueue({ taskType: "slow", payload: "b" }, yield* FakeClock.now)
+        yield* FakeClock.advance("25 seconds")
+        yield* Deferred.succeed(gate, undefined)
+        yield* FakeClock.advance("5 minutes")
+        // Every item was recorded, once, the dropped one after its lease expired.
+        const processed = yield* memory.processed
+        expect(processed.map((p) => [p.payload, p.status]).sort()).toEqual([
+          ["a", "ok"],
+          ["b", "ok"]
+        ])
+        expect(yield* memory.items).toEqual([])
+        expect(
+          logged.some((l) => l.startsWith("ERROR tick failed") && l.includes("listDue: the connection died"))
+        ).toBe(true)
+        expect(logged.some((l) => l.startsWith("ERROR recording results failed"))).toBe(true)
+        expect(logged.some((l) => l.startsWith("WARN lease renewal failed"))).toBe(true)
+        expect(logged.some((l) => l.startsWith("WARN took back 1 queue execution"))).toBe(true)
+        // And the scheduled job kept its minute slots through all of it.
+        yield* FakeClock.advance("3 minutes")
+        expect((yield* store.runsOf("j")).filter((r) => r.status === "success").length).toBeGreaterThanOrEqual(8)
+      }).pipe(
+        Effect.provide(faultyLayer({ leaseDuration: "30 seconds", retryAttempts: 0 })),
+        // Outside the runner's layer, so the fibers it forks when built log here too.
+        Effect.provide(recordLogs)
+      )
+  )
+})
+
+describe("slot computations that throw", () => {
+  it.scoped("a job whose next slot lies beyond the last Date: one failed run saying why, disabled, others go on", () =>
+    captureLogs((logs) =>
+      Effect.gen(function* () {
+        // A few hours before the last instant a Date can hold.
+        const end = new Date(8.64e15 - 3 * 3_600_000)
+        yield* FakeClock.set(end)
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("t", () => undefined)
+        yield* store.addJob({
+          name: "doomed",
+          taskType: "t",
+          schedule: Schedule.interval({ every: "1 day" }),
+          nextRunAt: end
+        })
+        yield* store.addJob({ name: "fine", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+        yield* runner.start
+        yield* FakeClock.advance("10 minutes")
+        const doomed = yield* store.runsOf("doomed")
+        expect(doomed.map((r) => r.status)).toEqual(["failed"])
+        expect(doomed[0]!.error).toContain("cannot compute the next slot")
+        expect(doomed[0]!.error).toContain("the job was disabled")
+        expect((yield* store.jobs).find((j) => j.name === "doomed")!.enabled).toBe(false)
+        expect((yield* store.runsOf("fine")).length).toBe(10)
+        const errors = (yield* Ref.get(logs)).filter((l) => l.startsWith("ERROR"))
+        expect(errors).toHaveLength(1)
+        expect(errors[0]).toContain(`job "doomed" disabled`)
+      })
+    ).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  )
+
+  it.scoped("the stored interval that used to throw a RangeError does not decode: fail once and disable", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      yield* runner.register("t", () => undefined)
+      yield* store.addJob({ name: "huge", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* store.setStoredSchedule("huge", { _tag: "Interval", everyMillis: 9007199254740991 })
+      yield* runner.start
+      yield* FakeClock.advance("3 minutes")
+      const runs = yield* store.runsOf("huge")
+      expect(runs.map((r) => r.status)).toEqual(["failed"])
+      expect(runs[0]!.error).toContain("everyMillis must be a whole number of milliseconds, from 1 to 100 years")
+    }).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+  )
+})
+
+/** The memory queue, where the first claim that takes something has another item inserted while it runs. */
+const insertDuringClaimLayer = Runner.layer({ interval: "1 day", heartbeatInterval: "1 day" }).pipe(
+  Layer.provideMerge(
+    Layer.effectContext(
+      Effect.gen(function* () {
+        const { memory, store } = yield* MemoryQueueStore.make
+        let inserted = false
+        const claimBatch: typeof store.claimBatch = (options) =>
+          Effect.tap(store.claimBatch(options), (claims) =>
+            claims.length === 0 || inserted
+              ? Effect.void
+              : Effect.sync(() => {
+                  inserted = true
+                }).pipe(Effect.zipRight(store.enqueue({ taskType: "t", payload: "late" }, options.now)))
+          )
+        return Context.make(QueueStore, QueueStore.of({ ...store, claimBatch })).pipe(
+          Context.add(MemoryQueueStore.MemoryQueue, memory)
+        )
+      })
+    ).pipe(
+      Layer.merge(FakeStore.layer),
+      Layer.merge(MemorySettings.layerFromMeta),
+      Layer.provideMerge(MemoryMeta.layer())
+    )
+  )
+)
+
+describe("wake-ups", () => {
+  it.scoped("an item inserted by someone else while a claim runs is started at once, not a poll later", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const queue = yield* QueueStore
+      yield* runner.register("t", () => undefined)
+      yield* runner.start
+      yield* queue.enqueue({ taskType: "t", payload: "first" }, yield* FakeClock.now)
+      // The claim that takes "first" sees "late" inserted after its snapshot (its wake-up arrives mid-tick). With a
+      // one-day poll and no clock movement, "late" must still run.
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      expect((yield* memory.processed).map((p) => p.payload)).toEqual(["first", "late"])
+    }).pipe(Effect.provide(insertDuringClaimLayer))
+  )
+
+  it.scoped("a wake-up sent during a tick is never lost", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const inserted = yield* Ref.make(false)
+      yield* runner.register("t", () => undefined)
+      yield* runner.register("tick-hook", () => undefined)
+      // The first execution's handler enqueues another item: its wake-up arrives while that tick's executions are
+      // being started. With a one-day poll and no clock movement, the second item still runs.
+      yield* runner.register("spawner", () =>
+        Effect.gen(function* () {
+          if (yield* Ref.getAndSet(inserted, true)) return
+          yield* queue.enqueue({ taskType: "t", payload: "spawned" }, yield* FakeClock.now)
+        })
+      )
+      yield* runner.start
+      yield* queue.enqueue({ taskType: "spawner", payload: "x" }, yield* FakeClock.now)
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      expect((yield* memory.processed).map((p) => p.payload).sort()).toEqual(["spawned", "x"])
+    }).pipe(Effect.provide(testLayer({ interval: "1 day" })))
+  )
+})
+
+describe("queue pacing", () => {
+  it.scoped("--rate-limit 2 --interval 3s: at most two starts per three seconds, however often executions finish", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("t", () => undefined)
+      for (let i = 0; i < 6; i++)
+        yield* queue.enqueue({ taskType: "t", payload: String(i), thread: 1 }, yield* FakeClock.now)
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      yield* FakeClock.advance("200 millis")
+      expect((yield* memory.processed).length).toBe(2)
+      yield* FakeClock.advance("2799 millis")
+      expect((yield* memory.processed).length).toBe(2)
+      yield* FakeClock.advance("1 millis")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+      yield* FakeClock.advance("3 seconds")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 6))
+      const starts = (yield* memory.processed).map((p) => p.startedAt.getTime())
+      // Any two starts three apart in the order are at least one interval apart.
+      for (let i = 2; i < starts.length; i++) expect(starts[i]! - starts[i - 2]!).toBeGreaterThanOrEqual(3000)
+    }).pipe(Effect.provide(testLayer({ workers: 10, rateLimit: 2, interval: "3 seconds" })))
+  )
+
+  it.scoped("a max_runs -1 item starts at most once per poll interval and never starves its peers", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("t", () => undefined)
+      const now = yield* FakeClock.now
+      const forever = yield* queue.enqueue({ taskType: "t", payload: "forever", maxRuns: -1 }, now)
+      for (const p of ["a", "b", "c"]) yield* queue.enqueue({ taskType: "t", payload: p }, now)
+      yield* runner.start
+      yield* FakeClock.advance("10 minutes")
+      const processed = yield* memory.processed
+      const foreverStarts = processed.filter((p) => p.queueItemId === forever.id).map((p) => p.startedAt.getTime())
+      // Once at 00:00, then once per minute: 11 in ten minutes, never two within a minute.
+      expect(foreverStarts.length).toBe(11)
+      for (let i = 1; i < foreverStarts.length; i++)
+        expect(foreverStarts[i]! - foreverStarts[i - 1]!).toBeGreaterThanOrEqual(60_000)
+      // Its sequential peers all ran, within the first minute.
+      const peers = processed.filter((p) => p.queueItemId !== forever.id)
+      expect(peers.map((p) => p.payload)).toEqual(["a", "b", "c"])
+      for (const p of peers) expect(p.startedAt.getTime()).toBeLessThan(Date.parse("2026-01-01T00:01:00Z"))
+      expect((yield* memory.items).map((i) => i.payload)).toEqual(["forever"])
+    }).pipe(Effect.provide(testLayer({ workers: 1, interval: "1 minute" })))
+  )
+
+  it.scoped("concurrent repetitions of one item each get their own attempt number", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const attempts = yield* Ref.make<ReadonlyArray<number>>([])
+      yield* runner.register("t", (job) => Ref.update(attempts, (xs) => [...xs, job.attempt]))
+      yield* queue.enqueue({ taskType: "t", payload: "x", maxRuns: 4, thread: 1 }, yield* FakeClock.now)
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+      expect([...(yield* Ref.get(attempts))].sort()).toEqual([1, 2, 3, 4])
+    }).pipe(Effect.provide(testLayer({ workers: 4 })))
+  )
+})
+
+describe("the runner under a test clock", () => {
+  it.scoped(
+    "one simulated year of a daily job with failures and retries takes a moment of wall time (TestRunner defaults)",
+    () =>
+      Effect.gen(function* () {
+        const started = Date.now()
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        // Fails on the first attempt on the 1st of each month; the retry a minute later succeeds.
+        yield* runner.register("report", (job) =>
+          job.scheduledFor.getUTCDate() === 1 && job.attempt === 1 ? Effect.fail(new Error("month start")) : Effect.void
+        )
+        yield* store.addJob({
+          name: "report",
+          taskType: "report",
+          schedule: Schedule.daily({ hour: 6, minute: 0, tz: "Europe/Berlin" })
+        })
+        yield* runner.start
+        yield* FakeClock.advanceTo("2027-01-01T00:00:00Z")
+        const runs = yield* store.runsOf("report")
+        expect(runs.filter((r) => r.attempt === 1).length).toBe(365)
+        expect(runs.filter((r) => r.status === "failed").map((r) => iso(r.scheduledFor)?.slice(0, 10))).toHaveLength(12)
+        expect(runs.filter((r) => r.attempt === 2 && r.status === "success")).toHaveLength(12)
+        const wallMs = Date.now() - started
+        // A wide functional bound (the issue asks for under a second; CI machines vary): it must not poll its way
+        // through the year minute by minute, which took minutes.
+        expect(wallMs).toBeLessThan(10_000)
+      }).pipe(Effect.provide(testLayer({ retryBackoff: "1 minute" }))),
+    20_000
+  )
+})
