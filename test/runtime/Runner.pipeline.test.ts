@@ -347,3 +347,33 @@ describe("the runner under a test clock", () => {
     20_000
   )
 })
+
+describe("what a worker says", () => {
+  it.scoped("start warns about a job it defined without a handler; the stats count every failure", () =>
+    captureLogs((logs) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        yield* runner.register("boom", () => Effect.die(new Error("boom")))
+        yield* runner.register("hang", () => Effect.never, { timeout: "1 second" })
+        yield* runner.register("fine", () => undefined)
+        yield* runner.defineJobs([
+          { name: "orphan", taskType: "nobody", schedule: Schedule.daily({ hour: 9, minute: 0 }) }
+        ])
+        yield* runner.start
+        const warnings = (yield* Ref.get(logs)).filter((l) => l.startsWith("WARN"))
+        expect(warnings).toEqual([
+          `WARN jobs of task type "nobody" are defined but no handler is registered: this runner leaves them due`
+        ])
+        const now = yield* FakeClock.now
+        for (const taskType of ["boom", "hang", "fine"]) yield* queue.enqueue({ taskType, thread: 1 }, now)
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+        yield* FakeClock.advance("1 second")
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 3))
+        expect(yield* runner.stats).toEqual({ started: 3, ok: 1, failed: 2 })
+      })
+    ).pipe(Effect.provide(testLayer({ workers: 4 })))
+  )
+})
