@@ -23,6 +23,8 @@ export interface Kairos {
   readonly defineJobs: (jobs: ReadonlyArray<RecurringJob>) => Promise<ReadonlyArray<ScheduledJob>>
   /** Adds a queue item. */
   readonly enqueue: (input: EnqueueInput) => Promise<QueueItem>
+  /** Adds many queue items in one statement; returns their ids, in order. */
+  readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Promise<ReadonlyArray<string>>
   /** Starts claiming and running work. */
   readonly start: () => Promise<void>
   /** Stops gracefully (running handlers get the grace period) and closes the pool. */
@@ -41,6 +43,10 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
     defineJobs: (jobs) => runtime.runPromise(runner.defineJobs(jobs)),
     enqueue: (input) =>
       runtime.runPromise(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueue(input, at)))),
+    enqueueMany: (inputs) =>
+      runtime.runPromise(
+        Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueueMany(inputs, at)))
+      ),
     start: () => runtime.runPromise(runner.start),
     stop: async () => {
       await runtime.runPromise(runner.stop)

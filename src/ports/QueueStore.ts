@@ -54,6 +54,11 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
   {
     readonly enqueue: (input: EnqueueInput, now: Date) => Effect.Effect<QueueItem, QueueStoreError>
+    /** Adds many items in one statement, in order; returns their ids. */
+    readonly enqueueMany: (
+      inputs: ReadonlyArray<EnqueueInput>,
+      now: Date
+    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
     /**
      * Claims up to `limit` executions of the given task types, highest priority first, then oldest: at most one
      * sequential (`thread = 0`) execution per task type cluster-wide; a concurrent item may run several of its

@@ -52,6 +52,33 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect("enqueueMany adds items in order, normalised like enqueue, and wakes subscribers once", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("many")
+        const woken = yield* Deferred.make<void>()
+        yield* q.subscribe(() => Deferred.unsafeDone(woken, Effect.void))
+        const ids = yield* q.enqueueMany(
+          [
+            { taskType: t, payload: "a", maxRuns: 0, thread: 7 },
+            { taskType: t, payload: "b", priority: 2, thread: 1 },
+            { taskType: t, payload: "c", maxRuns: -1, thread: 1 }
+          ],
+          T0
+        )
+        expect(ids).toHaveLength(3)
+        expect([...ids].sort((x, y) => Number(x) - Number(y))).toEqual(ids)
+        expect(yield* q.enqueueMany([], T0)).toEqual([])
+        const claims = yield* q.claimBatch(claimOpts([t], 10))
+        expect(claims.map((c) => [c.item.payload, c.item.maxRuns, c.item.thread, c.item.priority])).toEqual([
+          ["b", 1, 1, 2],
+          ["a", 1, 0, 0],
+          ["c", -1, 1, 0]
+        ])
+        yield* Deferred.await(woken).pipe(Effect.timeout("5 seconds"))
+      }).pipe(Effect.scoped)
+    )
+
     it.effect("claims the given task types only, highest priority first, then oldest, up to the limit", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

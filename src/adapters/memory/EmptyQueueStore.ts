@@ -20,6 +20,15 @@ export const layerFromMeta: Layer.Layer<QueueStore, never, MemoryMeta> = Layer.e
             message: `this runner has no queue: cannot enqueue a "${input.taskType}" item (provide a QueueStore)`
           })
         ),
+      enqueueMany: (inputs) =>
+        inputs.length === 0
+          ? Effect.succeed([])
+          : Effect.fail(
+              new QueueStoreError({
+                reason: "Unknown",
+                message: "this runner has no queue: cannot enqueue items (provide a QueueStore)"
+              })
+            ),
       claimBatch: () => Effect.succeed([])
     })
   )

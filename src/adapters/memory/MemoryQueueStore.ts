@@ -13,7 +13,13 @@ import {
   type QueueItem
 } from "../../domain/QueueItem.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
-import { type ExecutionResult, type QueueClaim, QueueStore, type WorkerInfo } from "../../ports/QueueStore.js"
+import {
+  type EnqueueInput,
+  type ExecutionResult,
+  type QueueClaim,
+  QueueStore,
+  type WorkerInfo
+} from "../../ports/QueueStore.js"
 import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"
 
 interface Row {
@@ -97,22 +103,33 @@ export const make: Effect.Effect<
     return true
   }
 
+  const insert = (input: EnqueueInput, now: Date): QueueItem => {
+    const item: QueueItem = {
+      id: String(nextId++),
+      taskType: input.taskType,
+      payload: input.payload ?? "",
+      status: "pending",
+      priority: normalizePriority(input.priority),
+      maxRuns: normalizeMaxRuns(input.maxRuns),
+      thread: normalizeThread(input.thread),
+      runAfter: null,
+      createdAt: now,
+      updatedAt: now
+    }
+    rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0 })
+    return item
+  }
+
   const store = QueueStore.of({
+    enqueueMany: (inputs, now) =>
+      Effect.sync(() => {
+        const ids = inputs.map((input) => insert(input, now).id)
+        if (ids.length > 0) wakeAll()
+        return ids
+      }),
     enqueue: (input, now) =>
       Effect.sync(() => {
-        const item: QueueItem = {
-          id: String(nextId++),
-          taskType: input.taskType,
-          payload: input.payload ?? "",
-          status: "pending",
-          priority: normalizePriority(input.priority),
-          maxRuns: normalizeMaxRuns(input.maxRuns),
-          thread: normalizeThread(input.thread),
-          runAfter: null,
-          createdAt: now,
-          updatedAt: now
-        }
-        rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0 })
+        const item = insert(input, now)
         wakeAll()
         return item
       }),

@@ -286,6 +286,24 @@ export const make = (
 
     return QueueStore.of({
       recordResults,
+      // Columns as arrays: one statement and a fixed number of parameters, however many items.
+      enqueueMany: (inputs, now) =>
+        inputs.length === 0
+          ? Effect.succeed([])
+          : sql<{ id: string }>`
+              INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
+              SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, ${now}, ${now}
+              FROM unnest(
+                ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => i.payload ?? "")}::text[],
+                ${inputs.map((i) => normalizePriority(i.priority))}::int[],
+                ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
+                ${inputs.map((i) => normalizeThread(i.thread))}::int[]
+              ) WITH ORDINALITY AS x(task_type, payload, priority, max_runs, thread, n)
+              ORDER BY x.n
+              RETURNING id::text AS id`.pipe(
+              Effect.map((rows) => rows.map((r) => r.id)),
+              orStoreError
+            ),
       enqueue: (input, now) =>
         sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
             VALUES (${input.taskType}, ${input.payload ?? ""}, ${normalizePriority(input.priority)},
