@@ -141,9 +141,17 @@ export const make = (
     const handlers = new Map<string, Registered>()
     const taskTypes = () => [...handlers.keys()]
 
-    // State of the loop and its executions.
+    // State of the loop and its executions. Work is claimed ahead of free workers into a small buffer (up to one more
+    // execution per worker, leases renewed like the others), so a worker whose handler returns takes the next one at
+    // once instead of waiting for a tick. Buffered executions start in claim order; scheduled slots are claimed
+    // first, so a slot waits at most for the handlers already running.
     const executions = yield* FiberSet.make<void, never>()
-    const inFlight = yield* Ref.make(0)
+    const workerPermits = yield* Effect.makeSemaphore(config.workers)
+    const prefetch = Math.min(config.batchSize, config.workers)
+    /** Claimed and not yet ended (running, or waiting for a worker). */
+    const claimed = yield* Ref.make(0)
+    /** Running a handler now. */
+    const busy = yield* Ref.make(0)
     const stats = yield* Ref.make<RunnerStats>({ started: 0, ok: 0, failed: 0 })
     const stopping = yield* Ref.make(false)
     const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<never, never>>>(Option.none())
@@ -156,24 +164,31 @@ export const make = (
     const definedTypes = new Set<string>()
 
     const recordOutcome = (result: Result.Result | undefined) =>
-      Effect.zipRight(
-        Ref.update(stats, (s) =>
+      Effect.gen(function* () {
+        yield* Ref.update(stats, (s) =>
           // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
           result === undefined || result.failed ? { ...s, failed: s.failed + 1 } : { ...s, ok: s.ok + 1 }
-        ),
-        Effect.zipRight(
-          Ref.update(inFlight, (n) => n - 1),
-          signal(wake)
         )
-      )
+        const outstanding = yield* Ref.updateAndGet(claimed, (n) => n - 1)
+        // Claim again once the buffer runs low, not after every execution: the claim then overlaps the handlers.
+        if (outstanding - (yield* Ref.get(busy)) <= Math.floor(prefetch / 2)) yield* signal(wake)
+      })
 
     const laneContext = {
       executions,
       handler: (taskType: string) => handlers.get(taskType),
-      started: Effect.zipRight(
-        Ref.update(inFlight, (n) => n + 1),
-        Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
-      ),
+      claimed: Ref.update(claimed, (n) => n + 1),
+      onWorker: <A>(self: Effect.Effect<A>) =>
+        workerPermits.withPermits(1)(
+          Effect.acquireUseRelease(
+            Effect.zipRight(
+              Ref.update(busy, (n) => n + 1),
+              Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
+            ),
+            () => self,
+            () => Ref.update(busy, (n) => n - 1)
+          )
+        ),
       ended: recordOutcome,
       resultsReady: signal(resultsReady),
       leasesHeld: signal(leasesHeld),
@@ -222,7 +237,8 @@ export const make = (
         const interval = switches.interval
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }
-        let room = Math.min(config.batchSize, config.workers - (yield* Ref.get(inFlight)))
+        const outstanding = yield* Ref.get(claimed)
+        let room = Math.min(config.batchSize, config.workers + prefetch - outstanding)
         if (room <= 0) return { report: idle("busy"), interval }
         const now = yield* clockNow
         const request = { now, owner, leaseUntil: leaseUntil(now), taskTypes: taskTypes(), interval, force }
@@ -247,7 +263,7 @@ export const make = (
         const pollMs = Duration.toMillis(interval)
         // Paused, disabled or full: only the poll or a wake-up (a setting changed, capacity freed) can change that.
         if (report.skipped !== undefined) return pollMs
-        if ((yield* Ref.get(inFlight)) >= config.workers) return pollMs
+        if ((yield* Ref.get(claimed)) >= config.workers + prefetch) return pollMs
         // A full batch: more may be due right now.
         if (report.started >= config.batchSize) return 0
         const now = yield* clockNow
@@ -398,7 +414,7 @@ export const make = (
       tick: Effect.map(tickOnce(true), (t) => t.report),
       wake: signal(wake),
       defineJobs,
-      running: Ref.get(inFlight),
+      running: Ref.get(busy),
       stats: Ref.get(stats),
       owner,
       config

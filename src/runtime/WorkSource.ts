@@ -76,9 +76,11 @@ export interface LaneContext {
   /** The fibers of running handlers (the runner waits for them at stop). */
   readonly executions: FiberSet.FiberSet<void, never>
   readonly handler: (taskType: string) => Registered | undefined
-  /** An execution started (capacity taken). */
-  readonly started: Effect.Effect<void>
-  /** An execution's handler finished with `result` (or was interrupted: undefined): capacity is free again. */
+  /** An execution was claimed (it holds a lease; it may wait for a worker before its handler runs). */
+  readonly claimed: Effect.Effect<void>
+  /** Runs a handler on one of the runner's workers: waits for a free one (claim order), holds it until done. */
+  readonly onWorker: <A>(self: Effect.Effect<A>) => Effect.Effect<A>
+  /** An execution ended with `result` (or was interrupted: undefined): its claim no longer counts. */
   readonly ended: (result: Result.Result | undefined) => Effect.Effect<void>
   /** A result is waiting for the writer. */
   readonly resultsReady: Effect.Effect<void>
@@ -143,7 +145,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const execute = (entry: Entry<C>): Effect.Effect<void> => {
     const job = entry.claim.job
     let result: Result.Result | undefined
-    return Effect.gen(function* () {
+    const run = Effect.gen(function* () {
       const startedAt = yield* clockNow
       const handler = context.handler(job.taskType)
       result =
@@ -151,8 +153,9 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       const finishedAt = yield* clockNow
       entry.running = false
       waiting.push({ claim: entry.claim, result, startedAt, finishedAt })
-      yield* context.resultsReady
-    }).pipe(
+    })
+    // The result is written by the runner's writer; the worker is free as soon as the handler returns.
+    return Effect.zipRight(context.onWorker(run), context.resultsReady).pipe(
       Effect.onInterrupt(() =>
         Effect.suspend(() => {
           entry.running = false
@@ -176,7 +179,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       for (const claim of report.claimed) {
         const entry: Entry<C> = { claim, fiber: undefined, running: true, lost: false, interrupted: false }
         active.set(claim.key, entry)
-        yield* context.started
+        yield* context.claimed
         entry.fiber = yield* FiberSet.run(context.executions, execute(entry))
       }
       return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }

@@ -66,6 +66,15 @@ const WorkerRow = Schema.Struct({
   live_until: Schema.DateFromSelf
 })
 
+/**
+ * A claimed row as the claim selects it. Not decoded through Schema: the claim is the hot path, and the table's
+ * own types and constraints (and the normalising trigger) already guarantee each column's shape.
+ */
+interface ClaimRow extends ItemRow {
+  readonly in_flight: number
+  readonly seq: string
+}
+
 const decodeItems = Schema.decodeUnknown(Schema.Array(ItemRow))
 const decodeWorkers = Schema.decodeUnknown(Schema.Array(WorkerRow))
 const decodeProcessed = Schema.decodeUnknown(Schema.Array(ProcessedRow))
@@ -99,6 +108,18 @@ export const make = (
     )
     const wakeChannel = channel(schema)
 
+    const claimable = sql.literal(
+      // Spelled exactly as the partial index's predicate, so the planner can use it.
+      "(i.in_flight = 0 OR (i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)))"
+    )
+    const claimColumns = sql.literal(
+      "i.id::text AS id, i.task_type, i.payload, i.status, i.priority, i.max_runs, i.thread, i.runs_done, " +
+        "i.runs_started, i.run_after, i.created_at, i.updated_at, i.in_flight, i.seq::text AS seq"
+    )
+
+    // Four statements in one transaction: concurrent items taken and locked per type; the per-type locks of the
+    // sequential slots; at most one sequential item per locked type that has none in flight; the leases written and
+    // the items updated together.
     const claimBatch = (options: {
       readonly limit: number
       readonly taskTypes: ReadonlyArray<string>
@@ -113,66 +134,48 @@ export const make = (
             const limit = Math.max(0, Math.floor(options.limit))
             const types = [...new Set(options.taskTypes)]
             if (limit === 0 || types.length === 0) return []
-            // Concurrent items: per type, over the claimable index, so other types' rows are never scanned.
-            const concurrent = yield* sql<{ id: string; priority: number; seq: string }>`
-            SELECT c.id::text AS id, c.priority, c.seq::text AS seq FROM unnest(${types}::text[]) AS t(task_type)
-            CROSS JOIN LATERAL (
-              SELECT id, priority, seq FROM ${items} i
-              WHERE i.task_type = t.task_type AND i.thread = 1
-                -- Spelled exactly as the partial index's predicate, so the planner can use it.
-                AND (i.in_flight = 0 OR (i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)))
-                AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-              ORDER BY i.priority DESC, i.seq LIMIT ${limit}
-            ) c`
-            // Sequential items: first a per-type lock in a statement of its own (its snapshot then cannot predate
-            // the lock), then at most one item per locked type that has no sequential execution in flight.
+            // Per type, over the claimable index, so other types' rows are never scanned; locked as they are read.
+            const concurrent = yield* sql<ClaimRow>`
+              SELECT c.* FROM unnest(${types}::text[]) AS t(task_type)
+              CROSS JOIN LATERAL (
+                SELECT ${claimColumns} FROM ${items} i
+                WHERE i.task_type = t.task_type AND i.thread = 1 AND ${claimable}
+                  AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+                ORDER BY i.priority DESC, i.seq LIMIT ${limit}
+                FOR UPDATE SKIP LOCKED
+              ) c`
+            // Sequential items: first a per-type lock in a statement of its own (the next statement's snapshot then
+            // cannot predate the lock), then at most one item per locked type with no sequential execution in
+            // flight. A blocked backlog is never scanned: its type fails the NOT EXISTS on the index of processing
+            // sequential items.
             const locked = yield* sql<{ task_type: string }>`
-            SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
-            WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
-            const lockedTypes = locked.map((r) => r.task_type)
-            // Types whose sequential slot is taken are skipped whole, so a blocked backlog is never scanned.
-            const busy =
-              lockedTypes.length === 0
-                ? []
-                : yield* sql<{ task_type: string }>`
-                SELECT task_type FROM ${items}
-                WHERE task_type = ANY(${lockedTypes}::text[]) AND thread = 0 AND status = 'processing'`
-            const busyTypes = new Set(busy.map((r) => r.task_type))
-            const freeTypes = lockedTypes.filter((t) => !busyTypes.has(t))
+              SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
+              WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
             const sequential =
-              freeTypes.length === 0
+              locked.length === 0
                 ? []
-                : yield* sql<{ id: string; priority: number; seq: string }>`
-                SELECT c.id::text AS id, c.priority, c.seq::text AS seq FROM unnest(${freeTypes}::text[]) AS t(task_type)
-                CROSS JOIN LATERAL (
-                  SELECT id, priority, seq FROM ${items} i
-                  WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0 AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-                  ORDER BY i.priority DESC, i.seq LIMIT 1
-                ) c`
-            const chosen = [...concurrent, ...sequential]
-              .sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq)))
-              .slice(0, limit)
-            if (chosen.length === 0) return []
-            // Lock what was chosen; another instance may have taken some meanwhile (SKIP LOCKED, re-checked).
-            const rows = yield* sql`
-            SELECT ${itemCols}, in_flight FROM ${items}
-            WHERE id = ANY(${chosen.map((c) => c.id)}::bigint[])
-              AND (in_flight = 0 OR (thread = 1 AND (max_runs = -1 OR in_flight < max_runs)))
-              AND (run_after IS NULL OR run_after <= ${options.now})
-            ORDER BY priority DESC, seq
-            FOR UPDATE SKIP LOCKED`.pipe(
-              Effect.flatMap((raw) =>
-                Effect.map(decodeItems(raw), (decoded) =>
-                  decoded.map((r, i) => ({ row: r, inFlight: Number((raw[i] as { in_flight: number }).in_flight) }))
-                )
-              )
+                : yield* sql<ClaimRow>`
+                  SELECT c.* FROM unnest(${locked.map((r) => r.task_type)}::text[]) AS t(task_type)
+                  CROSS JOIN LATERAL (
+                    SELECT ${claimColumns} FROM ${items} i
+                    WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
+                      AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+                      AND NOT EXISTS (
+                        SELECT 1 FROM ${items} b
+                        WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
+                      )
+                    ORDER BY i.priority DESC, i.seq LIMIT 1
+                    FOR UPDATE SKIP LOCKED
+                  ) c`
+            const rows = [...concurrent, ...sequential].sort(
+              (a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq))
             )
             // How many executions each item gets: one, or for a concurrent item up to its remaining runs.
             let room = limit
-            const plan: Array<{ row: ItemRow; count: number }> = []
-            for (const { inFlight, row } of rows) {
+            const plan: Array<{ row: ClaimRow; count: number }> = []
+            for (const row of rows) {
               if (room <= 0) break
-              const count = row.thread === 1 && row.max_runs !== -1 ? Math.min(room, row.max_runs - inFlight) : 1
+              const count = row.thread === 1 && row.max_runs !== -1 ? Math.min(room, row.max_runs - row.in_flight) : 1
               if (count <= 0) continue
               plan.push({ row, count })
               room -= count
@@ -186,20 +189,23 @@ export const make = (
                 attempt: row.runs_started + i + 1
               }))
             )
-            const inserted = yield* sql<{ id: string; item_id: string; token: string; attempt: number }>`
-            INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
-            SELECT unnest(${leaseRows.map((l) => l.itemId)}::bigint[]), unnest(${leaseRows.map((l) => l.token)}::text[]),
-                   ${options.owner}, ${options.now}, ${options.leaseUntil}, unnest(${leaseRows.map((l) => l.attempt)}::int[])
-            RETURNING id::text AS id, item_id::text AS item_id, token, attempt`
             // A forever-repeating item waits for the next interval, and goes behind its peers of equal priority.
-            yield* sql`
-            UPDATE ${items} i SET in_flight = i.in_flight + p.n, runs_started = i.runs_started + p.n,
-              status = 'processing', updated_at = ${options.now},
-              run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
-              seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
-            FROM (SELECT unnest(${plan.map((p) => p.row.id)}::bigint[]) AS id,
-                         unnest(${plan.map((p) => p.count)}::int[]) AS n) p
-            WHERE i.id = p.id`
+            const inserted = yield* sql<{ id: string; item_id: string; token: string; attempt: number }>`
+              WITH updated AS (
+                UPDATE ${items} i SET in_flight = i.in_flight + p.n, runs_started = i.runs_started + p.n,
+                  status = 'processing', updated_at = ${options.now},
+                  run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
+                  seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
+                FROM unnest(${plan.map((p) => p.row.id)}::bigint[], ${plan.map((p) => p.count)}::int[]) AS p(id, n)
+                WHERE i.id = p.id
+              )
+              INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
+              SELECT x.item_id, x.token, ${options.owner}, ${options.now}, ${options.leaseUntil}, x.attempt
+              FROM unnest(
+                ${leaseRows.map((l) => l.itemId)}::bigint[], ${leaseRows.map((l) => l.token)}::text[],
+                ${leaseRows.map((l) => l.attempt)}::int[]
+              ) AS x(item_id, token, attempt)
+              RETURNING id::text AS id, item_id::text AS item_id, token, attempt`
             const byItem = new Map(plan.map((p) => [p.row.id, p.row]))
             return inserted.map((l): QueueClaim => {
               const row = byItem.get(l.item_id)!
