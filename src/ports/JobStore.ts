@@ -91,6 +91,11 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
       slot: RunSlot,
       lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
     ) => Effect.Effect<{ readonly run: JobRun; readonly lease: Lease }, JobStoreError>
+    /** `startRun` for many slots in one statement, in order. */
+    readonly startRuns: (
+      slots: ReadonlyArray<RunSlot>,
+      lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
+    ) => Effect.Effect<ReadonlyArray<{ readonly run: JobRun; readonly lease: Lease }>, JobStoreError>
     /** Takes a pending retry: running, owned by `owner` until `leaseUntil`, with a fresh token. None if taken. */
     readonly startRetry: (
       runId: string,
@@ -125,6 +130,11 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
     readonly markFailed: (lease: Lease, error: string, now: Date) => Effect.Effect<boolean, JobStoreError>
     /** Sets a job's `next_run_at`. */
     readonly advanceJob: (jobId: string, nextRunAt: Date, now: Date) => Effect.Effect<void, JobStoreError>
+    /** `advanceJob` for many jobs in one statement. */
+    readonly advanceJobs: (
+      moves: ReadonlyArray<{ readonly jobId: string; readonly nextRunAt: Date }>,
+      now: Date
+    ) => Effect.Effect<void, JobStoreError>
     /** Disables a job (`enabled = false`). */
     readonly disableJob: (jobId: string, now: Date) => Effect.Effect<void, JobStoreError>
     /**

@@ -105,6 +105,9 @@ export const make = (options: {
             const due = yield* store.listDue(now, Math.min(room, budget), taskTypes)
             if (due.length === 0) break
             budget -= due.length
+            // Planned one by one (pure), written together: one statement for the runs, one for the next slots.
+            const starts: Array<{ readonly job: ScheduledJob; readonly slot: Date }> = []
+            const moves: Array<{ readonly jobId: string; readonly nextRunAt: Date }> = []
             for (const { job, previousRunning } of due) {
               const plan = planDue({ job, now, missedSlots: config.missedSlots, previousRunning, lateAfterMs })
               switch (plan._tag) {
@@ -122,7 +125,7 @@ export const make = (options: {
                   break
                 }
                 case "Advance":
-                  yield* store.advanceJob(job.id, plan.next, now)
+                  moves.push({ jobId: job.id, nextRunAt: plan.next })
                   break
                 case "Fire": {
                   if (plan.skipped !== undefined) {
@@ -130,14 +133,19 @@ export const make = (options: {
                     overlapped++
                   }
                   if (plan.run !== undefined) {
-                    const started = yield* store.startRun({ jobId: job.id, scheduledFor: plan.run, attempt: 1 }, lease)
-                    claimed.push(toClaimed(job, started.run, started.lease))
+                    starts.push({ job, slot: plan.run })
                     room--
                   }
-                  yield* store.advanceJob(job.id, plan.next, now)
+                  moves.push({ jobId: job.id, nextRunAt: plan.next })
                 }
               }
             }
+            const started = yield* store.startRuns(
+              starts.map(({ job, slot }) => ({ jobId: job.id, scheduledFor: slot, attempt: 1 })),
+              lease
+            )
+            started.forEach(({ lease, run }, i) => claimed.push(toClaimed(starts[i]!.job, run, lease)))
+            yield* store.advanceJobs(moves, now)
           }
           return { claimed, overlapped, rescued }
         })

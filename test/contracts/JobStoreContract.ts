@@ -213,6 +213,41 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
+    it.effect(
+      "startRuns starts many slots in one go, in order, each with its own lease; advanceJobs moves many jobs",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const jobs = [yield* addJob(), yield* addJob(), yield* addJob()]
+          expect(yield* store.startRuns([], { owner: "me", leaseUntil: at(30), now: T0 })).toEqual([])
+          const started = yield* store.startRuns(
+            jobs.map((j, i) => slot(j.id, at(i))),
+            { owner: "me", leaseUntil: at(30), now: T0 }
+          )
+          expect(started.map((s) => [s.run.jobId, iso(s.run.scheduledFor), s.run.status, s.run.owner])).toEqual(
+            jobs.map((j, i) => [j.id, iso(at(i)), "running", "me"])
+          )
+          expect(new Set(started.map((s) => s.lease.token)).size).toBe(3)
+          // Each lease fences its own run.
+          expect(
+            yield* store.renewLeases(
+              started.map((s) => s.lease),
+              at(60),
+              at(1)
+            )
+          ).toHaveLength(3)
+          yield* store.advanceJobs(
+            jobs.map((j, i) => ({ jobId: j.id, nextRunAt: at(100 + i) })),
+            at(1)
+          )
+          yield* store.advanceJobs([], at(1))
+          for (const [i, j] of jobs.entries()) {
+            const stored = yield* Effect.flatMap(StoreInspector, (inspector) => inspector.job(j.id))
+            expect(iso(stored?.nextRunAt)).toBe(iso(at(100 + i)))
+          }
+        })
+    )
+
     it.effect("a second run for the same (job, slot, attempt) is a Conflict", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

@@ -177,6 +177,7 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
           }),
           (run) => ({ run, lease: { runId: run.id, token: run.leaseToken! } })
         ),
+      startRuns: (slots, lease) => Effect.forEach(slots, (slot) => store.startRun(slot, lease)),
       startRetry: (runId, { leaseUntil, now, owner }) =>
         Effect.sync(() => {
           const run = runs.find((r) => r.id === runId)
@@ -230,6 +231,10 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
           return true
         }),
       advanceJob: (jobId, nextRunAt, now) => Effect.sync(() => replaceJob(jobId, { nextRunAt, updatedAt: now })),
+      advanceJobs: (moves, now) =>
+        Effect.sync(() => {
+          for (const { jobId, nextRunAt } of moves) replaceJob(jobId, { nextRunAt, updatedAt: now })
+        }),
       disableJob: (jobId, now) => Effect.sync(() => replaceJob(jobId, { enabled: false, updatedAt: now })),
       nextWakeAt: (now, taskTypes) =>
         Effect.sync(() => {

@@ -28,6 +28,8 @@ export const store: JobStore["Type"] = JobStore.of({
   listDueRetries: () => Effect.succeed([]),
   listExpired: () => Effect.succeed([]),
   startRun: (slot, { now }) => Effect.succeed({ run: row(slot, "running", now), lease: { runId: "0", token: "" } }),
+  startRuns: (slots, { now }) =>
+    Effect.succeed(slots.map((slot) => ({ run: row(slot, "running", now), lease: { runId: "0", token: "" } }))),
   startRetry: () => Effect.succeed(Option.none()),
   recordSkipped: () => Effect.void,
   recordFailed: () => Effect.void,
@@ -36,6 +38,7 @@ export const store: JobStore["Type"] = JobStore.of({
   completeRuns: (completions) => Effect.succeed(completions.map(() => true)),
   markFailed: () => Effect.succeed(true),
   advanceJob: () => Effect.void,
+  advanceJobs: () => Effect.void,
   disableJob: () => Effect.void,
   nextWakeAt: () => Effect.succeed(Option.none()),
   disableJobsExcept: () => Effect.succeed(0),

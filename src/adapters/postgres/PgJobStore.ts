@@ -110,6 +110,29 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
         )
       },
 
+      startRuns: (slots, { leaseUntil, now, owner }) => {
+        if (slots.length === 0) return Effect.succeed([])
+        const tokens = slots.map(() => randomUUID())
+        return sql`
+            INSERT INTO ${runs} (job_id, scheduled_for, attempt, status, started_at, owner, lease_until, lease_token)
+            SELECT x.job_id, x.scheduled_for, x.attempt, 'running', ${now}, ${owner}, ${leaseUntil}, x.token
+            FROM unnest(
+              ${slots.map((s) => s.jobId)}::bigint[], ${slots.map((s) => s.scheduledFor.toISOString())}::timestamptz[],
+              ${slots.map((s) => s.attempt)}::int[], ${tokens}::text[]
+            ) WITH ORDINALITY AS x(job_id, scheduled_for, attempt, token, n)
+            ORDER BY x.n
+            RETURNING ${runCols}`.pipe(
+          Effect.flatMap(decodeRuns),
+          Effect.map((rows) =>
+            rows.map((r) => {
+              const run = toRun(r)
+              return { run, lease: { runId: run.id, token: run.leaseToken ?? "" } }
+            })
+          ),
+          orStoreError
+        )
+      },
+
       startRetry: (runId, { leaseUntil, now, owner }) => {
         const token = randomUUID()
         return sql`UPDATE ${runs}
@@ -197,6 +220,14 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           Effect.asVoid,
           orStoreError
         ),
+
+      advanceJobs: (moves, now) =>
+        moves.length === 0
+          ? Effect.void
+          : sql`UPDATE ${jobs} j SET next_run_at = x.next_run_at, updated_at = ${now}
+                FROM unnest(${moves.map((m) => m.jobId)}::bigint[], ${moves.map((m) => m.nextRunAt.toISOString())}::timestamptz[])
+                  AS x(id, next_run_at)
+                WHERE j.id = x.id`.pipe(Effect.asVoid, orStoreError),
 
       disableJob: (jobId, now) =>
         sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(
