@@ -10,9 +10,17 @@ import { PgStores } from "../support/pgStores.js"
 
 const Live = Runner.layer({ workers: 4 }).pipe(Layer.provideMerge(PgStores("runnerpg")))
 
+/** Until no handler runs and every run is recorded (results are written in batches, after the handler returns). */
 const waitIdle = Effect.gen(function* () {
   const runner = yield* Runner.Runner
-  for (let i = 0; i < 200 && (yield* runner.running) > 0; i++) yield* Effect.sleep("20 millis")
+  const sql = yield* SqlClient.SqlClient
+  const schema = yield* TestSchema
+  const recording = sql<{ n: number }>`
+    SELECT count(*)::int AS n FROM ${sql(`${schema}.job_runs`)} WHERE status = 'running'`
+  for (let i = 0; i < 250; i++) {
+    if ((yield* runner.running) === 0 && (yield* recording)[0]!.n === 0) return
+    yield* Effect.sleep("20 millis")
+  }
 })
 
 layer(Live, { timeout: "60 seconds", excludeTestServices: true })("Runner on Postgres", (it) => {
