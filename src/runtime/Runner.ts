@@ -7,6 +7,7 @@
 import {
   Cause,
   Chunk,
+  Clock,
   Context,
   Duration,
   Effect,
@@ -96,6 +97,9 @@ export class Runner extends Context.Tag("kairos/Runner")<
   }
 >() {}
 
+/** How long the claimed-ahead buffer should keep the workers busy at the handlers' recent pace. */
+const BUFFER_MS = 50
+
 /** The wait after a failed tick: 1 s doubling up to a minute. The database may be away; the loop never ends. */
 export const tickFailureBackoff = RetryPolicy.exponential("1 second").pipe(
   RetryPolicy.union(RetryPolicy.spaced("1 minute"))
@@ -147,7 +151,15 @@ export const make = (
     // first, so a slot waits at most for the handlers already running.
     const executions = yield* FiberSet.make<void, never>()
     const workerPermits = yield* Effect.makeSemaphore(config.workers)
-    const prefetch = Math.min(config.batchSize, config.workers)
+    // How many executions may wait for a worker: enough to keep every worker busy for about `BUFFER_MS` at the
+    // handlers' recent pace (a moving average of their durations), at least one per worker, at most a batch. Quick
+    // handlers then drain a batch per claim; slow ones leave the rest of the queue to other instances.
+    let averageMs = 50
+    const prefetch = () =>
+      Math.min(
+        config.batchSize,
+        Math.max(config.workers, Math.floor((config.workers * BUFFER_MS) / Math.max(averageMs, 0.01)))
+      )
     /** Claimed and not yet ended (running, or waiting for a worker). */
     const claimed = yield* Ref.make(0)
     /** Running a handler now. */
@@ -171,7 +183,7 @@ export const make = (
         )
         const outstanding = yield* Ref.updateAndGet(claimed, (n) => n - 1)
         // Claim again once the buffer runs low, not after every execution: the claim then overlaps the handlers.
-        if (outstanding - (yield* Ref.get(busy)) <= Math.floor(prefetch / 2)) yield* signal(wake)
+        if (outstanding - (yield* Ref.get(busy)) <= Math.floor(prefetch() / 2)) yield* signal(wake)
       })
 
     const laneContext = {
@@ -183,10 +195,21 @@ export const make = (
           Effect.acquireUseRelease(
             Effect.zipRight(
               Ref.update(busy, (n) => n + 1),
-              Ref.update(stats, (s) => ({ ...s, started: s.started + 1 }))
+              Effect.zipRight(
+                Ref.update(stats, (s) => ({ ...s, started: s.started + 1 })),
+                Clock.currentTimeMillis
+              )
             ),
             () => self,
-            () => Ref.update(busy, (n) => n - 1)
+            (startedAt) =>
+              Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
+                Effect.zipRight(
+                  Effect.sync(() => {
+                    averageMs = averageMs * 0.9 + Math.max(0, endedAt - startedAt) * 0.1
+                  }),
+                  Ref.update(busy, (n) => n - 1)
+                )
+              )
           )
         ),
       ended: recordOutcome,
@@ -238,7 +261,7 @@ export const make = (
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }
         const outstanding = yield* Ref.get(claimed)
-        let room = Math.min(config.batchSize, config.workers + prefetch - outstanding)
+        let room = Math.min(config.batchSize, config.workers + prefetch() - outstanding)
         if (room <= 0) return { report: idle("busy"), interval }
         const now = yield* clockNow
         const request = { now, owner, leaseUntil: leaseUntil(now), taskTypes: taskTypes(), interval, force }
@@ -263,7 +286,7 @@ export const make = (
         const pollMs = Duration.toMillis(interval)
         // Paused, disabled or full: only the poll or a wake-up (a setting changed, capacity freed) can change that.
         if (report.skipped !== undefined) return pollMs
-        if ((yield* Ref.get(claimed)) >= config.workers + prefetch) return pollMs
+        if ((yield* Ref.get(claimed)) >= config.workers + prefetch()) return pollMs
         // A full batch: more may be due right now.
         if (report.started >= config.batchSize) return 0
         const now = yield* clockNow
