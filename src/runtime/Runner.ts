@@ -7,7 +7,6 @@
 import {
   Cause,
   Chunk,
-  Clock,
   Context,
   Duration,
   Effect,
@@ -30,6 +29,7 @@ import { JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
 import { Settings, type SettingsError } from "../ports/Settings.js"
 import { type Handler, type HandlerOptions } from "./Handler.js"
+import * as Capacity from "./Capacity.js"
 import * as QueueSource from "./QueueSource.js"
 import * as ScheduledSource from "./ScheduledSource.js"
 import { type Lane, makeLane, type Registered, renewEvery } from "./WorkSource.js"
@@ -97,9 +97,6 @@ export class Runner extends Context.Tag("kairos/Runner")<
   }
 >() {}
 
-/** How long the claimed-ahead buffer should keep the workers busy at the handlers' recent pace. */
-const BUFFER_MS = 50
-
 /** The wait after a failed tick: 1 s doubling up to a minute. The database may be away; the loop never ends. */
 export const tickFailureBackoff = RetryPolicy.exponential("1 second").pipe(
   RetryPolicy.union(RetryPolicy.spaced("1 minute"))
@@ -145,25 +142,9 @@ export const make = (
     const handlers = new Map<string, Registered>()
     const taskTypes = () => [...handlers.keys()]
 
-    // State of the loop and its executions. Work is claimed ahead of free workers into a small buffer (up to one more
-    // execution per worker, leases renewed like the others), so a worker whose handler returns takes the next one at
-    // once instead of waiting for a tick. Buffered executions start in claim order; scheduled slots are claimed
-    // first, so a slot waits at most for the handlers already running.
+    // The loop's executions and the workers they run on (see Capacity: work is claimed ahead of free workers).
     const executions = yield* FiberSet.make<void, never>()
-    const workerPermits = yield* Effect.makeSemaphore(config.workers)
-    // How many executions may wait for a worker: enough to keep every worker busy for about `BUFFER_MS` at the
-    // handlers' recent pace (a moving average of their durations), at least one per worker, at most a batch. Quick
-    // handlers then drain a batch per claim; slow ones leave the rest of the queue to other instances.
-    let averageMs = 50
-    const prefetch = () =>
-      Math.min(
-        config.batchSize,
-        Math.max(config.workers, Math.floor((config.workers * BUFFER_MS) / Math.max(averageMs, 0.01)))
-      )
-    /** Claimed and not yet ended (running, or waiting for a worker). */
-    const claimed = yield* Ref.make(0)
-    /** Running a handler now. */
-    const busy = yield* Ref.make(0)
+    const capacity = yield* Capacity.make(config)
     const stats = yield* Ref.make<RunnerStats>({ started: 0, ok: 0, failed: 0 })
     const stopping = yield* Ref.make(false)
     const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<never, never>>>(Option.none())
@@ -181,35 +162,18 @@ export const make = (
           // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
           result === undefined || result.failed ? { ...s, failed: s.failed + 1 } : { ...s, ok: s.ok + 1 }
         )
-        const outstanding = yield* Ref.updateAndGet(claimed, (n) => n - 1)
-        // Claim again once the buffer runs low, not after every execution: the claim then overlaps the handlers.
-        if (outstanding - (yield* Ref.get(busy)) <= Math.floor(prefetch() / 2)) yield* signal(wake)
+        if (yield* capacity.ended) yield* signal(wake)
       })
 
     const laneContext = {
       executions,
       handler: (taskType: string) => handlers.get(taskType),
-      claimed: Ref.update(claimed, (n) => n + 1),
+      claimed: capacity.claimed,
       onWorker: <A>(self: Effect.Effect<A>) =>
-        workerPermits.withPermits(1)(
-          Effect.acquireUseRelease(
-            Effect.zipRight(
-              Ref.update(busy, (n) => n + 1),
-              Effect.zipRight(
-                Ref.update(stats, (s) => ({ ...s, started: s.started + 1 })),
-                Clock.currentTimeMillis
-              )
-            ),
-            () => self,
-            (startedAt) =>
-              Effect.flatMap(Clock.currentTimeMillis, (endedAt) =>
-                Effect.zipRight(
-                  Effect.sync(() => {
-                    averageMs = averageMs * 0.9 + Math.max(0, endedAt - startedAt) * 0.1
-                  }),
-                  Ref.update(busy, (n) => n - 1)
-                )
-              )
+        capacity.onWorker(
+          Effect.zipRight(
+            Ref.update(stats, (s) => ({ ...s, started: s.started + 1 })),
+            self
           )
         ),
       ended: recordOutcome,
@@ -260,8 +224,7 @@ export const make = (
         const interval = switches.interval
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }
-        const outstanding = yield* Ref.get(claimed)
-        let room = Math.min(config.batchSize, config.workers + prefetch() - outstanding)
+        let room = yield* capacity.room
         if (room <= 0) return { report: idle("busy"), interval }
         const now = yield* clockNow
         const request = { now, owner, leaseUntil: leaseUntil(now), taskTypes: taskTypes(), interval, force }
@@ -286,7 +249,7 @@ export const make = (
         const pollMs = Duration.toMillis(interval)
         // Paused, disabled or full: only the poll or a wake-up (a setting changed, capacity freed) can change that.
         if (report.skipped !== undefined) return pollMs
-        if ((yield* Ref.get(claimed)) >= config.workers + prefetch()) return pollMs
+        if ((yield* capacity.room) <= 0) return pollMs
         // A full batch: more may be due right now.
         if (report.started >= config.batchSize) return 0
         const now = yield* clockNow
@@ -437,7 +400,7 @@ export const make = (
       tick: Effect.map(tickOnce(true), (t) => t.report),
       wake: signal(wake),
       defineJobs,
-      running: Ref.get(busy),
+      running: capacity.running,
       stats: Ref.get(stats),
       owner,
       config
