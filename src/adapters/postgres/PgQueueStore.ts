@@ -75,7 +75,6 @@ interface ClaimRow extends ItemRow {
   readonly seq: string
 }
 
-const decodeItems = Schema.decodeUnknown(Schema.Array(ItemRow))
 const decodeWorkers = Schema.decodeUnknown(Schema.Array(WorkerRow))
 const decodeProcessed = Schema.decodeUnknown(Schema.Array(ProcessedRow))
 
@@ -316,8 +315,8 @@ export const make = (
             VALUES (${input.taskType}, ${input.payload ?? ""}, ${normalizePriority(input.priority)},
                     ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)}, ${now}, ${now})
             RETURNING ${itemCols}`.pipe(
-          Effect.flatMap(decodeItems),
-          Effect.map((rows) => toItem(rows[0]!)),
+          // The row was just written through the table's types and its normalising trigger: no decode needed.
+          Effect.map((rows) => toItem(rows[0] as unknown as ItemRow)),
           orStoreError
         ),
 
