@@ -1,0 +1,79 @@
+/**
+ * A kairos worker process for the benchmark's scale-out and memory measures: `PgKairos.layer` on an existing
+ * schema (no migration), a no-op handler for task type `noop`, driven by its parent over IPC.
+ *
+ *   parent → child: {"cmd":"start"} | {"cmd":"stats"} | {"cmd":"stop"}
+ *   child → parent: {"event":"ready"} | {"event":"started"} | {"event":"stopped"}
+ *                   | {"event":"stats","rss":…,"heapUsed":…,"cpuMs":…,"ok":…,"failed":…}
+ *
+ *   KAIROS_URL=… KAIROS_SCHEMA=… KAIROS_WORKERS=500 KAIROS_BATCH=500 KAIROS_POOL=10 \
+ *     node --expose-gc --import tsx bench/kairos-worker.ts
+ */
+import { Effect, ManagedRuntime } from "effect"
+import { PgKairos, Runner } from "../src/index.js"
+
+const env = (name: string): string | undefined => {
+  const v = process.env[name]
+  return v === undefined || v === "" ? undefined : v
+}
+const num = (name: string): number | undefined => (env(name) === undefined ? undefined : Number(env(name)))
+
+const send = (message: Record<string, unknown>) => process.send?.(message)
+
+const main = async () => {
+  const workers = num("KAIROS_WORKERS")
+  const batchSize = num("KAIROS_BATCH")
+  const maxConnections = num("KAIROS_POOL")
+  const rt = ManagedRuntime.make(
+    PgKairos.layer({
+      url: env("KAIROS_URL")!,
+      schema: env("KAIROS_SCHEMA")!,
+      migrate: false,
+      ...(workers !== undefined ? { workers } : {}),
+      ...(batchSize !== undefined ? { batchSize } : {}),
+      ...(maxConnections !== undefined ? { maxConnections } : {})
+    })
+  )
+  const runner = await rt.runPromise(Runner.Runner)
+  await rt.runPromise(runner.register("noop", () => undefined))
+  const gc = (globalThis as { gc?: () => void }).gc
+  process.on("message", (message: { cmd?: string }) => {
+    switch (message.cmd) {
+      case "start":
+        rt.runPromise(runner.start).then(() => send({ event: "started" }))
+        break
+      case "stats":
+        rt.runPromise(runner.stats).then((stats) => {
+          gc?.()
+          gc?.()
+          const mem = process.memoryUsage()
+          const cpu = process.cpuUsage()
+          send({
+            event: "stats",
+            rss: mem.rss,
+            heapUsed: mem.heapUsed,
+            cpuMs: (cpu.user + cpu.system) / 1000,
+            ok: stats.ok,
+            failed: stats.failed
+          })
+        })
+        break
+      case "stop":
+        rt.runPromise(Effect.andThen(runner.stop, Effect.void))
+          .then(() => rt.dispose())
+          .then(() => {
+            send({ event: "stopped" })
+            process.disconnect?.()
+            process.exit(0)
+          })
+        break
+    }
+  })
+  process.on("disconnect", () => process.exit(0))
+  send({ event: "ready" })
+}
+
+main().catch((e) => {
+  console.error("kairos-worker failed:", e)
+  process.exit(1)
+})
