@@ -76,7 +76,10 @@ export class Runner extends Context.Tag("kairos/Runner")<
     readonly stop: Effect.Effect<void>
     /** One tick: claims due work up to the free capacity and starts it; never waits for handlers. */
     readonly tick: Effect.Effect<TickReport, TickError>
-    /** Wakes an idle runner now (new work arrived); the poll stays the fallback. */
+    /**
+     * Wakes an idle runner now (new work arrived, or a job's next slot was changed by another program): its next
+     * tick looks at everything. The poll stays the fallback.
+     */
     readonly wake: Effect.Effect<void>
     /**
      * Upserts recurring jobs by name; a changed schedule recomputes the next slot. With `disableOthers`, every
@@ -266,10 +269,15 @@ export const make = (
     // claimed is also started, and `stop` then waits for it like any running handler. A wake-up sent during a tick
     // stays in its queue (taken before the tick, not after), so the sleep that follows ends at once.
     let failures = 0
+    // Set by an explicit `wake`: the next tick also reads the job tables, whatever they were last known to hold
+    // (another program may have changed a job's next slot).
+    let lookEverywhere = false
     const loopRound = Effect.gen(function* () {
       if (yield* Ref.get(stopping)) return yield* Effect.interrupt
       yield* Queue.takeAll(wake)
-      const delayMs = yield* tickOnce(false).pipe(
+      const force = lookEverywhere
+      lookEverywhere = false
+      const delayMs = yield* tickOnce(force).pipe(
         Effect.flatMap(({ interval, report }) => nextDelay(report, interval)),
         Effect.tap(() => {
           failures = 0
@@ -398,7 +406,12 @@ export const make = (
       start,
       stop,
       tick: Effect.map(tickOnce(true), (t) => t.report),
-      wake: signal(wake),
+      wake: Effect.zipRight(
+        Effect.sync(() => {
+          lookEverywhere = true
+        }),
+        signal(wake)
+      ),
       defineJobs,
       running: capacity.running,
       stats: Ref.get(stats),

@@ -247,6 +247,26 @@ describe("wake-ups", () => {
   )
 })
 
+describe("runner.wake", () => {
+  it.scoped("makes the next tick read the job tables: a slot moved by another program runs at once", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const jobs = yield* JobStore
+      const runner = yield* Runner.Runner
+      yield* runner.register("t", () => undefined)
+      const job = yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.daily({ hour: 9, minute: 0 }) })
+      yield* runner.start
+      yield* FakeClock.advance("1 minute")
+      // Another program makes it due now; the runner last read a 09:00 slot, and its poll is a day.
+      yield* jobs.advanceJob(job.id, yield* FakeClock.now, yield* FakeClock.now)
+      yield* runner.wake
+      yield* settle(Effect.map(store.runsOf("j"), (runs) => runs.length === 1))
+      expect((yield* store.runsOf("j"))[0]!.scheduledFor.toISOString()).toBe("2026-01-01T00:01:00.000Z")
+    }).pipe(Effect.provide(testLayer()))
+  )
+})
+
 describe("queue pacing", () => {
   it.scoped("--rate-limit 2 --interval 3s: at most two starts per three seconds, however often executions finish", () =>
     Effect.gen(function* () {
