@@ -79,6 +79,25 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       }).pipe(Effect.scoped)
     )
 
+    it.effect("the executions of one item recorded at the same time by separate writers: the item ends deleted", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("race")
+        const before = yield* q.pendingCount()
+        // Twenty items of three concurrent repetitions each; each repetition's result written on its own, all at once.
+        yield* q.enqueueMany(
+          Array.from({ length: 20 }, () => ({ taskType: t, payload: "x", maxRuns: 3, thread: 1 })),
+          T0
+        )
+        const claims = yield* q.claimBatch(claimOpts([t], 60))
+        expect(claims).toHaveLength(60)
+        const recorded = yield* Effect.forEach(claims, (c) => q.recordResults([done(c)]), { concurrency: "unbounded" })
+        expect(recorded.every((r) => r[0] === true)).toBe(true)
+        // Every item is gone: none is left "processing" without a lease (the tests of a suite run one at a time).
+        expect(yield* q.pendingCount()).toBe(before)
+      })
+    )
+
     it.effect("claims the given task types only, highest priority first, then oldest, up to the limit", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

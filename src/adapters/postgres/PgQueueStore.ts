@@ -228,54 +228,56 @@ export const make = (
       const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
       if (batch.length === 0) return Effect.succeed(results.map(() => false))
       const col = <A>(f: (x: { readonly claim: QueueClaim; readonly result: ExecutionResult }) => A) => batch.map(f)
-      // One statement for the whole batch (atomic without a transaction: one round trip): only executions whose
-      // lease is still held (deleted here) are logged and counted; each item is updated once, by how many finished,
-      // or deleted when that was its last run. The two sets are disjoint, so no row is touched twice.
-      return sql<{ id: string }>`
-        WITH input AS (
-          SELECT * FROM unnest(
-            ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
-            ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
-            ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
-            ${col((x) => x.result.error ?? "")}::text[],
-            ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
-            ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-            ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
-          ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-        ), l AS (
-          DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
-          RETURNING q.id, q.item_id
-        ), log AS (
-          INSERT INTO ${processed}
-            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
-          FROM l JOIN input x ON x.lease_id = l.id
-          RETURNING id
-        ), c AS (
-          SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
-        ), finished AS (
-          DELETE FROM ${items} i USING c
-          WHERE i.id = c.item_id AND i.max_runs <> -1 AND i.max_runs - c.n <= 0 AND i.in_flight - c.n <= 0
-          RETURNING i.id
-        ), item AS (
-          UPDATE ${items} i SET
-            in_flight = greatest(0, i.in_flight - c.n),
-            max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - c.n) END,
-            runs_done = i.runs_done + c.n,
-            status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
-            updated_at = now()
-          FROM c
-          WHERE i.id = c.item_id AND NOT (i.max_runs <> -1 AND i.max_runs - c.n <= 0 AND i.in_flight - c.n <= 0)
-          RETURNING i.id
+      // The same fencing for the whole batch: only executions whose lease is still held (deleted here) are logged
+      // and counted; each item is updated once, by how many finished. Then, in a statement of its own (a fresh
+      // snapshot: another instance may have recorded the item's other executions meanwhile), the items whose last
+      // run finished are deleted.
+      return sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const held = yield* sql<{ id: string; item_id: string }>`
+              WITH input AS (
+                SELECT * FROM unnest(
+                  ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
+                  ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
+                  ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
+                  ${col((x) => x.result.error ?? "")}::text[],
+                  ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
+                  ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
+                  ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
+                ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+              ), l AS (
+                DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
+                RETURNING q.id, q.item_id
+              ), log AS (
+                INSERT INTO ${processed}
+                  (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+                SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+                FROM l JOIN input x ON x.lease_id = l.id
+                RETURNING id
+              ), c AS (
+                SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
+              ), item AS (
+                UPDATE ${items} i SET
+                  in_flight = greatest(0, i.in_flight - c.n),
+                  max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - c.n) END,
+                  runs_done = i.runs_done + c.n,
+                  status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                  updated_at = now()
+                FROM c WHERE i.id = c.item_id
+                RETURNING i.id
+              )
+              SELECT l.id::text AS id, l.item_id::text AS item_id FROM l`
+            const itemIds = [...new Set(held.map((r) => r.item_id))]
+            if (itemIds.length > 0) {
+              yield* sql`DELETE FROM ${items} WHERE id = ANY(${itemIds}::bigint[]) AND max_runs = 0 AND in_flight = 0`
+            }
+            const heldIds = new Set(held.map((r) => r.id))
+            const first = new Set(batch)
+            return results.map((x) => first.has(x) && heldIds.has(x.claim.leaseId))
+          })
         )
-        SELECT l.id::text AS id FROM l`.pipe(
-        Effect.map((held) => {
-          const heldIds = new Set(held.map((r) => r.id))
-          const first = new Set(batch)
-          return results.map((x) => first.has(x) && heldIds.has(x.claim.leaseId))
-        }),
-        orStoreError
-      )
+        .pipe(orStoreError)
     }
 
     const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
