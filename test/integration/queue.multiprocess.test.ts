@@ -44,7 +44,18 @@ describe("the queue across processes", () => {
         async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
         200_000,
         "the queue to drain"
-      )
+      ).catch(async (e: unknown) => {
+        // Say what is left and what the workers logged: a stuck item is otherwise invisible.
+        const left = await db!.query(
+          `SELECT task_type, status, thread, in_flight, max_runs, count(*)::int AS n FROM $schema.queue_items
+           GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3`
+        )
+        const leases = await db!.query(`SELECT count(*)::int AS n FROM $schema.queue_leases`)
+        const logs = workers.flatMap((w) => w.events.filter((ev) => ev.event === "log").slice(-20))
+        throw new Error(
+          `${String(e)}\nleft: ${JSON.stringify(left)}\nleases: ${JSON.stringify(leases)}\nlogs: ${JSON.stringify(logs)}`
+        )
+      })
       const counts = await db.query<{ id: string; n: number }>(
         `SELECT queue_item_id::text AS id, count(*)::int AS n FROM $schema.processed_items GROUP BY queue_item_id`
       )
