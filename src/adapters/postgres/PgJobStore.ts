@@ -45,7 +45,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
         })
       )
 
-    const insertRun = (_slot: RunSlot, columns: ReturnType<typeof sql.insert>) =>
+    const insertRun = (columns: ReturnType<typeof sql.insert>) =>
       sql`INSERT INTO ${runs} ${columns} RETURNING ${runCols}`.pipe(
         Effect.flatMap(decodeRuns),
         Effect.map((rows) => toRun(rows[0]!))
@@ -55,6 +55,37 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
       scheduled_for: slot.scheduledFor,
       attempt: slot.attempt
     })
+
+    const startRuns: JobStore["Type"]["startRuns"] = (slots, { leaseUntil, now, owner }) => {
+      if (slots.length === 0) return Effect.succeed([])
+      const tokens = slots.map(() => randomUUID())
+      return sql`
+          INSERT INTO ${runs} (job_id, scheduled_for, attempt, status, started_at, owner, lease_until, lease_token)
+          SELECT x.job_id, x.scheduled_for, x.attempt, 'running', ${now}, ${owner}, ${leaseUntil}, x.token
+          FROM unnest(
+            ${slots.map((s) => s.jobId)}::bigint[], ${slots.map((s) => s.scheduledFor.toISOString())}::timestamptz[],
+            ${slots.map((s) => s.attempt)}::int[], ${tokens}::text[]
+          ) WITH ORDINALITY AS x(job_id, scheduled_for, attempt, token, n)
+          ORDER BY x.n
+          RETURNING ${runCols}`.pipe(
+        Effect.flatMap(decodeRuns),
+        Effect.map((rows) =>
+          rows.map((r) => {
+            const run = toRun(r)
+            return { run, lease: { runId: run.id, token: run.leaseToken ?? "" } }
+          })
+        ),
+        orStoreError
+      )
+    }
+
+    const advanceJobs: JobStore["Type"]["advanceJobs"] = (moves, now) =>
+      moves.length === 0
+        ? Effect.void
+        : sql`UPDATE ${jobs} j SET next_run_at = x.next_run_at, updated_at = ${now}
+              FROM unnest(${moves.map((m) => m.jobId)}::bigint[], ${moves.map((m) => m.nextRunAt.toISOString())}::timestamptz[])
+                AS x(id, next_run_at)
+              WHERE j.id = x.id`.pipe(Effect.asVoid, orStoreError)
 
     return JobStore.of({
       transaction,
@@ -92,46 +123,10 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             LIMIT ${Math.max(0, limit)}
             FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),
 
-      startRun: (slot, { leaseUntil, now, owner }) => {
-        const token = randomUUID()
-        return insertRun(
-          slot,
-          sql.insert({
-            ...slotValues(slot),
-            status: "running",
-            started_at: now,
-            owner,
-            lease_until: leaseUntil,
-            lease_token: token
-          })
-        ).pipe(
-          Effect.map((run) => ({ run, lease: { runId: run.id, token } })),
-          orStoreError
-        )
-      },
+      // One insert path for running runs: a single start is a batch of one.
+      startRun: (slot, lease) => Effect.map(startRuns([slot], lease), (started) => started[0]!),
 
-      startRuns: (slots, { leaseUntil, now, owner }) => {
-        if (slots.length === 0) return Effect.succeed([])
-        const tokens = slots.map(() => randomUUID())
-        return sql`
-            INSERT INTO ${runs} (job_id, scheduled_for, attempt, status, started_at, owner, lease_until, lease_token)
-            SELECT x.job_id, x.scheduled_for, x.attempt, 'running', ${now}, ${owner}, ${leaseUntil}, x.token
-            FROM unnest(
-              ${slots.map((s) => s.jobId)}::bigint[], ${slots.map((s) => s.scheduledFor.toISOString())}::timestamptz[],
-              ${slots.map((s) => s.attempt)}::int[], ${tokens}::text[]
-            ) WITH ORDINALITY AS x(job_id, scheduled_for, attempt, token, n)
-            ORDER BY x.n
-            RETURNING ${runCols}`.pipe(
-          Effect.flatMap(decodeRuns),
-          Effect.map((rows) =>
-            rows.map((r) => {
-              const run = toRun(r)
-              return { run, lease: { runId: run.id, token: run.leaseToken ?? "" } }
-            })
-          ),
-          orStoreError
-        )
-      },
+      startRuns,
 
       startRetry: (runId, { leaseUntil, now, owner }) => {
         const token = randomUUID()
@@ -155,7 +150,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             ON CONFLICT (job_id, scheduled_for, attempt) DO NOTHING`.pipe(Effect.asVoid, orStoreError),
 
       scheduleRetry: (slot, dueAt) =>
-        insertRun(slot, sql.insert({ ...slotValues(slot), status: "pending", due_at: dueAt })).pipe(orStoreError),
+        insertRun(sql.insert({ ...slotValues(slot), status: "pending", due_at: dueAt })).pipe(orStoreError),
 
       renewLeases: (leases, leaseUntil) =>
         leases.length === 0
@@ -215,19 +210,9 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           orStoreError
         ),
 
-      advanceJob: (jobId, nextRunAt, now) =>
-        sql`UPDATE ${jobs} SET next_run_at = ${nextRunAt}, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(
-          Effect.asVoid,
-          orStoreError
-        ),
+      advanceJob: (jobId, nextRunAt, now) => advanceJobs([{ jobId, nextRunAt }], now),
 
-      advanceJobs: (moves, now) =>
-        moves.length === 0
-          ? Effect.void
-          : sql`UPDATE ${jobs} j SET next_run_at = x.next_run_at, updated_at = ${now}
-                FROM unnest(${moves.map((m) => m.jobId)}::bigint[], ${moves.map((m) => m.nextRunAt.toISOString())}::timestamptz[])
-                  AS x(id, next_run_at)
-                WHERE j.id = x.id`.pipe(Effect.asVoid, orStoreError),
+      advanceJobs,
 
       disableJob: (jobId, now) =>
         sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(
