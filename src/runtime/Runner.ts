@@ -348,7 +348,10 @@ export const make = (
         scope
       )
       yield* Effect.forkIn(supervised("heartbeat", heartbeatRound), scope)
-      const fiber = yield* Effect.forkIn(supervised("runner loop", loopRound), scope)
+      // Not in the scope: its finalizers run in reverse order, so a loop forked into it here would be interrupted
+      // before `stop` (registered earlier) runs — mid-tick, after a claim committed and before its executions
+      // started, leaving them leased and never run. `stop`, the scope's finalizer, ends the loop instead.
+      const fiber = yield* Effect.forkDaemon(supervised("runner loop", loopRound))
       yield* Ref.set(loopFiber, Option.some(fiber))
     })
 
