@@ -8,7 +8,8 @@ import * as Result from "../domain/Result.js"
 
 /**
  * A handler for one task type. It receives the job and an `AbortSignal` that fires when the execution times out or
- * the runner is forced to stop (for plain async code; Effect handlers are interrupted instead).
+ * the runner is forced to stop (for plain async code; Effect handlers are interrupted instead). The signal is live
+ * when the handler declares a second parameter (`(job, signal) => …`); otherwise none is made for it.
  */
 export type Handler<A = unknown, E = unknown, R = never> = (
   job: Job,
@@ -34,23 +35,51 @@ export class HandlerTimeoutError extends Data.TaggedError("HandlerTimeoutError")
 const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
   Predicate.hasProperty(u, "then") && typeof u.then === "function"
 
+/** A signal for handlers that declare no second parameter: they cannot read it, so none is made per execution. */
+const unusedSignal: AbortSignal = new AbortController().signal
+
+/**
+ * Calls a handler for one execution. A plain value or a throw is its `Result` at once, with no fiber, timer or
+ * `AbortController` to pay for (the common case of a quick synchronous handler); an Effect or a promise becomes an
+ * Effect that runs it to a `Result` under its timeout. An `AbortSignal` is made only for handlers that declare a
+ * second parameter (`takesSignal`).
+ */
+export const invoke = (
+  handler: Handler<unknown, unknown, never>,
+  job: Job,
+  timeout: Duration.Duration,
+  takesSignal: boolean
+): Result.Result | Effect.Effect<Result.Result> => {
+  const controller = takesSignal ? new AbortController() : undefined
+  let out: unknown
+  try {
+    out = handler(job, controller?.signal ?? unusedSignal)
+  } catch (e) {
+    // A plain function that throws: its error, as it threw it.
+    return Result.failure(e)
+  }
+  if (!Effect.isEffect(out) && !isPromiseLike(out)) return Result.success(out)
+  return awaitResult(out, job, timeout, controller)
+}
+
 /** Runs one handler call to a `Result`. Never fails; interruption from outside still interrupts it. */
 export const runToResult = (
   handler: Handler<unknown, unknown, never>,
   job: Job,
   timeout: Duration.Duration
 ): Effect.Effect<Result.Result> =>
+  Effect.suspend(() => {
+    const out = invoke(handler, job, timeout, true)
+    return Effect.isEffect(out) ? out : Effect.succeed(out)
+  })
+
+const awaitResult = (
+  out: unknown,
+  job: Job,
+  timeout: Duration.Duration,
+  controller: AbortController | undefined
+): Effect.Effect<Result.Result> =>
   Effect.gen(function* () {
-    const controller = new AbortController()
-    let out: unknown
-    try {
-      out = handler(job, controller.signal)
-    } catch (e) {
-      // A plain function that throws: its error, as it threw it.
-      return Result.failure(e)
-    }
-    // A plain value: done, with no timer or fiber to pay for (the common case of a quick synchronous handler).
-    if (!Effect.isEffect(out) && !isPromiseLike(out)) return Result.success(out)
     const started: Effect.Effect<unknown, unknown> = Effect.isEffect(out)
       ? (out as Effect.Effect<unknown, unknown>)
       : Effect.tryPromise({ try: () => Promise.resolve(out as PromiseLike<unknown>), catch: (e) => e })
@@ -59,7 +88,7 @@ export const runToResult = (
         duration: timeout,
         onTimeout: () => new HandlerTimeoutError({ taskType: job.taskType, timeout })
       }),
-      Effect.onInterrupt(() => Effect.sync(() => controller.abort(new Error("the execution was interrupted"))))
+      Effect.onInterrupt(() => Effect.sync(() => controller?.abort(new Error("the execution was interrupted"))))
     )
     // A handler that interrupts itself ends in an interrupted exit here: a recorded failure. Interruption from
     // outside (timeout aside) still interrupts this fiber.
@@ -70,7 +99,7 @@ export const runToResult = (
     const failure = Cause.failureOption(cause)
     if (failure._tag === "Some") {
       if (failure.value instanceof HandlerTimeoutError) {
-        controller.abort(failure.value)
+        controller?.abort(failure.value)
         return Result.failure(failure.value, failure.value.message)
       }
       return Result.failure(failure.value)

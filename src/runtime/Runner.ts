@@ -11,7 +11,6 @@ import {
   Duration,
   Effect,
   Fiber,
-  FiberSet,
   Layer,
   Option,
   Queue,
@@ -32,7 +31,7 @@ import { type Handler, type HandlerOptions } from "./Handler.js"
 import * as Capacity from "./Capacity.js"
 import * as QueueSource from "./QueueSource.js"
 import * as ScheduledSource from "./ScheduledSource.js"
-import { type Lane, makeLane, type Registered, renewEvery } from "./WorkSource.js"
+import { type Lane, type LaneContext, makeLane, type Registered, renewEvery } from "./WorkSource.js"
 
 export type { RecurringJob } from "./ScheduledSource.js"
 
@@ -145,10 +144,10 @@ export const make = (
     const handlers = new Map<string, Registered>()
     const taskTypes = () => [...handlers.keys()]
 
-    // The loop's executions and the workers they run on (see Capacity: work is claimed ahead of free workers).
-    const executions = yield* FiberSet.make<void, never>()
+    // The workers and the buffer of work claimed ahead of them (see Capacity).
     const capacity = yield* Capacity.make(config)
-    const stats = yield* Ref.make<RunnerStats>({ started: 0, ok: 0, failed: 0 })
+    // Plain counters: they change once per execution, on the hot path.
+    const stats = { started: 0, ok: 0, failed: 0 }
     const stopping = yield* Ref.make(false)
     const loopFiber = yield* Ref.make<Option.Option<Fiber.RuntimeFiber<never, never>>>(Option.none())
     // Signals: sliding queues of one, so a signal sent at any moment waits until it is taken, and never piles up.
@@ -157,32 +156,35 @@ export const make = (
     const leasesHeld = yield* Queue.sliding<void>(1)
     const handlersChanged = yield* Queue.sliding<void>(1)
     const signal = (queue: Queue.Queue<void>) => Effect.asVoid(Queue.offer(queue, undefined))
+    // The writer is signalled once per batch, not once per result: reset when it takes the signal.
+    let writerSignalled = false
     const definedTypes = new Set<string>()
 
-    const recordOutcome = (result: Result.Result | undefined) =>
-      Effect.gen(function* () {
-        yield* Ref.update(stats, (s) =>
-          // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
-          result === undefined || result.failed ? { ...s, failed: s.failed + 1 } : { ...s, ok: s.ok + 1 }
-        )
-        if (yield* capacity.ended) yield* signal(wake)
-      })
-
-    const laneContext = {
-      executions,
+    const laneContext: LaneContext = {
       handler: (taskType: string) => handlers.get(taskType),
-      claimed: capacity.claimed,
-      onWorker: <A>(self: Effect.Effect<A>) =>
-        capacity.onWorker(
-          Effect.zipRight(
-            Ref.update(stats, (s) => ({ ...s, started: s.started + 1 })),
-            self
-          )
-        ),
-      ended: recordOutcome,
-      resultsReady: signal(resultsReady),
-      leasesHeld: signal(leasesHeld),
-      written: signal(wake)
+      submit: capacity.submit,
+      started: () => {
+        stats.started++
+        capacity.started()
+      },
+      stopped: capacity.stopped,
+      ended: (result) => {
+        // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
+        if (result === undefined || result.failed) stats.failed++
+        else stats.ok++
+        if (capacity.ended()) Queue.unsafeOffer(wake, undefined)
+      },
+      resultsReady: () => {
+        if (writerSignalled) return
+        writerSignalled = true
+        Queue.unsafeOffer(resultsReady, undefined)
+      },
+      leasesHeld: () => {
+        Queue.unsafeOffer(leasesHeld, undefined)
+      },
+      written: () => {
+        Queue.unsafeOffer(wake, undefined)
+      }
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
     const lanes: ReadonlyArray<Lane<TickError>> = [
@@ -197,12 +199,13 @@ export const make = (
           const out = handler(job, abort)
           return Effect.isEffect(out) ? Effect.provide(out as Effect.Effect<A, E, R>, context) : out
         }
+        const takesSignal = handler.length >= 2
         const timeout =
           options?.timeout === undefined ? config.timeout : withDefaults({ timeout: options.timeout }).timeout
         if (handlers.has(taskType)) {
           yield* Effect.logWarning(`handler for task type "${taskType}" registered again: the new one replaces it`)
         }
-        handlers.set(taskType, { run, timeout })
+        handlers.set(taskType, { run, timeout, takesSignal })
         yield* signal(handlersChanged)
       })
 
@@ -227,7 +230,7 @@ export const make = (
         const interval = switches.interval
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }
-        let room = yield* capacity.room
+        let room = capacity.room()
         if (room <= 0) return { report: idle("busy"), interval }
         const now = yield* clockNow
         const request = { now, owner, leaseUntil: leaseUntil(now), taskTypes: taskTypes(), interval, force }
@@ -252,7 +255,7 @@ export const make = (
         const pollMs = Duration.toMillis(interval)
         // Paused, disabled or full: only the poll or a wake-up (a setting changed, capacity freed) can change that.
         if (report.skipped !== undefined) return pollMs
-        if ((yield* capacity.room) <= 0) return pollMs
+        if (capacity.room() <= 0) return pollMs
         // A full batch: more may be due right now.
         if (report.started >= config.batchSize) return 0
         const now = yield* clockNow
@@ -315,7 +318,15 @@ export const make = (
         while (lanes.some((l) => l.pending() > 0)) for (const lane of lanes) yield* lane.flush
       })
     )
-    const writerRound = Effect.zipRight(Queue.take(resultsReady), flushAll)
+    const writerRound = Effect.zipRight(
+      Effect.zipRight(
+        Queue.take(resultsReady),
+        Effect.sync(() => {
+          writerSignalled = false
+        })
+      ),
+      flushAll
+    )
 
     // The heartbeat: on a timer of its own (whatever the poll), asleep while there is nothing to report (no handler
     // registered). A worker counts as live for three heartbeats.
@@ -374,13 +385,13 @@ export const make = (
       }
       // Interruptible: stop often runs in a scope finalizer (uninterruptible), where the timeout could not
       // otherwise cut the wait short.
-      const drained = yield* FiberSet.awaitEmpty(executions).pipe(
+      const drained = yield* capacity.awaitIdle.pipe(
         Effect.interruptible,
         Effect.timeoutTo({ duration: config.gracePeriod, onSuccess: () => true, onTimeout: () => false })
       )
       if (!drained) {
         yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)
-        yield* FiberSet.clear(executions)
+        yield* capacity.interruptAll
       }
       // What finished is recorded; what was cut short is handed back, so another instance takes it at once.
       yield* flushAll
@@ -416,8 +427,8 @@ export const make = (
         signal(wake)
       ),
       defineJobs,
-      running: capacity.running,
-      stats: Ref.get(stats),
+      running: Effect.sync(capacity.running),
+      stats: Effect.sync((): RunnerStats => ({ ...stats })),
       owner,
       config
     })

@@ -6,11 +6,11 @@
  * source: it runs each claimed execution's handler in a fiber of the runner, keeps its lease in the runner's one
  * renewal round, and queues its result for the runner's one results writer, which records a batch per statement.
  */
-import { Duration, Effect, Fiber, FiberSet, type Option, Schedule as RetryPolicy } from "effect"
+import { Duration, Effect, Exit, Fiber, type Option, Schedule as RetryPolicy } from "effect"
 import type { Job, JobKind } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
-import { now as clockNow } from "../ports/Clock.js"
-import { type Handler, runToResult } from "./Handler.js"
+import type { Task } from "./Capacity.js"
+import { type Handler, invoke } from "./Handler.js"
 
 /** One claimed execution, as a source hands it over: a key unique among this runner's executions, and its job. */
 export interface Claimed {
@@ -69,25 +69,30 @@ export interface WorkSource<C extends Claimed, E> {
 export interface Registered {
   readonly run: Handler<unknown, unknown, never>
   readonly timeout: Duration.Duration
+  /** The handler declares a second parameter: it gets a live `AbortSignal`. */
+  readonly takesSignal: boolean
 }
 
-/** What a lane needs from the runner core. */
+/**
+ * What a lane needs from the runner core. Called once per execution, on the hot path: plain functions, no Effect,
+ * except where a fiber must wait.
+ */
 export interface LaneContext {
-  /** The fibers of running handlers (the runner waits for them at stop). */
-  readonly executions: FiberSet.FiberSet<void, never>
   readonly handler: (taskType: string) => Registered | undefined
-  /** An execution was claimed (it holds a lease; it may wait for a worker before its handler runs). */
-  readonly claimed: Effect.Effect<void>
-  /** Runs a handler on one of the runner's workers: waits for a free one (claim order), holds it until done. */
-  readonly onWorker: <A>(self: Effect.Effect<A>) => Effect.Effect<A>
-  /** An execution ended with `result` (or was interrupted: undefined): its claim no longer counts. */
-  readonly ended: (result: Result.Result | undefined) => Effect.Effect<void>
+  /** Hands claimed executions to the workers, in claim order. */
+  readonly submit: (tasks: ReadonlyArray<Task>) => Effect.Effect<void>
+  /** A handler started on a worker. */
+  readonly started: () => void
+  /** A started handler returned after `tookMs` (undefined: it was interrupted). */
+  readonly stopped: (tookMs: number | undefined) => void
+  /** An execution ended with `result` (or never ran to a result: undefined); its claim no longer counts. */
+  readonly ended: (result: Result.Result | undefined) => void
   /** A result is waiting for the writer. */
-  readonly resultsReady: Effect.Effect<void>
+  readonly resultsReady: () => void
   /** Leases are now held (the renewal round should run). */
-  readonly leasesHeld: Effect.Effect<void>
+  readonly leasesHeld: () => void
   /** A batch of results was written: work they blocked (a sequential type, an item's next run) may be claimable. */
-  readonly written: Effect.Effect<void>
+  readonly written: () => void
 }
 
 /** A source wired into the pipeline, its claim type hidden: what the runner core drives. */
@@ -125,7 +130,9 @@ export const resultWriteRetry = RetryPolicy.exponential("50 millis").pipe(
 
 interface Entry<C> {
   readonly claim: C
-  fiber: Fiber.RuntimeFiber<void, never> | undefined
+  /** The fiber of a running asynchronous handler (a synchronous one cannot be interrupted). */
+  fiber: Fiber.RuntimeFiber<unknown, never> | undefined
+  /** Not finished yet (waiting for a worker, or running). */
   running: boolean
   lost: boolean
   interrupted: boolean
@@ -141,47 +148,88 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
 ): Lane<E> => {
   const active = new Map<string, Entry<C>>()
   const waiting: Array<Finished<C>> = []
+  const annotations = (job: Job) => ({ kind: source.kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt })
 
-  const execute = (entry: Entry<C>): Effect.Effect<void> => {
-    const job = entry.claim.job
-    let result: Result.Result | undefined
-    const run = Effect.gen(function* () {
-      const startedAt = yield* clockNow
-      const handler = context.handler(job.taskType)
-      result =
-        handler === undefined ? unknownTaskType(job.taskType) : yield* runToResult(handler.run, job, handler.timeout)
-      const finishedAt = yield* clockNow
-      entry.running = false
-      waiting.push({ claim: entry.claim, result, startedAt, finishedAt })
-    })
+  const finish = (entry: Entry<C>, result: Result.Result, startedAt: number, finishedAt: number) => {
+    entry.running = false
+    entry.fiber = undefined
+    context.stopped(finishedAt - startedAt)
+    waiting.push({ claim: entry.claim, result, startedAt: new Date(startedAt), finishedAt: new Date(finishedAt) })
     // The result is written by the runner's writer; the worker is free as soon as the handler returns.
-    return Effect.zipRight(context.onWorker(run), context.resultsReady).pipe(
-      Effect.onInterrupt(() =>
-        Effect.suspend(() => {
-          entry.running = false
-          if (entry.lost) {
-            return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded")
-          }
-          entry.interrupted = true
-          return Effect.void
-        })
-      ),
-      Effect.ensuring(Effect.suspend(() => context.ended(result))),
-      Effect.annotateLogs({ kind: source.kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt })
-    )
+    context.resultsReady()
+    context.ended(result)
   }
+
+  // Interrupted from outside: a lost lease (the result is discarded) or a forced stop (the claim is handed back).
+  const interrupted = (entry: Entry<C>): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      entry.running = false
+      entry.fiber = undefined
+      context.stopped(undefined)
+      context.ended(undefined)
+      if (entry.lost) {
+        return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
+          Effect.annotateLogs(annotations(entry.claim.job))
+        )
+      }
+      entry.interrupted = true
+      return Effect.void
+    })
+
+  const execute = (entry: Entry<C>, now: () => number): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const job = entry.claim.job
+      if (entry.lost) {
+        entry.running = false
+        context.ended(undefined)
+        return Effect.logWarning("lease lost before the execution started: it was not run").pipe(
+          Effect.annotateLogs(annotations(job))
+        )
+      }
+      const handler = context.handler(job.taskType)
+      context.started()
+      const startedAt = now()
+      const out =
+        handler === undefined
+          ? unknownTaskType(job.taskType)
+          : invoke(handler.run, job, handler.timeout, handler.takesSignal)
+      if (!Effect.isEffect(out)) {
+        finish(entry, out, startedAt, now())
+        return Effect.void
+      }
+      // An asynchronous handler runs in a fiber of its own, so a lost lease interrupts this execution only.
+      const run = out.pipe(
+        Effect.annotateLogs(annotations(job)),
+        Effect.onExit((exit) =>
+          Exit.isSuccess(exit) ? Effect.sync(() => finish(entry, exit.value, startedAt, now())) : interrupted(entry)
+        )
+      )
+      return Effect.flatMap(Effect.fork(run), (fiber) => {
+        if (entry.running) entry.fiber = fiber
+        return Fiber.await(fiber)
+      })
+    })
 
   const claimAndStart = (request: ClaimRequest) =>
     Effect.gen(function* () {
       if (request.limit <= 0) return { started: 0, overlapped: 0, rescued: 0 }
       const report = yield* source.claim(request)
-      if (report.claimed.length > 0 && active.size === 0) yield* context.leasesHeld
+      if (report.claimed.length > 0 && active.size === 0) context.leasesHeld()
+      const tasks: Array<Task> = []
       for (const claim of report.claimed) {
         const entry: Entry<C> = { claim, fiber: undefined, running: true, lost: false, interrupted: false }
         active.set(claim.key, entry)
-        yield* context.claimed
-        entry.fiber = yield* FiberSet.run(context.executions, execute(entry))
+        tasks.push({
+          run: (now) => execute(entry, now),
+          // A forced stop before it ran: handed back with the interrupted ones.
+          cancel: () => {
+            entry.running = false
+            entry.interrupted = true
+            context.ended(undefined)
+          }
+        })
       }
+      yield* context.submit(tasks)
       return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
     })
 
@@ -198,7 +246,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         if (held.has(entry.claim.key) || active.get(entry.claim.key) !== entry) continue
         entry.lost = true
         active.delete(entry.claim.key)
-        if (entry.running && entry.fiber !== undefined) yield* Fiber.interruptFork(entry.fiber)
+        if (entry.fiber !== undefined) yield* Fiber.interruptFork(entry.fiber)
       }
     }).pipe(
       // A renewal that fails is not a lost lease: the next round tries again.
@@ -234,7 +282,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         )
       }
     }
-    yield* context.written
+    context.written()
   }).pipe(Effect.annotateLogs({ kind: source.kind }))
 
   const releaseInterrupted = (now: Date) =>

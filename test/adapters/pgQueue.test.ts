@@ -41,6 +41,36 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     })
   )
 
+  it.effect("an item deleted by SQL while it runs loses its lease: not renewed, its result not logged", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const q = yield* QueueStore
+      const now = new Date()
+      const opts = (taskType: string) => ({
+        limit: 5,
+        taskTypes: [taskType],
+        owner: "w",
+        leaseUntil: new Date(now.getTime() + 60_000),
+        now,
+        repeatAfter: new Date(now.getTime() + 1_000)
+      })
+      const once = yield* q.enqueue({ taskType: "gone1", payload: "x", thread: 1 }, now)
+      const twice = yield* q.enqueue({ taskType: "gone2", payload: "y", thread: 1, maxRuns: 2 }, now)
+      const claims = [...(yield* q.claimBatch(opts("gone1"))), ...(yield* q.claimBatch(opts("gone2")))]
+      expect(claims.map((c) => c.item.id).sort()).toEqual([once.id, twice.id, twice.id].sort())
+      yield* sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE id IN (${once.id}, ${twice.id})`
+      expect(yield* q.renewLeases(claims, new Date(now.getTime() + 120_000), now)).toEqual([])
+      const result = { startedAt: now, finishedAt: now }
+      expect(yield* q.recordResults(claims.map((claim) => ({ claim, result })))).toEqual([false, false, false])
+      const [logged] = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM ${sql(`${schema}.processed_items`)} WHERE task_type IN ('gone1', 'gone2')`
+      expect(logged!.n).toBe(0)
+      // Its leases are taken back once they expire, like any other.
+      expect(yield* q.recoverStuck(new Date(now.getTime() + 61_000))).toBe(3)
+    })
+  )
+
   it.effect("processed_items refuses UPDATE and DELETE, even for a superuser; TRUNCATE works", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -58,7 +58,10 @@ describe("kairos commands", () => {
     "migrate, enqueue, queue, semaphore, workers, jobs, runs, truncate: exit codes and --json documents",
     { timeout: 120_000 },
     async () => {
-      expect(json(["migrate"])).toEqual({ schema, applied: ["0001_scheduled_jobs", "0002_queue", "0003_pipeline"] })
+      expect(json(["migrate"])).toEqual({
+        schema,
+        applied: ["0001_scheduled_jobs", "0002_queue", "0003_pipeline", "0004_lean_leases"]
+      })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })
       const item = json([
         "enqueue",

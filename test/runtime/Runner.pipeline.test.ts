@@ -25,6 +25,8 @@ class Faults extends Context.Tag("test/Faults")<
   {
     /** Makes the next `n` calls of a store method die with a thrown RangeError (a defect, not a failure). */
     readonly die: (method: "listDue" | "recordResults" | "renewLeases" | "claimBatch", n: number) => Effect.Effect<void>
+    /** Makes the next `n` lease renewals report every lease lost (as when another instance took them back). */
+    readonly loseLeases: (n: number) => Effect.Effect<void>
   }
 >() {}
 
@@ -50,13 +52,22 @@ const faultyStores = Layer.effectContext(
         QueueStore.of({
           ...queue,
           recordResults: (...args) => maybeDie("recordResults", queue.recordResults(...args)),
-          renewLeases: (...args) => maybeDie("renewLeases", queue.renewLeases(...args)),
+          renewLeases: (...args) =>
+            Effect.suspend(() => {
+              const lose = remaining.get("lose") ?? 0
+              if (lose <= 0) return maybeDie("renewLeases", queue.renewLeases(...args))
+              remaining.set("lose", lose - 1)
+              return Effect.succeed([])
+            }),
           claimBatch: (...args) => maybeDie("claimBatch", queue.claimBatch(...args))
         })
       ),
       Context.add(FakeStore.FakeStore, fake),
       Context.add(MemoryQueueStore.MemoryQueue, memory),
-      Context.add(Faults, { die: (method, n) => Effect.sync(() => void remaining.set(method, n)) })
+      Context.add(Faults, {
+        die: (method, n) => Effect.sync(() => void remaining.set(method, n)),
+        loseLeases: (n) => Effect.sync(() => void remaining.set("lose", n))
+      })
     )
   })
 ).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
@@ -126,6 +137,61 @@ describe("long-lived fibers survive any cause", () => {
         // Outside the runner's layer, so the fibers it forks when built log here too.
         Effect.provide(recordLogs)
       )
+  )
+})
+
+describe("lost leases", () => {
+  it.scoped(
+    "a lease lost while its handler runs aborts it (its signal fires); one lost while buffered never starts; both run again",
+    () =>
+      Effect.gen(function* () {
+        logged.length = 0
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const faults = yield* Faults
+        const aborted: Array<string> = []
+        const ran: Array<string> = []
+        // The first attempt hangs until its signal fires; later attempts finish at once.
+        yield* runner.register<void>("slow", (job, signal: AbortSignal) =>
+          job.attempt > 1
+            ? undefined
+            : new Promise<void>((resolve) =>
+                signal.addEventListener("abort", () => {
+                  aborted.push(job.payload)
+                  resolve()
+                })
+              )
+        )
+        yield* runner.register("quick", (job) => {
+          ran.push(job.payload)
+        })
+        const now = yield* FakeClock.now
+        yield* queue.enqueue({ taskType: "slow", payload: "a", priority: 2, thread: 1 }, now)
+        yield* queue.enqueue({ taskType: "quick", payload: "b", thread: 1 }, now)
+        yield* runner.start
+        yield* settle(Effect.map(runner.running, (n) => n === 1))
+        // One worker: "a" runs, "b" waits in the buffer behind it.
+        expect(yield* runner.running).toBe(1)
+        expect(ran).toEqual([])
+        yield* faults.loseLeases(1)
+        yield* FakeClock.advance("10 seconds")
+        expect(aborted).toEqual(["a"])
+        expect(ran).toEqual([])
+        expect(logged.some((l) => l.startsWith("WARN lease lost while running"))).toBe(true)
+        expect(logged.filter((l) => l.startsWith("WARN lease lost before the execution started")).length).toBe(1)
+        // Their leases expire and they are taken back: each runs (again), and each is recorded once.
+        yield* FakeClock.advance("2 minutes")
+        expect(ran).toEqual(["b"])
+        expect(aborted).toEqual(["a"])
+        const processed = yield* memory.processed
+        expect(processed.map((p) => [p.payload, p.status]).sort()).toEqual([
+          ["a", "ok"],
+          ["b", "ok"]
+        ])
+        expect(yield* memory.items).toEqual([])
+      }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds", workers: 1 })), Effect.provide(recordLogs))
   )
 })
 

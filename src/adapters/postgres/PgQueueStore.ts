@@ -116,169 +116,252 @@ export const make = (
         "i.runs_started, i.run_after, i.created_at, i.updated_at, i.in_flight, i.seq::text AS seq"
     )
 
-    // Four statements in one transaction: concurrent items taken and locked per type; the per-type locks of the
-    // sequential slots; at most one sequential item per locked type that has none in flight; the leases written and
-    // the items updated together.
-    const claimBatch = (options: {
+    /** The claim's options, as the runner passes them. */
+    type ClaimOptions = {
       readonly limit: number
       readonly taskTypes: ReadonlyArray<string>
       readonly owner: string
       readonly leaseUntil: Date
       readonly now: Date
       readonly repeatAfter: Date
-    }) =>
-      sql
-        .withTransaction(
-          Effect.gen(function* () {
-            const limit = Math.max(0, Math.floor(options.limit))
-            const types = [...new Set(options.taskTypes)]
-            if (limit === 0 || types.length === 0) return []
-            // Per type, over the claimable index, so other types' rows are never scanned; locked as they are read.
-            const concurrent = yield* sql<ClaimRow>`
-              SELECT c.* FROM unnest(${types}::text[]) AS t(task_type)
-              CROSS JOIN LATERAL (
-                SELECT ${claimColumns} FROM ${items} i
-                WHERE i.task_type = t.task_type AND i.thread = 1 AND ${claimable}
-                  AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-                ORDER BY i.priority DESC, i.seq LIMIT ${limit}
-                FOR UPDATE SKIP LOCKED
-              ) c`
-            // Sequential items: first a per-type lock in a statement of its own (the next statement's snapshot then
-            // cannot predate the lock), then at most one item per locked type with no sequential execution in
-            // flight. A blocked backlog is never scanned: its type fails the NOT EXISTS on the index of processing
-            // sequential items.
-            const locked = yield* sql<{ task_type: string }>`
-              SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
-              WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
-            const sequential =
-              locked.length === 0
-                ? []
-                : yield* sql<ClaimRow>`
-                  SELECT c.* FROM unnest(${locked.map((r) => r.task_type)}::text[]) AS t(task_type)
-                  CROSS JOIN LATERAL (
-                    SELECT ${claimColumns} FROM ${items} i
-                    WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
-                      AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-                      AND NOT EXISTS (
-                        SELECT 1 FROM ${items} b
-                        WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
-                      )
-                    ORDER BY i.priority DESC, i.seq LIMIT 1
-                    FOR UPDATE SKIP LOCKED
-                  ) c`
-            const rows = [...concurrent, ...sequential].sort(
-              (a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq))
-            )
-            // How many executions each item gets: one, or for a concurrent item up to its remaining runs.
-            let room = limit
-            const plan: Array<{ row: ClaimRow; count: number }> = []
-            for (const row of rows) {
-              if (room <= 0) break
-              const count = row.thread === 1 && row.max_runs !== -1 ? Math.min(room, row.max_runs - row.in_flight) : 1
-              if (count <= 0) continue
-              plan.push({ row, count })
-              room -= count
-            }
-            if (plan.length === 0) return []
-            // Each execution its own attempt number, counted from the item's executions started so far.
-            const leaseRows = plan.flatMap(({ count, row }) =>
-              Array.from({ length: count }, (_, i) => ({
-                itemId: row.id,
-                token: randomUUID(),
-                attempt: row.runs_started + i + 1
-              }))
-            )
-            // A forever-repeating item waits for the next interval, and goes behind its peers of equal priority.
-            const inserted = yield* sql<{ id: string; item_id: string; token: string; attempt: number }>`
-              WITH updated AS (
-                UPDATE ${items} i SET in_flight = i.in_flight + p.n, runs_started = i.runs_started + p.n,
-                  status = 'processing', updated_at = ${options.now},
-                  run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
-                  seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
-                FROM unnest(${plan.map((p) => p.row.id)}::bigint[], ${plan.map((p) => p.count)}::int[]) AS p(id, n)
-                WHERE i.id = p.id
-              )
-              INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
-              SELECT x.item_id, x.token, ${options.owner}, ${options.now}, ${options.leaseUntil}, x.attempt
-              FROM unnest(
-                ${leaseRows.map((l) => l.itemId)}::bigint[], ${leaseRows.map((l) => l.token)}::text[],
-                ${leaseRows.map((l) => l.attempt)}::int[]
-              ) AS x(item_id, token, attempt)
-              RETURNING id::text AS id, item_id::text AS item_id, token, attempt`
-            const byItem = new Map(plan.map((p) => [p.row.id, p.row]))
-            return inserted.map((l): QueueClaim => {
-              const row = byItem.get(l.item_id)!
-              return {
-                item: { ...toItem(row), status: "processing" },
-                runsDone: row.runs_done,
-                attempt: l.attempt,
-                leaseId: l.id,
-                token: l.token
-              }
-            })
-          })
-        )
-        .pipe(orStoreError)
-
-    const recordResults = (
-      results: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
-    ): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> => {
-      // An execution listed twice is recorded once (the first time), as its lease can be deleted only once.
-      const seen = new Set<string>()
-      const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
-      if (batch.length === 0) return Effect.succeed(results.map(() => false))
-      const col = <A>(f: (x: { readonly claim: QueueClaim; readonly result: ExecutionResult }) => A) => batch.map(f)
-      // The same fencing for the whole batch: only executions whose lease is still held (deleted here) are logged
-      // and counted; each item is updated once, by how many finished. Then, in a statement of its own (a fresh
-      // snapshot: another instance may have recorded the item's other executions meanwhile), the items whose last
-      // run finished are deleted.
-      return sql
-        .withTransaction(
-          Effect.gen(function* () {
-            const held = yield* sql<{ id: string; item_id: string }>`
-              WITH input AS (
-                SELECT * FROM unnest(
-                  ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
-                  ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
-                  ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
-                  ${col((x) => x.result.error ?? "")}::text[],
-                  ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
-                  ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-                  ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
-                ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-              ), l AS (
-                DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
-                RETURNING q.id, q.item_id
-              ), log AS (
-                INSERT INTO ${processed}
-                  (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-                SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
-                FROM l JOIN input x ON x.lease_id = l.id
-                RETURNING id
-              ), c AS (
-                SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
-              ), item AS (
-                UPDATE ${items} i SET
-                  in_flight = greatest(0, i.in_flight - c.n),
-                  max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - c.n) END,
-                  runs_done = i.runs_done + c.n,
-                  status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
-                  updated_at = now()
-                FROM c WHERE i.id = c.item_id
-                RETURNING i.id
-              )
-              SELECT l.id::text AS id, l.item_id::text AS item_id FROM l`
-            const itemIds = [...new Set(held.map((r) => r.item_id))]
-            if (itemIds.length > 0) {
-              yield* sql`DELETE FROM ${items} WHERE id = ANY(${itemIds}::bigint[]) AND max_runs = 0 AND in_flight = 0`
-            }
-            const heldIds = new Set(held.map((r) => r.id))
-            const first = new Set(batch)
-            return results.map((x) => first.has(x) && heldIds.has(x.claim.leaseId))
-          })
-        )
-        .pipe(orStoreError)
     }
+
+    // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
+    const toClaim = (row: ClaimRow & { lease_id: string; token: string; attempt: number }): QueueClaim => ({
+      item: { ...toItem(row), status: "processing" },
+      runsDone: row.runs_done,
+      attempt: row.attempt,
+      leaseId: row.lease_id,
+      token: row.token
+    })
+
+    // Concurrent items, in one statement (no transaction to open and commit): per type over the claimable index,
+    // locked as they are read; each item gets one execution, or up to its remaining runs while the limit allows,
+    // each with its own lease and attempt number; a forever-repeating item waits for the next interval and goes
+    // behind its peers. The same statement says which types have a sequential item that may be claimable, so the
+    // sequential claim (a transaction of its own) runs only when one waits.
+    const claimConcurrent = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
+      sql<ClaimRow & { lease_id: string; token: string; attempt: number; sequential_type: string | null }>`
+        WITH cand AS (
+          SELECT c.* FROM unnest(${types}::text[]) AS t(task_type)
+          CROSS JOIN LATERAL (
+            SELECT ${claimColumns} FROM ${items} i
+            WHERE i.task_type = t.task_type AND i.thread = 1 AND ${claimable}
+              AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+            ORDER BY i.priority DESC, i.seq LIMIT ${limit}
+            FOR UPDATE SKIP LOCKED
+          ) c
+        ), wanted AS (
+          SELECT c.*, CASE WHEN c.max_runs = -1 THEN 1 ELSE c.max_runs - c.in_flight END AS want
+          FROM cand c
+        ), ranked AS (
+          SELECT w.*, sum(w.want) OVER (ORDER BY w.priority DESC, w.seq::bigint, w.id ROWS UNBOUNDED PRECEDING) AS upto
+          FROM wanted w WHERE w.want > 0
+        ), planned AS (
+          SELECT r.*, least(r.want, ${limit} - (r.upto - r.want))::int AS n FROM ranked r
+          WHERE r.upto - r.want < ${limit}
+        ), updated AS (
+          UPDATE ${items} i SET in_flight = i.in_flight + p.n, runs_started = i.runs_started + p.n,
+            status = 'processing', updated_at = ${options.now},
+            run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
+            seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
+          FROM planned p WHERE i.id = p.id::bigint
+        ), leased AS (
+          INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
+          SELECT p.id::bigint, gen_random_uuid()::text, ${options.owner}, ${options.now}, ${options.leaseUntil},
+            p.runs_started + g.k
+          FROM planned p CROSS JOIN LATERAL generate_series(1, p.n) AS g(k)
+          RETURNING id, item_id, token, attempt
+        )
+        SELECT p.id, p.task_type, p.payload, p.status, p.priority, p.max_runs, p.thread, p.runs_done,
+          p.runs_started, p.run_after, p.created_at, p.updated_at, p.in_flight, p.seq,
+          l.id::text AS lease_id, l.token, l.attempt, NULL::text AS sequential_type
+        FROM leased l JOIN planned p ON p.id::bigint = l.item_id
+        UNION ALL
+        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+          t.task_type
+        FROM unnest(${types}::text[]) AS t(task_type)
+        -- Per type, so the type is the index condition (a semi join would scan every type's sequential items).
+        CROSS JOIN LATERAL (
+          SELECT 1 FROM ${items} i
+          WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
+            AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+          LIMIT 1
+        ) s
+        WHERE NOT EXISTS (
+          SELECT 1 FROM ${items} b WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
+        )`
+
+    // Sequential items, in a transaction: first a per-type lock in a statement of its own (the next statement's
+    // snapshot then cannot predate the lock), then at most one item per locked type with no sequential execution in
+    // flight, then its lease. A blocked backlog is never scanned: its type fails the NOT EXISTS on the index of
+    // processing sequential items.
+    const claimSequential = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const locked = yield* sql<{ task_type: string }>`
+            SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
+            WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
+          if (locked.length === 0) return []
+          const rows = yield* sql<ClaimRow>`
+            SELECT c.* FROM unnest(${locked.map((r) => r.task_type)}::text[]) AS t(task_type)
+            CROSS JOIN LATERAL (
+              SELECT ${claimColumns} FROM ${items} i
+              WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
+                AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+                AND NOT EXISTS (
+                  SELECT 1 FROM ${items} b
+                  WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
+                )
+              ORDER BY i.priority DESC, i.seq LIMIT 1
+              FOR UPDATE SKIP LOCKED
+            ) c`
+          const plan = [...rows]
+            .sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq)))
+            .slice(0, limit)
+          if (plan.length === 0) return []
+          const leaseRows = plan.map((row) => ({ itemId: row.id, token: randomUUID(), attempt: row.runs_started + 1 }))
+          const inserted = yield* sql<{ id: string; item_id: string; token: string; attempt: number }>`
+            WITH updated AS (
+              UPDATE ${items} i SET in_flight = i.in_flight + 1, runs_started = i.runs_started + 1,
+                status = 'processing', updated_at = ${options.now},
+                run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
+                seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
+              FROM unnest(${plan.map((p) => p.id)}::bigint[]) AS p(id)
+              WHERE i.id = p.id
+            )
+            INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
+            SELECT x.item_id, x.token, ${options.owner}, ${options.now}, ${options.leaseUntil}, x.attempt
+            FROM unnest(
+              ${leaseRows.map((l) => l.itemId)}::bigint[], ${leaseRows.map((l) => l.token)}::text[],
+              ${leaseRows.map((l) => l.attempt)}::int[]
+            ) AS x(item_id, token, attempt)
+            RETURNING id::text AS id, item_id::text AS item_id, token, attempt`
+          const byItem = new Map(plan.map((row) => [row.id, row]))
+          return inserted.map((l) => ({
+            ...byItem.get(l.item_id)!,
+            lease_id: l.id,
+            token: l.token,
+            attempt: l.attempt
+          }))
+        })
+      )
+
+    const claimBatch = (options: ClaimOptions) =>
+      Effect.gen(function* () {
+        const limit = Math.max(0, Math.floor(options.limit))
+        const types = [...new Set(options.taskTypes)]
+        if (limit === 0 || types.length === 0) return []
+        const rows = yield* claimConcurrent(options, limit, types)
+        const claimed: Array<ClaimRow & { lease_id: string; token: string; attempt: number }> = []
+        const sequentialTypes: Array<string> = []
+        for (const row of rows) {
+          if (row.sequential_type !== null) sequentialTypes.push(row.sequential_type)
+          else claimed.push(row)
+        }
+        if (sequentialTypes.length > 0 && claimed.length < limit) {
+          claimed.push(...(yield* claimSequential(options, limit - claimed.length, sequentialTypes)))
+        }
+        // In the queue's order (priority first, then age): buffered executions start in claim order.
+        return claimed.sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq))).map(toClaim)
+      }).pipe(orStoreError)
+
+    type Recorded = { readonly claim: QueueClaim; readonly result: ExecutionResult }
+
+    // The input rows of a results statement: its columns as arrays, so one statement takes any number.
+    const resultInput = (batch: ReadonlyArray<Recorded>) => {
+      const col = <A>(f: (x: Recorded) => A) => batch.map(f)
+      return sql`
+        SELECT * FROM unnest(
+          ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
+          ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
+          ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
+          ${col((x) => x.result.error ?? "")}::text[],
+          ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
+          ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
+          ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
+        ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)`
+    }
+
+    // Executions of items that run once (the common case), in one statement with no transaction around it: only
+    // executions whose lease is still held (deleted here) are logged, and their items deleted. Such an item has one
+    // execution at a time, so no other instance writes its row meanwhile. A row changed by hand to run again
+    // (max_runs raised while it ran) is updated instead of deleted.
+    const recordSingles = (batch: ReadonlyArray<Recorded>) =>
+      sql<{ id: string }>`
+        WITH input AS (${resultInput(batch)}), l AS (
+          DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
+            -- An item deleted while it ran (by hand) took its execution with it: nothing is logged.
+            AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = q.item_id)
+          RETURNING q.id, q.item_id
+        ), log AS (
+          INSERT INTO ${processed}
+            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+          SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+          FROM l JOIN input x ON x.lease_id = l.id
+        ), gone AS (
+          DELETE FROM ${items} i USING l WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
+        ), kept AS (
+          UPDATE ${items} i SET
+            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+            updated_at = now()
+          FROM l WHERE i.id = l.item_id AND NOT (i.max_runs <= 1 AND i.in_flight <= 1)
+        )
+        SELECT l.id::text AS id FROM l`
+
+    // Executions of items that run more than once: the same fencing, and each item updated once, by how many
+    // finished. Then, in a statement of its own (a fresh snapshot: another instance may have recorded the item's
+    // other executions meanwhile), the items whose last run finished are deleted. One transaction, so an item is
+    // never left finished but present.
+    const recordRepeats = (batch: ReadonlyArray<Recorded>) =>
+      sql.withTransaction(
+        Effect.gen(function* () {
+          const held = yield* sql<{ id: string; item_id: string }>`
+            WITH input AS (${resultInput(batch)}), l AS (
+              DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
+                AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = q.item_id)
+              RETURNING q.id, q.item_id
+            ), log AS (
+              INSERT INTO ${processed}
+                (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+              SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+              FROM l JOIN input x ON x.lease_id = l.id
+            ), c AS (
+              SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
+            ), item AS (
+              UPDATE ${items} i SET
+                in_flight = greatest(0, i.in_flight - c.n),
+                max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - c.n) END,
+                runs_done = i.runs_done + c.n,
+                status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                updated_at = now()
+              FROM c WHERE i.id = c.item_id
+            )
+            SELECT l.id::text AS id, l.item_id::text AS item_id FROM l`
+          const itemIds = [...new Set(held.map((r) => r.item_id))]
+          if (itemIds.length > 0) {
+            yield* sql`DELETE FROM ${items} WHERE id = ANY(${itemIds}::bigint[]) AND max_runs = 0 AND in_flight = 0`
+          }
+          return held
+        })
+      )
+
+    const recordResults = (results: ReadonlyArray<Recorded>): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> =>
+      Effect.gen(function* () {
+        // An execution listed twice is recorded once (the first time), as its lease can be deleted only once.
+        const seen = new Set<string>()
+        const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
+        const singles = batch.filter((x) => x.claim.item.maxRuns === 1)
+        const repeats = batch.filter((x) => x.claim.item.maxRuns !== 1)
+        const held = new Set<string>()
+        if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
+        if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
+        const first = new Set(batch)
+        return results.map((x) => first.has(x) && held.has(x.claim.leaseId))
+      }).pipe(orStoreError)
 
     const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
       claims.length === 0
@@ -287,6 +370,8 @@ export const make = (
               UPDATE ${leases} l SET lease_until = ${leaseUntil}
               FROM unnest(${claims.map((c) => c.leaseId)}::bigint[], ${claims.map((c) => c.token)}::text[]) AS x(id, token)
               WHERE l.id = x.id AND l.token = x.token
+                -- An item deleted while it runs (by hand, or cancelled) takes its lease with it.
+                AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = l.item_id)
               RETURNING l.id::text AS id`.pipe(
             Effect.map((rows) => rows.map((r) => r.id)),
             orStoreError

@@ -245,11 +245,26 @@ const migration0003 = (schema: string) =>
     yield* sql`UPDATE ${s}.scheduler_workers SET live_until = heartbeat_at + interval '2 minutes'`
   })
 
+const migration0004 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // A lease is written and deleted once per execution: the hot path. Its foreign key cost a row lock on the item
+    // per lease written and a cascade check per item deleted; the owner index, an index write per lease for a
+    // lookup made once per forced stop. The store keeps what the key guaranteed: a lease whose item is gone is
+    // not renewed (its handler is aborted), and recording it writes nothing to queue_items.
+    yield* sql`ALTER TABLE ${s}.queue_leases DROP CONSTRAINT IF EXISTS queue_leases_item_id_fkey`
+    yield* sql`DROP INDEX IF EXISTS ${s}.queue_leases_owner`
+    // Leases left behind by items deleted by hand while they ran (before this migration the key removed them).
+    yield* sql`DELETE FROM ${s}.queue_leases l WHERE NOT EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = l.item_id)`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": migration0001(schema),
   "0002_queue": migration0002(schema),
-  "0003_pipeline": migration0003(schema)
+  "0003_pipeline": migration0003(schema),
+  "0004_lean_leases": migration0004(schema)
 })
 
 /**

@@ -1,0 +1,98 @@
+/**
+ * The runner's own cost per execution, with no store cost at all: a synthetic QueueStore hands out `BENCH_ITEMS`
+ * claims as fast as they are asked for and accepts every result. Prints items per second and client CPU per item.
+ * Not a test: nothing is asserted.
+ *
+ *   npx tsx bench/runner-overhead.ts      (BENCH_ITEMS=200000, BENCH_WORKERS=1, BENCH_BATCH=20)
+ */
+import { Effect, Layer, Logger, LogLevel } from "effect"
+import * as EmptyQueueStore from "../src/adapters/memory/EmptyQueueStore.js"
+import * as MemorySettings from "../src/adapters/memory/MemorySettings.js"
+import * as NoopStore from "../src/adapters/memory/NoopStore.js"
+import { type QueueClaim, QueueStore } from "../src/ports/QueueStore.js"
+import * as Runner from "../src/runtime/Runner.js"
+
+const ITEMS = Number(process.env["BENCH_ITEMS"] ?? 200_000)
+const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 1)
+const BATCH = Number(process.env["BENCH_BATCH"] ?? 20)
+
+const synthetic = Layer.effect(
+  QueueStore,
+  Effect.gen(function* () {
+    const empty = yield* QueueStore
+    let next = 0
+    const created = new Date()
+    return QueueStore.of({
+      ...empty,
+      claimBatch: (options) =>
+        Effect.sync(() => {
+          const n = Math.max(0, Math.min(options.limit, ITEMS - next))
+          const claims: Array<QueueClaim> = []
+          for (let i = 0; i < n; i++) {
+            const id = String(++next)
+            claims.push({
+              item: {
+                id,
+                taskType: "noop",
+                payload: "{}",
+                status: "processing",
+                priority: 0,
+                maxRuns: 1,
+                thread: 1,
+                runAfter: null,
+                createdAt: created,
+                updatedAt: created
+              },
+              runsDone: 0,
+              attempt: 1,
+              leaseId: id,
+              token: id
+            })
+          }
+          return claims
+        }),
+      recordResults: (results) => Effect.succeed(results.map(() => true)),
+      renewLeases: (claims) => Effect.succeed(claims.map((c) => c.leaseId))
+    })
+  })
+).pipe(Layer.provide(EmptyQueueStore.layer))
+
+const program = Effect.gen(function* () {
+  const runner = yield* Runner.Runner
+  let handled = 0
+  let done: () => void = () => undefined
+  const all = new Promise<void>((resolve) => (done = resolve))
+  yield* runner.register("noop", () => {
+    if (++handled === ITEMS) done()
+  })
+  const cpu0 = process.cpuUsage()
+  const t0 = performance.now()
+  yield* runner.start
+  yield* Effect.promise(() => all)
+  const seconds = (performance.now() - t0) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  console.log(
+    `runner alone, ${ITEMS.toLocaleString("en")} no-op executions: ${Math.round(ITEMS / seconds).toLocaleString("en")}/s, ` +
+      `client CPU ${((cpu.user + cpu.system) / 1000 / ITEMS).toFixed(4)} ms/item (workers ${WORKERS}, batch ${BATCH})`
+  )
+  yield* runner.stop
+})
+
+Effect.runPromise(
+  program.pipe(
+    Effect.provide(
+      Runner.layer({ workers: WORKERS, batchSize: BATCH, interval: "1 minute" }).pipe(
+        Layer.provideMerge(Layer.mergeAll(NoopStore.layer, synthetic)),
+        Layer.provideMerge(MemorySettings.layer())
+      )
+    ),
+    Effect.scoped,
+    Logger.withMinimumLogLevel(LogLevel.Warning)
+  )
+).then(
+  () => process.exit(0),
+  (e) => {
+    console.error(e)
+    process.exit(1)
+  }
+)
