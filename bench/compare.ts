@@ -45,6 +45,10 @@ import * as kairosOnly from "./systems/kairos-only.js"
 import * as pgboss from "./systems/pgboss.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
+// `npm run bench` runs the compiled copy in .bench-build/bench (kairos as its package ships: JavaScript, not
+// TypeScript transpiled on the fly); `npx tsx bench/compare.ts` runs the sources. Results go to bench/results.
+const projectRoot =
+  path.basename(path.dirname(here)) === ".bench-build" ? path.resolve(here, "..", "..") : path.dirname(here)
 
 const { values: args } = parseArgs({
   options: {
@@ -99,8 +103,11 @@ const log = (message: string) => console.error(message)
 
 const gitDescribe = (): string => {
   try {
-    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: here, encoding: "utf8" }).trim()
-    const dirty = execFileSync("git", ["status", "--porcelain", "--", "../src"], { cwd: here, encoding: "utf8" }).trim()
+    const head = execFileSync("git", ["rev-parse", "--short", "HEAD"], { cwd: projectRoot, encoding: "utf8" }).trim()
+    const dirty = execFileSync("git", ["status", "--porcelain", "--", "src"], {
+      cwd: projectRoot,
+      encoding: "utf8"
+    }).trim()
     return dirty === "" ? head : `${head} + uncommitted changes in src/`
   } catch {
     return "unknown"
@@ -219,7 +226,7 @@ const main = async (url: string, embedded: boolean) => {
   console.log(`\n(${rounds} round(s) in ${Math.round(seconds)} s on ${env.cpu}; ${env.postgres}, ${env.database})`)
 
   if (args["no-json"] !== true) {
-    const dir = path.join(here, "results")
+    const dir = path.join(projectRoot, "bench", "results")
     await fs.mkdir(dir, { recursive: true })
     const file = path.join(dir, `${started.toISOString().replace(/[:.]/g, "-")}${quick ? "-quick" : ""}.json`)
     const json = {

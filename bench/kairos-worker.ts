@@ -35,7 +35,7 @@ const main = async () => {
     })
   )
   const runner = await rt.runPromise(Runner.Runner)
-  await rt.runPromise(runner.register("noop", () => undefined))
+  await rt.runPromise(runner.register("noop", async () => undefined))
   const gc = (globalThis as { gc?: () => void }).gc
   process.on("message", (message: { cmd?: string }) => {
     switch (message.cmd) {

@@ -3,7 +3,8 @@
  * claims as fast as they are asked for and accepts every result. Prints items per second and client CPU per item.
  * Not a test: nothing is asserted.
  *
- *   npx tsx bench/runner-overhead.ts      (BENCH_ITEMS=200000, BENCH_WORKERS=1, BENCH_BATCH=20)
+ *   npm run build:bench && node .bench-build/bench/runner-overhead.js
+ *   (BENCH_ITEMS=200000, BENCH_WORKERS=1, BENCH_BATCH=20, BENCH_ASYNC=1 for an async handler)
  */
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as EmptyQueueStore from "../src/adapters/memory/EmptyQueueStore.js"
@@ -15,6 +16,8 @@ import * as Runner from "../src/runtime/Runner.js"
 const ITEMS = Number(process.env["BENCH_ITEMS"] ?? 200_000)
 const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 1)
 const BATCH = Number(process.env["BENCH_BATCH"] ?? 20)
+// BENCH_ASYNC=1: an async handler (a promise per execution, as graphile-worker's tasks are), else a plain function.
+const ASYNC = process.env["BENCH_ASYNC"] === "1"
 
 const synthetic = Layer.effect(
   QueueStore,
@@ -62,9 +65,10 @@ const program = Effect.gen(function* () {
   let handled = 0
   let done: () => void = () => undefined
   const all = new Promise<void>((resolve) => (done = resolve))
-  yield* runner.register("noop", () => {
+  const count = () => {
     if (++handled === ITEMS) done()
-  })
+  }
+  yield* runner.register("noop", ASYNC ? async () => count() : count)
   const cpu0 = process.cpuUsage()
   const t0 = performance.now()
   yield* runner.start
@@ -73,7 +77,7 @@ const program = Effect.gen(function* () {
   const cpu = process.cpuUsage(cpu0)
   console.log(
     `runner alone, ${ITEMS.toLocaleString("en")} no-op executions: ${Math.round(ITEMS / seconds).toLocaleString("en")}/s, ` +
-      `client CPU ${((cpu.user + cpu.system) / 1000 / ITEMS).toFixed(4)} ms/item (workers ${WORKERS}, batch ${BATCH})`
+      `client CPU ${((cpu.user + cpu.system) / 1000 / ITEMS).toFixed(4)} ms/item (workers ${WORKERS}, batch ${BATCH}, ${ASYNC ? "async" : "sync"} handler)`
   )
   yield* runner.stop
 })

@@ -157,7 +157,12 @@ interface Child {
 }
 
 const spawnWorker = async (ctx: Context, config: KairosConfig, schema: string): Promise<Child> => {
-  const proc = spawn(process.execPath, ["--expose-gc", "--import", "tsx", path.join(here, "..", "kairos-worker.ts")], {
+  // The compiled worker beside this compiled file (npm run bench), else the sources through tsx.
+  const compiled = import.meta.url.endsWith(".js")
+  const args = compiled
+    ? ["--expose-gc", path.join(here, "..", "kairos-worker.js")]
+    : ["--expose-gc", "--import", "tsx", path.join(here, "..", "kairos-worker.ts")]
+  const proc = spawn(process.execPath, args, {
     cwd: root,
     stdio: ["ignore", "inherit", "inherit", "ipc"],
     env: {

@@ -78,7 +78,8 @@ const drainOnce = (ctx: Context, config: KairosConfig, thread: 0 | 1, n = ctx.si
     let handled = 0
     const all = latch()
     await rt.runPromise(
-      runner.register("noop", () => {
+      // An async function, as graphile-worker's and pg-boss's handlers are.
+      runner.register("noop", async () => {
         if (++handled === n) all.resolve()
       })
     )

@@ -39,39 +39,50 @@ const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
 const unusedSignal: AbortSignal = new AbortController().signal
 
 /**
+ * A handler's promise, still pending. The runner waits for it on the worker itself (no fiber of its own, no timer
+ * per execution: timeouts are watched for all executions at once), and settles it early on a timeout, a lost lease
+ * or a forced stop, aborting `controller` when the handler took a signal.
+ */
+export class PendingPromise {
+  constructor(
+    readonly promise: PromiseLike<unknown>,
+    readonly controller: AbortController | undefined
+  ) {}
+}
+
+/** The failure recorded for an execution that ran past its timeout. */
+export const timedOut = (taskType: string, timeout: Duration.Duration): Result.Result => {
+  const error = new HandlerTimeoutError({ taskType, timeout })
+  return Result.failure(error, error.message)
+}
+
+/**
  * Calls a handler for one execution. A plain value or a throw is its `Result` at once, with no fiber, timer or
- * `AbortController` to pay for (the common case of a quick synchronous handler); an Effect or a promise becomes an
- * Effect that runs it to a `Result` under its timeout. An `AbortSignal` is made only for handlers that declare a
- * second parameter (`takesSignal`).
+ * `AbortController` to pay for (the common case of a quick synchronous handler); a promise is a `PendingPromise`;
+ * an Effect becomes an Effect that runs it to a `Result` under its timeout. An `AbortSignal` is made only for
+ * handlers that declare a second parameter (`takesSignal`).
  */
 export const invoke = (
   handler: Handler<unknown, unknown, never>,
   job: Job,
   timeout: Duration.Duration,
   takesSignal: boolean
-): Result.Result | Effect.Effect<Result.Result> => {
+): Result.Result | PendingPromise | Effect.Effect<Result.Result> => {
   const controller = takesSignal ? new AbortController() : undefined
   let out: unknown
+  let promise: boolean
   try {
     out = handler(job, controller?.signal ?? unusedSignal)
+    // Inside the try: a returned value whose `then` getter throws is that handler's failure, not the runner's.
+    promise = !Effect.isEffect(out) && isPromiseLike(out)
   } catch (e) {
     // A plain function that throws: its error, as it threw it.
     return Result.failure(e)
   }
-  if (!Effect.isEffect(out) && !isPromiseLike(out)) return Result.success(out)
+  if (promise) return new PendingPromise(out as PromiseLike<unknown>, controller)
+  if (!Effect.isEffect(out)) return Result.success(out)
   return awaitResult(out, job, timeout, controller)
 }
-
-/** Runs one handler call to a `Result`. Never fails; interruption from outside still interrupts it. */
-export const runToResult = (
-  handler: Handler<unknown, unknown, never>,
-  job: Job,
-  timeout: Duration.Duration
-): Effect.Effect<Result.Result> =>
-  Effect.suspend(() => {
-    const out = invoke(handler, job, timeout, true)
-    return Effect.isEffect(out) ? out : Effect.succeed(out)
-  })
 
 const awaitResult = (
   out: unknown,

@@ -7,6 +7,7 @@
 import {
   Cause,
   Chunk,
+  Clock,
   Context,
   Duration,
   Effect,
@@ -158,6 +159,9 @@ export const make = (
     const signal = (queue: Queue.Queue<void>) => Effect.asVoid(Queue.offer(queue, undefined))
     // The writer is signalled once per batch, not once per result: reset when it takes the signal.
     let writerSignalled = false
+    // The timeout watch is woken only by a deadline sooner than the one it sleeps until.
+    const deadlineSooner = yield* Queue.sliding<void>(1)
+    let watchedUntil = Number.POSITIVE_INFINITY
     const definedTypes = new Set<string>()
 
     const laneContext: LaneContext = {
@@ -184,6 +188,11 @@ export const make = (
       },
       written: () => {
         Queue.unsafeOffer(wake, undefined)
+      },
+      deadline: (atMs) => {
+        if (atMs >= watchedUntil) return
+        watchedUntil = atMs
+        Queue.unsafeOffer(deadlineSooner, undefined)
       }
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
@@ -328,6 +337,20 @@ export const make = (
       flushAll
     )
 
+    // The timeout watch, one for every handler's pending promise (instead of a timer per execution): sleeps until
+    // the earliest deadline, or until a sooner one is set, and settles what has run out as timed out.
+    const timeoutRound = Effect.gen(function* () {
+      const earliest = Math.min(...lanes.map((l) => l.earliestDeadline()))
+      watchedUntil = earliest
+      if (earliest === Number.POSITIVE_INFINITY) return yield* Queue.take(deadlineSooner)
+      const nowMs = yield* Clock.currentTimeMillis
+      if (earliest > nowMs) {
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(earliest - nowMs)), Queue.take(deadlineSooner))
+      }
+      const at = yield* Clock.currentTimeMillis
+      for (const lane of lanes) lane.expire(at)
+    })
+
     // The heartbeat: on a timer of its own (whatever the poll), asleep while there is nothing to report (no handler
     // registered). A worker counts as live for three heartbeats.
     const heartbeatRound = Effect.gen(function* () {
@@ -342,6 +365,7 @@ export const make = (
 
     yield* Effect.forkIn(supervised("lease renewal", renewalRound), scope)
     yield* Effect.forkIn(supervised("results writer", writerRound), scope)
+    yield* Effect.forkIn(supervised("timeout watch", timeoutRound), scope)
 
     const start = Effect.gen(function* () {
       if (!config.enabled) return

@@ -10,7 +10,7 @@ import { Duration, Effect, Exit, Fiber, type Option, Schedule as RetryPolicy } f
 import type { Job, JobKind } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 import type { Task } from "./Capacity.js"
-import { type Handler, invoke } from "./Handler.js"
+import { type Handler, HandlerTimeoutError, invoke, PendingPromise, timedOut } from "./Handler.js"
 
 /** One claimed execution, as a source hands it over: a key unique among this runner's executions, and its job. */
 export interface Claimed {
@@ -93,6 +93,8 @@ export interface LaneContext {
   readonly leasesHeld: () => void
   /** A batch of results was written: work they blocked (a sequential type, an item's next run) may be claimable. */
   readonly written: () => void
+  /** A handler's promise must settle by `atMs` (its timeout): the runner's one timeout watch is told. */
+  readonly deadline: (atMs: number) => void
 }
 
 /** A source wired into the pipeline, its claim type hidden: what the runner core drives. */
@@ -113,6 +115,10 @@ export interface Lane<E> {
   readonly flush: Effect.Effect<void>
   /** Hands back what a forced stop interrupted. Never fails. */
   readonly releaseInterrupted: (now: Date) => Effect.Effect<void>
+  /** The earliest deadline of a handler's pending promise (Infinity: none). */
+  readonly earliestDeadline: () => number
+  /** Settles every pending promise whose deadline has passed as timed out. */
+  readonly expire: (nowMs: number) => void
 }
 
 /** Most results written in one statement. */
@@ -130,8 +136,12 @@ export const resultWriteRetry = RetryPolicy.exponential("50 millis").pipe(
 
 interface Entry<C> {
   readonly claim: C
-  /** The fiber of a running asynchronous handler (a synchronous one cannot be interrupted). */
+  /** The fiber of a running Effect handler (a synchronous one cannot be interrupted). */
   fiber: Fiber.RuntimeFiber<unknown, never> | undefined
+  /** Settles a running handler's pending promise early: timed out, lease lost, or a forced stop. */
+  settle: ((why: "timeout" | "lost" | "stopped") => void) | undefined
+  /** When a pending promise times out (ms). */
+  deadline: number
   /** Not finished yet (waiting for a worker, or running). */
   running: boolean
   lost: boolean
@@ -176,6 +186,53 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       return Effect.void
     })
 
+  // A handler's promise, awaited on the worker. Whichever comes first settles it: the promise, its timeout (the
+  // runner's timeout watch), a lost lease (the renewal round) or a forced stop (the worker is interrupted). A promise
+  // cannot be cancelled: one settled early runs on unobserved, its signal aborted.
+  const awaitPromise = (
+    entry: Entry<C>,
+    pending: PendingPromise,
+    timeout: Duration.Duration,
+    startedAt: number,
+    now: () => number
+  ): Effect.Effect<void> =>
+    Effect.async<void>((resume) => {
+      const job = entry.claim.job
+      const settle = (result: Result.Result | "lost" | "stopped") => {
+        if (entry.settle === undefined) return
+        entry.settle = undefined
+        if (result === "lost" || result === "stopped") {
+          pending.controller?.abort(new Error("the execution was interrupted"))
+          entry.running = false
+          context.stopped(undefined)
+          context.ended(undefined)
+          if (result === "stopped") entry.interrupted = true
+          resume(
+            result === "lost"
+              ? Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
+                  Effect.annotateLogs(annotations(job))
+                )
+              : Effect.void
+          )
+          return
+        }
+        if (Result.isFailure(result) && result.error instanceof HandlerTimeoutError) {
+          pending.controller?.abort(result.error)
+        }
+        finish(entry, result, startedAt, now())
+        resume(Effect.void)
+      }
+      entry.settle = (why) => settle(why === "timeout" ? timedOut(job.taskType, timeout) : why)
+      entry.deadline = startedAt + Duration.toMillis(timeout)
+      context.deadline(entry.deadline)
+      Promise.resolve(pending.promise).then(
+        (value) => settle(Result.success(value)),
+        (error: unknown) => settle(Result.failure(error))
+      )
+      // The worker interrupted (a forced stop): the execution is handed back.
+      return Effect.sync(() => settle("stopped"))
+    })
+
   const execute = (entry: Entry<C>, now: () => number): Effect.Effect<void> =>
     Effect.suspend(() => {
       const job = entry.claim.job
@@ -193,11 +250,12 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         handler === undefined
           ? unknownTaskType(job.taskType)
           : invoke(handler.run, job, handler.timeout, handler.takesSignal)
+      if (out instanceof PendingPromise) return awaitPromise(entry, out, handler!.timeout, startedAt, now)
       if (!Effect.isEffect(out)) {
         finish(entry, out, startedAt, now())
         return Effect.void
       }
-      // An asynchronous handler runs in a fiber of its own, so a lost lease interrupts this execution only.
+      // An Effect handler runs in a fiber of its own, so a lost lease interrupts this execution only.
       const run = out.pipe(
         Effect.annotateLogs(annotations(job)),
         Effect.onExit((exit) =>
@@ -217,7 +275,15 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       if (report.claimed.length > 0 && active.size === 0) context.leasesHeld()
       const tasks: Array<Task> = []
       for (const claim of report.claimed) {
-        const entry: Entry<C> = { claim, fiber: undefined, running: true, lost: false, interrupted: false }
+        const entry: Entry<C> = {
+          claim,
+          fiber: undefined,
+          settle: undefined,
+          deadline: Number.POSITIVE_INFINITY,
+          running: true,
+          lost: false,
+          interrupted: false
+        }
         active.set(claim.key, entry)
         tasks.push({
           run: (now) => execute(entry, now),
@@ -247,6 +313,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         entry.lost = true
         active.delete(entry.claim.key)
         if (entry.fiber !== undefined) yield* Fiber.interruptFork(entry.fiber)
+        entry.settle?.("lost")
       }
     }).pipe(
       // A renewal that fails is not a lost lease: the next round tries again.
@@ -298,9 +365,23 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       Effect.annotateLogs({ kind: source.kind })
     )
 
+  const earliestDeadline = () => {
+    let earliest = Number.POSITIVE_INFINITY
+    for (const entry of active.values())
+      if (entry.settle !== undefined && entry.deadline < earliest) earliest = entry.deadline
+    return earliest
+  }
+
+  const expire = (nowMs: number) => {
+    for (const entry of [...active.values()])
+      if (entry.settle !== undefined && entry.deadline <= nowMs) entry.settle("timeout")
+  }
+
   return {
     kind: source.kind,
     claimAndStart,
+    earliestDeadline,
+    expire,
     nextWakeAt: source.nextWakeAt,
     leased: () => active.size,
     renew,

@@ -6,7 +6,7 @@ import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Either, Layer } from "effect"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
-import { QueueStore } from "../../src/index.js"
+import { type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
 import { TestSchema } from "../support/database.js"
 import { PgMigrated } from "../support/pgStores.js"
@@ -98,6 +98,46 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       yield* sql`TRUNCATE ${table}`
       const [after] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${table}`
       expect(after!.n).toBe(0)
+    })
+  )
+})
+
+// A schema of its own: the tests above count rows of the shared tables.
+layer(PgQueue("queueseq"), { timeout: "60 seconds", excludeTestServices: true })("sequential claims", (it) => {
+  it.effect("twenty claimers at once take one sequential item of a type, never two, and none fails", () =>
+    Effect.gen(function* () {
+      const q = yield* QueueStore
+      const now = new Date()
+      yield* q.enqueueMany(
+        Array.from({ length: 50 }, (_, i) => ({ taskType: "seqrace", payload: String(i), thread: 0 })),
+        now
+      )
+      const claim = q.claimBatch({
+        limit: 10,
+        taskTypes: ["seqrace"],
+        owner: "w",
+        leaseUntil: new Date(now.getTime() + 60_000),
+        now,
+        repeatAfter: now
+      })
+      let first: Array<{ claim: QueueClaim; result: { startedAt: Date; finishedAt: Date } }> = []
+      for (let round = 0; round < 5; round++) {
+        const claims = (yield* Effect.all(
+          Array.from({ length: 20 }, () => claim),
+          { concurrency: "unbounded" }
+        )).flat()
+        // The first round takes the oldest item; later rounds find the type's slot taken.
+        expect(claims.map((c) => c.item.payload)).toEqual(round === 0 ? ["0"] : [])
+        if (round === 0) {
+          const result = { startedAt: now, finishedAt: now }
+          first = claims.map((c) => ({ claim: c, result }))
+        }
+      }
+      // Recorded, the slot is free again: the next item in order is claimed.
+      expect(yield* q.recordResults(first)).toEqual([true])
+      const next = yield* claim
+      expect(next.map((c) => c.item.payload)).toEqual(["1"])
+      yield* q.recordResults(next.map((c) => ({ claim: c, result: { startedAt: now, finishedAt: now } })))
     })
   )
 })

@@ -141,6 +141,16 @@ describe("Runner records every kind of handler failure, never crashing", () => {
         throw "plain"
       },
       "plain"
+    ],
+    [
+      "a returned value whose `then` getter throws",
+      "hostile-then",
+      () => ({
+        get then(): never {
+          throw new Error("then getter")
+        }
+      }),
+      "then getter"
     ]
   ]
   for (const [name, taskType, handler, error] of cases) {

@@ -6,7 +6,6 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Schema } from "effect"
-import { randomUUID } from "node:crypto"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
 import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
@@ -135,13 +134,17 @@ export const make = (
       token: row.token
     })
 
-    // Concurrent items, in one statement (no transaction to open and commit): per type over the claimable index,
-    // locked as they are read; each item gets one execution, or up to its remaining runs while the limit allows,
-    // each with its own lease and attempt number; a forever-repeating item waits for the next interval and goes
-    // behind its peers. The same statement says which types have a sequential item that may be claimable, so the
-    // sequential claim (a transaction of its own) runs only when one waits.
-    const claimConcurrent = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
-      sql<ClaimRow & { lease_id: string; token: string; attempt: number; sequential_type: string | null }>`
+    // One statement, with no transaction to open and commit. Per type, over the claimable index:
+    // - concurrent items, locked as they are read; each gets one execution, or up to its remaining runs while the
+    //   limit allows, each with its own lease and attempt number;
+    // - at most one sequential item, when the type has none in flight (a blocked backlog is never scanned: the
+    //   type fails the NOT EXISTS on the index of processing sequential items), under a per-type lock held for the
+    //   statement, so two claimers never take two of a type's items at once. A claimer whose snapshot predates
+    //   another's committed claim can still try: the unique index of processing sequential items refuses it, and
+    //   the claim is tried again with a fresh snapshot.
+    // A forever-repeating item waits for the next interval and goes behind its peers.
+    const claimOnce = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
+      sql<ClaimRow & { lease_id: string; token: string; attempt: number }>`
         WITH cand AS (
           SELECT c.* FROM unnest(${types}::text[]) AS t(task_type)
           CROSS JOIN LATERAL (
@@ -151,8 +154,22 @@ export const make = (
             ORDER BY i.priority DESC, i.seq LIMIT ${limit}
             FOR UPDATE SKIP LOCKED
           ) c
+          UNION ALL
+          SELECT c.* FROM (
+            SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
+            WHERE NOT EXISTS (
+              SELECT 1 FROM ${items} b WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
+            ) AND pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))
+          ) t
+          CROSS JOIN LATERAL (
+            SELECT ${claimColumns} FROM ${items} i
+            WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
+              AND (i.run_after IS NULL OR i.run_after <= ${options.now})
+            ORDER BY i.priority DESC, i.seq LIMIT 1
+            FOR UPDATE SKIP LOCKED
+          ) c
         ), wanted AS (
-          SELECT c.*, CASE WHEN c.max_runs = -1 THEN 1 ELSE c.max_runs - c.in_flight END AS want
+          SELECT c.*, CASE WHEN c.thread = 0 OR c.max_runs = -1 THEN 1 ELSE c.max_runs - c.in_flight END AS want
           FROM cand c
         ), ranked AS (
           SELECT w.*, sum(w.want) OVER (ORDER BY w.priority DESC, w.seq::bigint, w.id ROWS UNBOUNDED PRECEDING) AS upto
@@ -175,95 +192,22 @@ export const make = (
         )
         SELECT p.id, p.task_type, p.payload, p.status, p.priority, p.max_runs, p.thread, p.runs_done,
           p.runs_started, p.run_after, p.created_at, p.updated_at, p.in_flight, p.seq,
-          l.id::text AS lease_id, l.token, l.attempt, NULL::text AS sequential_type
-        FROM leased l JOIN planned p ON p.id::bigint = l.item_id
-        UNION ALL
-        SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-          t.task_type
-        FROM unnest(${types}::text[]) AS t(task_type)
-        -- Per type, so the type is the index condition (a semi join would scan every type's sequential items).
-        CROSS JOIN LATERAL (
-          SELECT 1 FROM ${items} i
-          WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
-            AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-          LIMIT 1
-        ) s
-        WHERE NOT EXISTS (
-          SELECT 1 FROM ${items} b WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
-        )`
+          l.id::text AS lease_id, l.token, l.attempt
+        FROM leased l JOIN planned p ON p.id::bigint = l.item_id`
 
-    // Sequential items, in a transaction: first a per-type lock in a statement of its own (the next statement's
-    // snapshot then cannot predate the lock), then at most one item per locked type with no sequential execution in
-    // flight, then its lease. A blocked backlog is never scanned: its type fails the NOT EXISTS on the index of
-    // processing sequential items.
-    const claimSequential = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
-      sql.withTransaction(
-        Effect.gen(function* () {
-          const locked = yield* sql<{ task_type: string }>`
-            SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
-            WHERE pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))`
-          if (locked.length === 0) return []
-          const rows = yield* sql<ClaimRow>`
-            SELECT c.* FROM unnest(${locked.map((r) => r.task_type)}::text[]) AS t(task_type)
-            CROSS JOIN LATERAL (
-              SELECT ${claimColumns} FROM ${items} i
-              WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
-                AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-                AND NOT EXISTS (
-                  SELECT 1 FROM ${items} b
-                  WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
-                )
-              ORDER BY i.priority DESC, i.seq LIMIT 1
-              FOR UPDATE SKIP LOCKED
-            ) c`
-          const plan = [...rows]
-            .sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq)))
-            .slice(0, limit)
-          if (plan.length === 0) return []
-          const leaseRows = plan.map((row) => ({ itemId: row.id, token: randomUUID(), attempt: row.runs_started + 1 }))
-          const inserted = yield* sql<{ id: string; item_id: string; token: string; attempt: number }>`
-            WITH updated AS (
-              UPDATE ${items} i SET in_flight = i.in_flight + 1, runs_started = i.runs_started + 1,
-                status = 'processing', updated_at = ${options.now},
-                run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
-                seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
-              FROM unnest(${plan.map((p) => p.id)}::bigint[]) AS p(id)
-              WHERE i.id = p.id
-            )
-            INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
-            SELECT x.item_id, x.token, ${options.owner}, ${options.now}, ${options.leaseUntil}, x.attempt
-            FROM unnest(
-              ${leaseRows.map((l) => l.itemId)}::bigint[], ${leaseRows.map((l) => l.token)}::text[],
-              ${leaseRows.map((l) => l.attempt)}::int[]
-            ) AS x(item_id, token, attempt)
-            RETURNING id::text AS id, item_id::text AS item_id, token, attempt`
-          const byItem = new Map(plan.map((row) => [row.id, row]))
-          return inserted.map((l) => ({
-            ...byItem.get(l.item_id)!,
-            lease_id: l.id,
-            token: l.token,
-            attempt: l.attempt
-          }))
-        })
-      )
+    /** Another claimer took the type's sequential slot after this statement's snapshot: try again. */
+    const lostSequentialRace = (e: unknown) =>
+      (e as { cause?: { code?: unknown; constraint?: unknown } }).cause?.code === "23505" &&
+      (e as { cause?: { constraint?: unknown } }).cause?.constraint === "queue_items_one_sequential"
 
     const claimBatch = (options: ClaimOptions) =>
       Effect.gen(function* () {
         const limit = Math.max(0, Math.floor(options.limit))
         const types = [...new Set(options.taskTypes)]
         if (limit === 0 || types.length === 0) return []
-        const rows = yield* claimConcurrent(options, limit, types)
-        const claimed: Array<ClaimRow & { lease_id: string; token: string; attempt: number }> = []
-        const sequentialTypes: Array<string> = []
-        for (const row of rows) {
-          if (row.sequential_type !== null) sequentialTypes.push(row.sequential_type)
-          else claimed.push(row)
-        }
-        if (sequentialTypes.length > 0 && claimed.length < limit) {
-          claimed.push(...(yield* claimSequential(options, limit - claimed.length, sequentialTypes)))
-        }
+        const rows = yield* claimOnce(options, limit, types).pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
         // In the queue's order (priority first, then age): buffered executions start in claim order.
-        return claimed.sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq))).map(toClaim)
+        return [...rows].sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq))).map(toClaim)
       }).pipe(orStoreError)
 
     type Recorded = { readonly claim: QueueClaim; readonly result: ExecutionResult }
