@@ -105,15 +105,8 @@ export const make = (
         "created_at, updated_at"
     )
     const wakeChannel = channel(schema)
-
-    const claimable = sql.literal(
-      // Spelled exactly as the partial index's predicate, so the planner can use it.
-      "(i.in_flight = 0 OR (i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)))"
-    )
-    const claimColumns = sql.literal(
-      "i.id::text AS id, i.task_type, i.payload, i.status, i.priority, i.max_runs, i.thread, i.runs_done, " +
-        "i.runs_started, i.run_after, i.created_at, i.updated_at, i.in_flight, i.seq::text AS seq"
-    )
+    const claimFunction = sql(table(schema, "kairos_claim"))
+    const recordOnceFunction = sql(table(schema, "kairos_record_once"))
 
     /** The claim's options, as the runner passes them. */
     type ClaimOptions = {
@@ -134,66 +127,14 @@ export const make = (
       token: row.token
     })
 
-    // One statement, with no transaction to open and commit. Per type, over the claimable index:
-    // - concurrent items, locked as they are read; each gets one execution, or up to its remaining runs while the
-    //   limit allows, each with its own lease and attempt number;
-    // - at most one sequential item, when the type has none in flight (a blocked backlog is never scanned: the
-    //   type fails the NOT EXISTS on the index of processing sequential items), under a per-type lock held for the
-    //   statement, so two claimers never take two of a type's items at once. A claimer whose snapshot predates
-    //   another's committed claim can still try: the unique index of processing sequential items refuses it, and
-    //   the claim is tried again with a fresh snapshot.
-    // A forever-repeating item waits for the next interval and goes behind its peers.
+    // One statement, with no transaction to open and commit: the schema's `kairos_claim` function (migration 0004
+    // says what it takes, and in which order).
     const claimOnce = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
       sql<ClaimRow & { lease_id: string; token: string; attempt: number }>`
-        WITH cand AS (
-          SELECT c.* FROM unnest(${types}::text[]) AS t(task_type)
-          CROSS JOIN LATERAL (
-            SELECT ${claimColumns} FROM ${items} i
-            WHERE i.task_type = t.task_type AND i.thread = 1 AND ${claimable}
-              AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-            ORDER BY i.priority DESC, i.seq LIMIT ${limit}
-            FOR UPDATE SKIP LOCKED
-          ) c
-          UNION ALL
-          SELECT c.* FROM (
-            SELECT t.task_type FROM unnest(${types}::text[]) AS t(task_type)
-            WHERE NOT EXISTS (
-              SELECT 1 FROM ${items} b WHERE b.task_type = t.task_type AND b.status = 'processing' AND b.thread = 0
-            ) AND pg_try_advisory_xact_lock(hashtext(${`kairos.seq.${schema}.`} || t.task_type))
-          ) t
-          CROSS JOIN LATERAL (
-            SELECT ${claimColumns} FROM ${items} i
-            WHERE i.task_type = t.task_type AND i.thread = 0 AND i.in_flight = 0
-              AND (i.run_after IS NULL OR i.run_after <= ${options.now})
-            ORDER BY i.priority DESC, i.seq LIMIT 1
-            FOR UPDATE SKIP LOCKED
-          ) c
-        ), wanted AS (
-          SELECT c.*, CASE WHEN c.thread = 0 OR c.max_runs = -1 THEN 1 ELSE c.max_runs - c.in_flight END AS want
-          FROM cand c
-        ), ranked AS (
-          SELECT w.*, sum(w.want) OVER (ORDER BY w.priority DESC, w.seq::bigint, w.id ROWS UNBOUNDED PRECEDING) AS upto
-          FROM wanted w WHERE w.want > 0
-        ), planned AS (
-          SELECT r.*, least(r.want, ${limit} - (r.upto - r.want))::int AS n FROM ranked r
-          WHERE r.upto - r.want < ${limit}
-        ), updated AS (
-          UPDATE ${items} i SET in_flight = i.in_flight + p.n, runs_started = i.runs_started + p.n,
-            status = 'processing', updated_at = ${options.now},
-            run_after = CASE WHEN i.max_runs = -1 THEN ${options.repeatAfter} ELSE i.run_after END,
-            seq = CASE WHEN i.max_runs = -1 THEN nextval(${`${schema}.queue_items_seq`}::regclass) ELSE i.seq END
-          FROM planned p WHERE i.id = p.id::bigint
-        ), leased AS (
-          INSERT INTO ${leases} (item_id, token, owner, started_at, lease_until, attempt)
-          SELECT p.id::bigint, gen_random_uuid()::text, ${options.owner}, ${options.now}, ${options.leaseUntil},
-            p.runs_started + g.k
-          FROM planned p CROSS JOIN LATERAL generate_series(1, p.n) AS g(k)
-          RETURNING id, item_id, token, attempt
-        )
-        SELECT p.id, p.task_type, p.payload, p.status, p.priority, p.max_runs, p.thread, p.runs_done,
-          p.runs_started, p.run_after, p.created_at, p.updated_at, p.in_flight, p.seq,
-          l.id::text AS lease_id, l.token, l.attempt
-        FROM leased l JOIN planned p ON p.id::bigint = l.item_id`
+        SELECT id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started,
+          run_after, created_at, updated_at, in_flight, seq::text AS seq, lease_id::text AS lease_id, token, attempt
+        FROM ${claimFunction}(${types}::text[], ${limit}::int, ${options.owner}::text, ${options.now}::timestamptz,
+          ${options.leaseUntil}::timestamptz, ${options.repeatAfter}::timestamptz)`
 
     /** Another claimer took the type's sequential slot after this statement's snapshot: try again. */
     const lostSequentialRace = (e: unknown) =>
@@ -231,30 +172,20 @@ export const make = (
     // executions whose lease is still held (deleted here) are logged, and their items deleted. Such an item has one
     // execution at a time, so no other instance writes its row meanwhile. A row changed by hand to run again
     // (max_runs raised while it ran) is updated instead of deleted.
-    const recordSingles = (batch: ReadonlyArray<Recorded>) =>
-      sql<{ id: string }>`
-        WITH input AS (${resultInput(batch)}), l AS (
-          DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
-            -- An item deleted while it ran (by hand) took its execution with it: nothing is logged.
-            AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = q.item_id)
-          RETURNING q.id, q.item_id
-        ), log AS (
-          INSERT INTO ${processed}
-            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
-          FROM l JOIN input x ON x.lease_id = l.id
-        ), gone AS (
-          DELETE FROM ${items} i USING l WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
-        ), kept AS (
-          UPDATE ${items} i SET
-            in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END,
-            runs_done = i.runs_done + 1,
-            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
-            updated_at = now()
-          FROM l WHERE i.id = l.item_id AND NOT (i.max_runs <= 1 AND i.in_flight <= 1)
-        )
-        SELECT l.id::text AS id FROM l`
+    // One statement: the schema's `kairos_record_once` function (migration 0004).
+    const recordSingles = (batch: ReadonlyArray<Recorded>) => {
+      const col = <A>(f: (x: Recorded) => A) => batch.map(f)
+      return sql<{ id: string }>`
+        SELECT id::text AS id FROM ${recordOnceFunction}(
+          ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
+          ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
+          ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
+          ${col((x) => x.result.error ?? "")}::text[],
+          ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
+          ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
+          ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
+        ) AS r(id)`
+    }
 
     // Executions of items that run more than once: the same fencing, and each item updated once, by how many
     // finished. Then, in a statement of its own (a fresh snapshot: another instance may have recorded the item's
