@@ -259,7 +259,8 @@ const migration0004 = (schema: string) =>
     yield* sql`DELETE FROM ${s}.queue_leases l WHERE NOT EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = l.item_id)`
     // The claim and the record of run-once executions, the two statements of the hot path, as functions: a
     // function's plans are cached for its session, so these large statements are planned once per connection
-    // instead of once per call (planning took as long as running them).
+    // instead of once per call (planning took as long as running them). Generic plans from the first call: their
+    // parameters never change the best plan (per-type index scans).
     //
     // The claim, per task type over the claimable index:
     // - concurrent items, locked as they are read; each gets one execution, or up to its remaining runs while the
@@ -284,7 +285,7 @@ const migration0004 = (schema: string) =>
         id bigint, task_type text, payload text, status text, priority int, max_runs int, thread int,
         runs_done int, runs_started int, run_after timestamptz, created_at timestamptz, updated_at timestamptz,
         in_flight int, seq bigint, lease_id bigint, token text, attempt int
-      ) LANGUAGE plpgsql AS $fn$
+      ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
       #variable_conflict use_column
       BEGIN
         RETURN QUERY
@@ -349,7 +350,7 @@ const migration0004 = (schema: string) =>
       CREATE FUNCTION ${s}.kairos_record_once(
         p_lease_ids bigint[], p_tokens text[], p_task_types text[], p_payloads text[], p_statuses text[],
         p_errors text[], p_started timestamptz[], p_finished timestamptz[], p_durations int[]
-      ) RETURNS SETOF bigint LANGUAGE plpgsql AS $fn$
+      ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
       BEGIN
         RETURN QUERY
         WITH input AS (
