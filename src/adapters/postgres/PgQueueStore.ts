@@ -153,39 +153,28 @@ export const make = (
 
     type Recorded = { readonly claim: QueueClaim; readonly result: ExecutionResult }
 
-    // The input rows of a results statement: its columns as arrays, so one statement takes any number.
-    const resultInput = (batch: ReadonlyArray<Recorded>) => {
+    // A batch of results as nine arrays, one per column, so one statement takes any number of them: the
+    // arguments of `kairos_record_once`, and the columns of `resultInput`.
+    const resultColumns = (batch: ReadonlyArray<Recorded>) => {
       const col = <A>(f: (x: Recorded) => A) => batch.map(f)
       return sql`
-        SELECT * FROM unnest(
-          ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
-          ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
-          ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
-          ${col((x) => x.result.error ?? "")}::text[],
-          ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
-          ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-          ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
-        ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)`
+        ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
+        ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
+        ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
+        ${col((x) => x.result.error ?? "")}::text[],
+        ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
+        ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
+        ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]`
     }
 
-    // Executions of items that run once (the common case), in one statement with no transaction around it: only
-    // executions whose lease is still held (deleted here) are logged, and their items deleted. Such an item has one
-    // execution at a time, so no other instance writes its row meanwhile. A row changed by hand to run again
-    // (max_runs raised while it ran) is updated instead of deleted.
-    // One statement: the schema's `kairos_record_once` function (migration 0004).
-    const recordSingles = (batch: ReadonlyArray<Recorded>) => {
-      const col = <A>(f: (x: Recorded) => A) => batch.map(f)
-      return sql<{ id: string }>`
-        SELECT id::text AS id FROM ${recordOnceFunction}(
-          ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
-          ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
-          ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
-          ${col((x) => x.result.error ?? "")}::text[],
-          ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
-          ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-          ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]
-        ) AS r(id)`
-    }
+    const resultInput = (batch: ReadonlyArray<Recorded>) =>
+      sql`SELECT * FROM unnest(${resultColumns(batch)})
+          AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)`
+
+    // Executions of items that run once (the common case), in one statement with no transaction around it: the
+    // schema's `kairos_record_once` function (migration 0004 says what it writes).
+    const recordSingles = (batch: ReadonlyArray<Recorded>) =>
+      sql<{ id: string }>`SELECT id::text AS id FROM ${recordOnceFunction}(${resultColumns(batch)}) AS r(id)`
 
     // Executions of items that run more than once: the same fencing, and each item updated once, by how many
     // finished. Then, in a statement of its own (a fresh snapshot: another instance may have recorded the item's
