@@ -157,6 +157,8 @@ export const make = (
     const leasesHeld = yield* Queue.sliding<void>(1)
     const handlersChanged = yield* Queue.sliding<void>(1)
     const signal = (queue: Queue.Queue<void>) => Effect.asVoid(Queue.offer(queue, undefined))
+    // The same, from plain code on the hot path (no Effect to run).
+    const signalNow = (queue: Queue.Queue<void>) => void Queue.unsafeOffer(queue, undefined)
     // The writer is signalled once per batch, not once per result: reset when it takes the signal.
     let writerSignalled = false
     // The timeout watch is woken only by a deadline sooner than the one it sleeps until.
@@ -176,23 +178,19 @@ export const make = (
         // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
         if (result === undefined || result.failed) stats.failed++
         else stats.ok++
-        if (capacity.ended()) Queue.unsafeOffer(wake, undefined)
+        if (capacity.ended()) signalNow(wake)
       },
       resultsReady: () => {
         if (writerSignalled) return
         writerSignalled = true
-        Queue.unsafeOffer(resultsReady, undefined)
+        signalNow(resultsReady)
       },
-      leasesHeld: () => {
-        Queue.unsafeOffer(leasesHeld, undefined)
-      },
-      written: () => {
-        Queue.unsafeOffer(wake, undefined)
-      },
+      leasesHeld: () => signalNow(leasesHeld),
+      written: () => signalNow(wake),
       deadline: (atMs) => {
         if (atMs >= watchedUntil) return
         watchedUntil = atMs
-        Queue.unsafeOffer(deadlineSooner, undefined)
+        signalNow(deadlineSooner)
       }
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
@@ -379,7 +377,7 @@ export const make = (
       }
       // New items and settings changes wake the idle runner at once; the poll stays the fallback.
       yield* Scope.extend(
-        queueStore.subscribe(() => Queue.unsafeOffer(wake, undefined)),
+        queueStore.subscribe(() => signalNow(wake)),
         scope
       )
       yield* Effect.forkIn(supervised("heartbeat", heartbeatRound), scope)

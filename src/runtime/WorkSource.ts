@@ -170,21 +170,21 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     context.ended(result)
   }
 
-  // Interrupted from outside: a lost lease (the result is discarded) or a forced stop (the claim is handed back).
-  const interrupted = (entry: Entry<C>): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      entry.running = false
-      entry.fiber = undefined
-      context.stopped(undefined)
-      context.ended(undefined)
-      if (entry.lost) {
-        return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
-          Effect.annotateLogs(annotations(entry.claim.job))
-        )
-      }
-      entry.interrupted = true
-      return Effect.void
-    })
+  // A running handler cut short from outside: a lost lease (the result is discarded) or a forced stop (the claim is
+  // handed back). Returns what to log.
+  const abandon = (entry: Entry<C>): Effect.Effect<void> => {
+    entry.running = false
+    entry.fiber = undefined
+    context.stopped(undefined)
+    context.ended(undefined)
+    if (entry.lost) {
+      return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
+        Effect.annotateLogs(annotations(entry.claim.job))
+      )
+    }
+    entry.interrupted = true
+    return Effect.void
+  }
 
   // A handler's promise, awaited on the worker. Whichever comes first settles it: the promise, its timeout (the
   // runner's timeout watch), a lost lease (the renewal round) or a forced stop (the worker is interrupted). A promise
@@ -203,17 +203,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         entry.settle = undefined
         if (result === "lost" || result === "stopped") {
           pending.controller?.abort(new Error("the execution was interrupted"))
-          entry.running = false
-          context.stopped(undefined)
-          context.ended(undefined)
-          if (result === "stopped") entry.interrupted = true
-          resume(
-            result === "lost"
-              ? Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
-                  Effect.annotateLogs(annotations(job))
-                )
-              : Effect.void
-          )
+          // Now, not in the resumed effect: an interrupted worker (a forced stop) never runs that.
+          resume(abandon(entry))
           return
         }
         if (Result.isFailure(result) && result.error instanceof HandlerTimeoutError) {
@@ -259,7 +250,9 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       const run = out.pipe(
         Effect.annotateLogs(annotations(job)),
         Effect.onExit((exit) =>
-          Exit.isSuccess(exit) ? Effect.sync(() => finish(entry, exit.value, startedAt, now())) : interrupted(entry)
+          Exit.isSuccess(exit)
+            ? Effect.sync(() => finish(entry, exit.value, startedAt, now()))
+            : Effect.suspend(() => abandon(entry))
         )
       )
       return Effect.flatMap(Effect.fork(run), (fiber) => {

@@ -66,12 +66,14 @@ const WorkerRow = Schema.Struct({
 })
 
 /**
- * A claimed row as the claim selects it. Not decoded through Schema: the claim is the hot path, and the table's
- * own types and constraints (and the normalising trigger) already guarantee each column's shape.
+ * A claimed execution as the claim returns it: the item as it was before the claim, and the lease. Not decoded
+ * through Schema: the claim is the hot path, and the table's own types and constraints (and the normalising
+ * trigger) already guarantee each column's shape.
  */
 interface ClaimRow extends ItemRow {
-  readonly in_flight: number
-  readonly seq: string
+  readonly lease_id: string
+  readonly token: string
+  readonly attempt: number
 }
 
 const decodeWorkers = Schema.decodeUnknown(Schema.Array(WorkerRow))
@@ -119,7 +121,7 @@ export const make = (
     }
 
     // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
-    const toClaim = (row: ClaimRow & { lease_id: string; token: string; attempt: number }): QueueClaim => ({
+    const toClaim = (row: ClaimRow): QueueClaim => ({
       item: { ...toItem(row), status: "processing" },
       runsDone: row.runs_done,
       attempt: row.attempt,
@@ -128,11 +130,11 @@ export const make = (
     })
 
     // One statement, with no transaction to open and commit: the schema's `kairos_claim` function (migration 0004
-    // says what it takes, and in which order).
+    // says what it takes). Its rows come in the queue's order (priority first, then age), the order in which
+    // buffered executions start.
     const claimOnce = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
-      sql<ClaimRow & { lease_id: string; token: string; attempt: number }>`
-        SELECT id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started,
-          run_after, created_at, updated_at, in_flight, seq::text AS seq, lease_id::text AS lease_id, token, attempt
+      sql<ClaimRow>`
+        SELECT ${itemCols}, lease_id::text AS lease_id, token, attempt
         FROM ${claimFunction}(${types}::text[], ${limit}::int, ${options.owner}::text, ${options.now}::timestamptz,
           ${options.leaseUntil}::timestamptz, ${options.repeatAfter}::timestamptz)`
 
@@ -147,8 +149,7 @@ export const make = (
         const types = [...new Set(options.taskTypes)]
         if (limit === 0 || types.length === 0) return []
         const rows = yield* claimOnce(options, limit, types).pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
-        // In the queue's order (priority first, then age): buffered executions start in claim order.
-        return [...rows].sort((a, b) => b.priority - a.priority || Number(BigInt(a.seq) - BigInt(b.seq))).map(toClaim)
+        return rows.map(toClaim)
       }).pipe(orStoreError)
 
     type Recorded = { readonly claim: QueueClaim; readonly result: ExecutionResult }
