@@ -7,6 +7,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import type { ConfigError } from "effect"
 import { Layer, Redacted } from "effect"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
+import * as PgClock from "../adapters/postgres/PgClock.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
@@ -29,7 +30,8 @@ export interface Options extends SchedulerConfigInput {
 
 /**
  * The runner with its Postgres stores (jobs, queue, settings), the client and the settings writer, migrated unless
- * told otherwise. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY.
+ * told otherwise. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY. Time is the database's
+ * (`PgClock`): instances whose machine clocks disagree still agree on leases and due slots.
  */
 export const layer = (
   options: Options
@@ -52,6 +54,7 @@ export const layer = (
   return Runner.layer(options).pipe(
     Layer.provideMerge(stores),
     Layer.provideMerge(migrated),
+    Layer.provideMerge(PgClock.layer()),
     Layer.provideMerge(client)
   )
 }

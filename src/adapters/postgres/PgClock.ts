@@ -1,0 +1,115 @@
+/**
+ * The database's clock, followed by this process. Whose clock judges time: the database's. Every instance reads
+ * "now" as its own monotonic time plus an offset measured against the database's `clock_timestamp()`, so all of
+ * them agree within a round trip whatever their machines' clocks say: a lease, a due slot or a retry means the same
+ * instant everywhere. The offset is measured at start (best of a few round trips) and again every minute; a
+ * machine whose wall clock is stepped meanwhile changes nothing, since the local side is monotonic.
+ *
+ * Provided as Effect's `Clock` (the runtime's time port), so everything that reads the time follows it and
+ * everything that sleeps sleeps as before: durations are the same on both clocks.
+ */
+import { SqlClient } from "@effect/sql"
+import type { SqlError } from "@effect/sql/SqlError"
+import { Cause, Clock, Duration, Effect, Layer, type Scope } from "effect"
+
+export interface Options {
+  /** How often the offset is measured again. Default one minute. */
+  readonly resyncEvery?: Duration.DurationInput | undefined
+}
+
+/** The clock and what it measured, for logs and tests. */
+export interface DatabaseClock extends Clock.Clock {
+  /** Database time minus this machine's wall-clock time, in ms, at the last measurement. */
+  readonly skewMs: () => number
+}
+
+/** Local monotonic time on the wall-clock scale of the process start (immune to later clock steps). */
+const monotonicMs = () => performance.timeOrigin + performance.now()
+
+/** Samples per measurement; the one with the shortest round trip is kept (its midpoint is the tightest bound). */
+const SAMPLES = 3
+
+/** Skew above which the start says so: it is harmless now, but the operator should know the machine's clock is off. */
+const NOTABLE_SKEW_MS = 1000
+
+/** Builds the clock: measures the offset now, and again every `resyncEvery` in a fiber of the scope. */
+export const make = (
+  options: Options = {}
+): Effect.Effect<DatabaseClock, SqlError, SqlClient.SqlClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const local = Clock.make()
+    let offset = 0
+    let skew = 0
+    let last = 0
+
+    const sample = Effect.gen(function* () {
+      const before = monotonicMs()
+      const wallBefore = Date.now()
+      const rows = yield* sql<{ ms: number }>`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms`
+      const after = monotonicMs()
+      const dbMs = Number(rows[0]!.ms)
+      return {
+        roundTrip: after - before,
+        offset: dbMs - (before + after) / 2,
+        skew: dbMs - (wallBefore + (after - before) / 2)
+      }
+    })
+    const measure = Effect.gen(function* () {
+      let best = yield* sample
+      for (let i = 1; i < SAMPLES; i++) {
+        const next = yield* sample
+        if (next.roundTrip < best.roundTrip) best = next
+      }
+      offset = best.offset
+      skew = best.skew
+    })
+
+    yield* measure
+    if (Math.abs(skew) >= NOTABLE_SKEW_MS) {
+      yield* Effect.logWarning(
+        `this machine's clock is ${(Math.abs(skew) / 1000).toFixed(1)} s ${skew > 0 ? "behind" : "ahead of"} the ` +
+          `database's: kairos follows the database's clock`
+      )
+    }
+    const resyncEvery = Duration.decode(options.resyncEvery ?? "1 minute")
+    // A failed measurement keeps the last offset: the database may be away for a while, time goes on regardless.
+    yield* Effect.forkScoped(
+      Effect.forever(
+        Effect.zipRight(
+          Effect.sleep(resyncEvery),
+          measure.pipe(
+            Effect.catchAllCause((cause) =>
+              Cause.isInterruptedOnly(cause)
+                ? Effect.failCause(cause)
+                : Effect.logDebug("measuring the database clock failed; keeping the last offset", cause)
+            )
+          )
+        )
+      )
+    )
+
+    // Never backwards: a new measurement that moves the offset back by a few ms holds the time still instead.
+    const nowMs = () => {
+      const t = monotonicMs() + offset
+      if (t > last) last = t
+      return last
+    }
+    const clock: DatabaseClock = {
+      [Clock.ClockTypeId]: Clock.ClockTypeId,
+      unsafeCurrentTimeMillis: () => Math.floor(nowMs()),
+      currentTimeMillis: Effect.sync(() => Math.floor(nowMs())),
+      unsafeCurrentTimeNanos: () => BigInt(Math.round(nowMs() * 1_000_000)),
+      currentTimeNanos: Effect.sync(() => BigInt(Math.round(nowMs() * 1_000_000))),
+      sleep: (duration) => local.sleep(duration),
+      skewMs: () => skew
+    }
+    return clock
+  })
+
+/**
+ * Makes the database's clock the clock of everything built after this layer (the runner, its stores) and of the
+ * program it is provided to.
+ */
+export const layer = (options: Options = {}): Layer.Layer<never, SqlError, SqlClient.SqlClient> =>
+  Layer.unwrapScoped(Effect.map(make(options), (clock) => Layer.setClock(clock)))
