@@ -5,7 +5,7 @@ import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { ConfigError } from "effect"
-import { Layer, Redacted } from "effect"
+import { Duration, Layer, Redacted } from "effect"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
 import * as PgClock from "../adapters/postgres/PgClock.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
@@ -26,7 +26,48 @@ export interface Options extends SchedulerConfigInput {
   readonly migrate?: boolean | undefined
   /** Most connections of the pool. Default 10. */
   readonly maxConnections?: number | undefined
+  /**
+   * The sessions' `statement_timeout`: a statement running longer is cancelled by the server (a frozen client
+   * holds no lock past it). Default one minute; 0 turns it off. A `statement_timeout` in the URL wins.
+   */
+  readonly statementTimeout?: Duration.DurationInput | undefined
+  /**
+   * The sessions' `idle_in_transaction_session_timeout`: a session idle inside a transaction longer (a process
+   * frozen mid-claim) is ended by the server, releasing its locks. Default 30 seconds; 0 turns it off.
+   */
+  readonly idleInTransactionTimeout?: Duration.DurationInput | undefined
 }
+
+/** The session settings a frozen process must not outlive, as URL parameters (node-postgres passes them on). */
+const withSessionTimeouts = (url: string, options: Options): string => {
+  const ms = (input: Duration.DurationInput | undefined, fallback: Duration.DurationInput) =>
+    String(Math.max(0, Math.round(Duration.toMillis(Duration.decode(input ?? fallback)))))
+  const settings: Array<[string, string]> = [
+    ["statement_timeout", ms(options.statementTimeout, "1 minute")],
+    ["idle_in_transaction_session_timeout", ms(options.idleInTransactionTimeout, "30 seconds")]
+  ]
+  let out = url
+  for (const [key, value] of settings) {
+    if (new RegExp(`[?&]${key}=`).test(out)) continue
+    out += `${out.includes("?") ? "&" : "?"}${key}=${value}`
+  }
+  return out
+}
+
+/**
+ * The pooled client kairos runs on: sessions with the timeouts above, named `applicationName` (default `kairos`)
+ * in `pg_stat_activity`.
+ */
+export const clientLayer = (
+  options: Options & { readonly applicationName?: string | undefined }
+): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, SqlError | ConfigError.ConfigError> =>
+  PgClient.layer({
+    url: Redacted.make(
+      withSessionTimeouts(typeof options.url === "string" ? options.url : Redacted.value(options.url), options)
+    ),
+    maxConnections: options.maxConnections ?? 10,
+    applicationName: options.applicationName ?? "kairos"
+  })
 
 /**
  * The runner with its Postgres stores (jobs, queue, settings), the client and the settings writer, migrated unless
@@ -40,11 +81,7 @@ export const layer = (
   MigrationError | SqlError | ConfigError.ConfigError
 > => {
   const schema = options.schema
-  const client = PgClient.layer({
-    url: typeof options.url === "string" ? Redacted.make(options.url) : options.url,
-    maxConnections: options.maxConnections ?? 10,
-    applicationName: "kairos"
-  })
+  const client = clientLayer(options)
   const migrated = options.migrate === false ? Layer.empty : Layer.effectDiscard(migrate({ schema }))
   const stores = Layer.mergeAll(
     PgJobStore.layer({ schema }),

@@ -335,8 +335,9 @@ export const make = (
       flushAll
     )
 
-    // The timeout watch, one for every handler's pending promise (instead of a timer per execution): sleeps until
-    // the earliest deadline, or until a sooner one is set, and settles what has run out as timed out.
+    // The timeout watch, one for every handler's pending promise (instead of a timer per execution) and every lease:
+    // sleeps until the earliest deadline, or until a sooner one is set; settles what has run out as timed out and
+    // aborts executions whose lease was not confirmed in time (a renewal that fails or hangs does not count).
     const timeoutRound = Effect.gen(function* () {
       const earliest = Math.min(...lanes.map((l) => l.earliestDeadline()))
       watchedUntil = earliest
@@ -346,7 +347,7 @@ export const make = (
         yield* Effect.raceFirst(Effect.sleep(Duration.millis(earliest - nowMs)), Queue.take(deadlineSooner))
       }
       const at = yield* Clock.currentTimeMillis
-      for (const lane of lanes) lane.expire(at)
+      for (const lane of lanes) yield* lane.expire(at)
     })
 
     // The heartbeat: on a timer of its own (whatever the poll), asleep while there is nothing to report (no handler

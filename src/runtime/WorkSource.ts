@@ -117,8 +117,11 @@ export interface Lane<E> {
   readonly releaseInterrupted: (now: Date) => Effect.Effect<void>
   /** The earliest deadline of a handler's pending promise (Infinity: none). */
   readonly earliestDeadline: () => number
-  /** Settles every pending promise whose deadline has passed as timed out. */
-  readonly expire: (nowMs: number) => void
+  /**
+   * Settles every pending promise whose deadline has passed as timed out, and aborts every execution whose lease
+   * was not confirmed in time.
+   */
+  readonly expire: (nowMs: number) => Effect.Effect<void>
 }
 
 /** Most results written in one statement. */
@@ -142,11 +145,23 @@ interface Entry<C> {
   settle: ((why: "timeout" | "lost" | "stopped") => void) | undefined
   /** When a pending promise times out (ms). */
   deadline: number
+  /**
+   * When this execution stops trusting its lease (ms): a little before the lease's last confirmed expiry. A renewal
+   * that fails or hangs does not extend it; past it the handler is aborted, since another instance may take the
+   * work over at any moment.
+   */
+  leaseDeadline: number
   /** Not finished yet (waiting for a worker, or running). */
   running: boolean
   lost: boolean
   interrupted: boolean
 }
+
+/**
+ * How long before a lease's expiry its execution gives up when no renewal confirmed it: a tenth of the lease, so a
+ * process that cannot reach the database stops before another instance may take its work over.
+ */
+const leaseMargin = (leaseMs: number) => Math.max(1, Math.floor(leaseMs / 10))
 
 const unknownTaskType = (taskType: string) =>
   Result.failure(`unknown task type "${taskType}": no handler is registered`)
@@ -266,6 +281,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       if (request.limit <= 0) return { started: 0, overlapped: 0, rescued: 0 }
       const report = yield* source.claim(request)
       if (report.claimed.length > 0 && active.size === 0) context.leasesHeld()
+      const leaseUntilMs = request.leaseUntil.getTime()
+      const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - request.now.getTime())
       const tasks: Array<Task> = []
       for (const claim of report.claimed) {
         const entry: Entry<C> = {
@@ -273,6 +290,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
           fiber: undefined,
           settle: undefined,
           deadline: Number.POSITIVE_INFINITY,
+          leaseDeadline,
           running: true,
           lost: false,
           interrupted: false
@@ -288,25 +306,44 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
           }
         })
       }
+      if (tasks.length > 0) context.deadline(leaseDeadline)
       yield* context.submit(tasks)
       return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
+    })
+
+  // An execution whose lease is gone (or no longer trusted): aborted if it runs, never started if it waits.
+  const loseLease = (entry: Entry<C>): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      entry.lost = true
+      active.delete(entry.claim.key)
+      entry.settle?.("lost")
+      return entry.fiber === undefined ? Effect.void : Fiber.interruptFork(entry.fiber)
     })
 
   const renew = (leaseUntil: Date, now: Date) =>
     Effect.gen(function* () {
       const entries = [...active.values()]
       if (entries.length === 0) return
-      const held = yield* source.renew(
-        entries.map((e) => e.claim),
-        leaseUntil,
-        now
-      )
+      // A renewal that hangs (a frozen network) is given up after half a renewal period, so the next round still
+      // comes before the lease is no longer trusted.
+      const held = yield* source
+        .renew(
+          entries.map((e) => e.claim),
+          leaseUntil,
+          now
+        )
+        .pipe(
+          Effect.timeoutFail({
+            duration: Duration.millis(Math.max(1, Math.floor((leaseUntil.getTime() - now.getTime()) / 6))),
+            onTimeout: () => new Error("no answer within half a renewal period")
+          })
+        )
+      const leaseUntilMs = leaseUntil.getTime()
+      const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - now.getTime())
       for (const entry of entries) {
-        if (held.has(entry.claim.key) || active.get(entry.claim.key) !== entry) continue
-        entry.lost = true
-        active.delete(entry.claim.key)
-        if (entry.fiber !== undefined) yield* Fiber.interruptFork(entry.fiber)
-        entry.settle?.("lost")
+        if (active.get(entry.claim.key) !== entry) continue
+        if (held.has(entry.claim.key)) entry.leaseDeadline = leaseDeadline
+        else yield* loseLease(entry)
       }
     }).pipe(
       // A renewal that fails is not a lost lease: the next round tries again.
@@ -360,15 +397,29 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
 
   const earliestDeadline = () => {
     let earliest = Number.POSITIVE_INFINITY
-    for (const entry of active.values())
+    for (const entry of active.values()) {
       if (entry.settle !== undefined && entry.deadline < earliest) earliest = entry.deadline
+      if (entry.running && entry.leaseDeadline < earliest) earliest = entry.leaseDeadline
+    }
     return earliest
   }
 
-  const expire = (nowMs: number) => {
-    for (const entry of [...active.values()])
-      if (entry.settle !== undefined && entry.deadline <= nowMs) entry.settle("timeout")
-  }
+  const expire = (nowMs: number) =>
+    Effect.gen(function* () {
+      let unconfirmed = 0
+      for (const entry of [...active.values()]) {
+        if (entry.running && entry.leaseDeadline <= nowMs) {
+          unconfirmed++
+          yield* loseLease(entry)
+        } else if (entry.settle !== undefined && entry.deadline <= nowMs) entry.settle("timeout")
+      }
+      if (unconfirmed > 0) {
+        yield* Effect.logWarning(
+          `${unconfirmed} lease(s) not renewed in time (the database cannot be reached?): their executions were ` +
+            "aborted, for another instance may take them over"
+        ).pipe(Effect.annotateLogs({ kind: source.kind }))
+      }
+    })
 
   return {
     kind: source.kind,

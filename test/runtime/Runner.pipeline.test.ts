@@ -27,6 +27,8 @@ class Faults extends Context.Tag("test/Faults")<
     readonly die: (method: "listDue" | "recordResults" | "renewLeases" | "claimBatch", n: number) => Effect.Effect<void>
     /** Makes the next `n` lease renewals report every lease lost (as when another instance took them back). */
     readonly loseLeases: (n: number) => Effect.Effect<void>
+    /** Makes the next `n` lease renewals hang (a frozen network: no answer, no error). */
+    readonly hangRenewals: (n: number) => Effect.Effect<void>
   }
 >() {}
 
@@ -54,6 +56,11 @@ const faultyStores = Layer.effectContext(
           recordResults: (...args) => maybeDie("recordResults", queue.recordResults(...args)),
           renewLeases: (...args) =>
             Effect.suspend(() => {
+              const hang = remaining.get("hang") ?? 0
+              if (hang > 0) {
+                remaining.set("hang", hang - 1)
+                return Effect.never
+              }
               const lose = remaining.get("lose") ?? 0
               if (lose <= 0) return maybeDie("renewLeases", queue.renewLeases(...args))
               remaining.set("lose", lose - 1)
@@ -66,7 +73,8 @@ const faultyStores = Layer.effectContext(
       Context.add(MemoryQueueStore.MemoryQueue, memory),
       Context.add(Faults, {
         die: (method, n) => Effect.sync(() => void remaining.set(method, n)),
-        loseLeases: (n) => Effect.sync(() => void remaining.set("lose", n))
+        loseLeases: (n) => Effect.sync(() => void remaining.set("lose", n)),
+        hangRenewals: (n) => Effect.sync(() => void remaining.set("hang", n))
       })
     )
   })
@@ -191,6 +199,52 @@ describe("lost leases", () => {
           ["b", "ok"]
         ])
         expect(yield* memory.items).toEqual([])
+      }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds", workers: 1 })), Effect.provide(recordLogs))
+  )
+})
+
+describe("renewals that hang", () => {
+  it.scoped(
+    "a handler whose lease is not confirmed in time is aborted before the lease expires; renewal goes on afterwards",
+    () =>
+      Effect.gen(function* () {
+        logged.length = 0
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const faults = yield* Faults
+        const aborted: Array<number> = []
+        yield* runner.register<void>("slow", (job, signal: AbortSignal) =>
+          job.attempt > 1
+            ? undefined
+            : new Promise<void>((resolve) =>
+                signal.addEventListener("abort", () => {
+                  aborted.push(job.attempt)
+                  resolve()
+                })
+              )
+        )
+        yield* queue.enqueue({ taskType: "slow", payload: "a", thread: 1 }, yield* FakeClock.now)
+        // Every renewal from now on hangs: the database answers nothing, and says no error either.
+        yield* faults.hangRenewals(1_000)
+        yield* runner.start
+        yield* settle(Effect.map(runner.running, (n) => n === 1))
+        // The 30 s lease is trusted until a tenth of it is left.
+        yield* FakeClock.advance("26 seconds")
+        expect(aborted).toEqual([])
+        yield* FakeClock.advance("2 seconds")
+        expect(aborted).toEqual([1])
+        expect(yield* runner.running).toBe(0)
+        expect(logged.some((l) => /WARN 1 lease\(s\) not renewed in time/.test(l))).toBe(true)
+        // Nothing was recorded for the aborted execution; once its lease expires, it is taken back and runs again.
+        expect(yield* memory.processed).toEqual([])
+        yield* FakeClock.advance("2 minutes")
+        const processed = yield* memory.processed
+        expect(processed.map((p) => [p.payload, p.status])).toEqual([["a", "ok"]])
+        expect(aborted).toEqual([1])
+        // A hung renewal was given up and tried again (twice before the abort), never waited on for ever.
+        expect(logged.filter((l) => l.startsWith("WARN lease renewal failed")).length).toBeGreaterThanOrEqual(2)
       }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds", workers: 1 })), Effect.provide(recordLogs))
   )
 })

@@ -408,6 +408,8 @@ export const migrate = (
     })
     return yield* sql.withTransaction(
       Effect.gen(function* () {
+        // A migration may take longer than the sessions' statement timeout (an index on a big table): not this one.
+        yield* sql`SET LOCAL statement_timeout = 0`
         yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`kairos.migrate.${schema}`}))`
         yield* sql`CREATE SCHEMA IF NOT EXISTS ${sql(schema)}`
         // The Migrator probes its table with a query that fails when it is missing, which would abort this
