@@ -1,0 +1,146 @@
+/**
+ * A frozen network: a TCP proxy in front of one worker stops forwarding (without closing anything) for longer than
+ * a lease. That worker aborts what it runs before its lease runs out, the other worker takes the work over after
+ * the lease, the frozen one's late results are refused, and no two sequential executions overlap.
+ * Integration: real processes, a real Postgres, wall time.
+ */
+import net from "node:net"
+import { afterEach, describe, expect, it } from "vitest"
+import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
+
+let db: TestDb | undefined
+let workers: Array<Worker> = []
+let proxy: FreezableProxy | undefined
+
+afterEach(async () => {
+  killAll(workers)
+  workers = []
+  proxy?.close()
+  proxy = undefined
+  await db?.close()
+  db = undefined
+})
+
+interface FreezableProxy {
+  readonly port: number
+  /** Stops forwarding in both directions; the bytes wait, the sockets stay open. */
+  readonly freeze: () => void
+  /** Forwards what waited, and everything after. */
+  readonly thaw: () => void
+  readonly close: () => void
+}
+
+const freezableProxy = (host: string, port: number): Promise<FreezableProxy> =>
+  new Promise((resolve) => {
+    let frozen = false
+    const held: Array<() => void> = []
+    const sockets = new Set<net.Socket>()
+    const pipe = (from: net.Socket, to: net.Socket) =>
+      from.on("data", (chunk) => {
+        if (frozen) held.push(() => to.write(chunk))
+        else to.write(chunk)
+      })
+    const server = net.createServer((client) => {
+      const upstream = net.connect(port, host)
+      sockets.add(client).add(upstream)
+      pipe(client, upstream)
+      pipe(upstream, client)
+      const end = () => {
+        client.destroy()
+        upstream.destroy()
+      }
+      client.on("error", end).on("close", end)
+      upstream.on("error", end).on("close", end)
+    })
+    server.listen(0, "127.0.0.1", () =>
+      resolve({
+        port: (server.address() as net.AddressInfo).port,
+        freeze: () => {
+          frozen = true
+        },
+        thaw: () => {
+          frozen = false
+          for (const send of held.splice(0)) send()
+        },
+        close: () => {
+          for (const s of sockets) s.destroy()
+          server.close()
+        }
+      })
+    )
+  })
+
+describe("a frozen network", () => {
+  it(
+    "one worker's network freezes longer than a lease: it aborts, its work is taken over and recorded once, no sequential overlap",
+    { timeout: 90_000 },
+    async () => {
+      db = await migratedSchema("frozen")
+      const url = new URL(db.url)
+      proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
+      const viaProxy = new URL(db.url)
+      viaProxy.hostname = "127.0.0.1"
+      viaProxy.port = String(proxy.port)
+      const config = { workers: 4, batchSize: 10, interval: "1 second", leaseDuration: "3 seconds" }
+      const frozenOne = startWorker({ ...db, url: viaProxy.toString() }, { config })
+      const other = startWorker(db, { config })
+      workers = [frozenOne, other]
+      await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
+      // Sequential items of 4 s (longer than a lease: renewed while they run) and concurrent ones of 2 s.
+      await db.query(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread)
+         SELECT 'sleepy', '4000', 0 FROM generate_series(1, 3)
+         UNION ALL SELECT 'sleepy', '2000', 1 FROM generate_series(1, 8)`
+      )
+      const sequentialIds = new Set(
+        (await db.query<{ id: string }>(`SELECT id::text AS id FROM $schema.queue_items WHERE payload = '4000'`)).map(
+          (r) => r.id
+        )
+      )
+      await frozenOne.waitFor((e) => e.event === "start" && sequentialIds.has(String(e.item)), 20_000)
+      await sleep(300)
+      // Freeze it mid-execution, for more than two leases.
+      proxy.freeze()
+      const frozenAt = Date.now()
+      await sleep(Math.max(0, frozenAt + 8000 - Date.now()))
+      proxy.thaw()
+
+      await until(
+        async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+        45_000,
+        "the queue to drain"
+      )
+      // Every item recorded exactly once.
+      const [log] = await db.query<{ rows: number; items: number }>(
+        `SELECT count(*)::int AS rows, count(DISTINCT queue_item_id)::int AS items FROM $schema.processed_items`
+      )
+      expect(log).toEqual({ rows: 11, items: 11 })
+      // The frozen worker aborted what it ran (it could not confirm its leases) and said so.
+      const interrupted = frozenOne.events.filter((e) => e.event === "interrupted")
+      expect(interrupted.length).toBeGreaterThan(0)
+      const frozenLogs = frozenOne.events.filter((e) => e.event === "log").map((e) => String(e.message))
+      expect(frozenLogs.some((m) => /not renewed in time/.test(m))).toBe(true)
+      // Executions of sequential items, from both workers' start / end / interrupted events (one machine, one
+      // clock): never two at once.
+      const spans: Array<{ from: number; to: number }> = []
+      for (const w of workers) {
+        const open = new Map<string, number>()
+        for (const e of w.events) {
+          const item = String(e.item)
+          if (!sequentialIds.has(item)) continue
+          if (e.event === "start") open.set(item, Number(e.at))
+          else if (e.event === "end" || e.event === "interrupted") {
+            spans.push({ from: open.get(item)!, to: Number(e.at) })
+            open.delete(item)
+          }
+        }
+        // Nothing left running without an end.
+        expect([...open.keys()]).toEqual([])
+      }
+      spans.sort((a, b) => a.from - b.from)
+      for (let i = 1; i < spans.length; i++) expect(spans[i]!.from).toBeGreaterThanOrEqual(spans[i - 1]!.to)
+      // Both thawed and alive; both stop cleanly.
+      for (const w of workers) expect((await w.stop()).code).toBe(0)
+    }
+  )
+})
