@@ -2,7 +2,7 @@
  * The in-database queue: `queue_items`, the insert-only `processed_items` log, per-execution leases, the live
  * workers and the semaphore.
  */
-import { Context, Data, type Effect, type Scope } from "effect"
+import { Context, Data, type Effect, type Option, type Scope } from "effect"
 import type { ProcessedItem } from "../domain/ProcessedItem.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 
@@ -89,6 +89,11 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>
+    /**
+     * When the earliest lease held by another owner expires, if any: an idle runner wakes then, so work whose owner
+     * died is taken back at once, not a poll later.
+     */
+    readonly nextLeaseExpiry: (exceptOwner: string) => Effect.Effect<Option.Option<Date>, QueueStoreError>
     /** Items pending or processing. */
     readonly pendingCount: () => Effect.Effect<number, QueueStoreError>
     /** The last `n` executions, newest first. */

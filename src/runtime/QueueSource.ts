@@ -13,6 +13,9 @@ export interface ClaimedItem extends Claimed {
   readonly claim: QueueClaim
 }
 
+/** How long after a lease's expiry the idle runner looks: the rescue takes leases that expired before its now. */
+const EXPIRY_SLACK_MS = 10
+
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
@@ -26,6 +29,11 @@ export const make = (options: {
     // start within any poll interval, however often the runner ticks.
     const starts: Array<number> = []
     let windowMs = Duration.toMillis(config.interval)
+    // The last claim took nothing: the runner is about to idle, so it asks when another owner's lease expires (a
+    // busy runner does not pay that query: its next claim comes soon anyway).
+    let idle = false
+    // When that lease expires: the claim then rescues, however recently it last did.
+    let expiryAt = Number.POSITIVE_INFINITY
 
     const allowed = (now: number, intervalMs: number): number => {
       if (config.rateLimit <= 0) return Number.POSITIVE_INFINITY
@@ -63,14 +71,16 @@ export const make = (options: {
           const now = request.now.getTime()
           // At most every third of a lease: take back executions whose owner stopped renewing.
           let rescued = 0
-          if (now - lastRescue >= leaseMs / 3) {
+          if (now - lastRescue >= leaseMs / 3 || now >= expiryAt) {
             lastRescue = now
+            expiryAt = Number.POSITIVE_INFINITY
             rescued = yield* store.recoverStuck(request.now)
             if (rescued > 0) yield* Effect.logWarning(`took back ${rescued} queue execution(s) whose lease expired`)
           }
           const intervalMs = Duration.toMillis(request.interval)
           windowMs = intervalMs
           const limit = Math.min(request.limit, allowed(now, intervalMs))
+          idle = false
           if (limit <= 0 || request.taskTypes.length === 0) return { claimed: [], overlapped: 0, rescued }
           const claims = yield* store.claimBatch({
             limit,
@@ -81,15 +91,21 @@ export const make = (options: {
             repeatAfter: new Date(now + intervalMs)
           })
           if (config.rateLimit > 0) for (let i = 0; i < claims.length; i++) starts.push(now)
+          idle = claims.length === 0
           return { claimed: claims.map(toClaimed), overlapped: 0, rescued }
         }),
-      // Only the rate limit knows when the queue next has work: new items announce themselves (NOTIFY).
+      // New items announce themselves (NOTIFY). Otherwise the queue next has work when the rate limit's window
+      // moves on, or when a lease of a dead owner expires (taken back a moment after).
       nextWakeAt: () =>
-        Effect.succeed(
-          config.rateLimit > 0 && starts.length >= config.rateLimit
-            ? Option.some(new Date(starts[0]! + windowMs))
-            : Option.none()
-        ),
+        Effect.gen(function* () {
+          if (config.rateLimit > 0 && starts.length >= config.rateLimit)
+            return Option.some(new Date(starts[0]! + windowMs))
+          if (!idle) return Option.none()
+          const expiry = yield* store.nextLeaseExpiry(owner)
+          if (Option.isNone(expiry)) return expiry
+          expiryAt = expiry.value.getTime() + EXPIRY_SLACK_MS
+          return Option.some(new Date(expiryAt))
+        }),
       renew: (claims, leaseUntil, now) =>
         Effect.map(
           store.renewLeases(

@@ -4,7 +4,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Layer } from "effect"
+import { Effect, Either, Layer, Option } from "effect"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import { type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
@@ -138,6 +138,36 @@ layer(PgQueue("queueseq"), { timeout: "60 seconds", excludeTestServices: true })
       const next = yield* claim
       expect(next.map((c) => c.item.payload)).toEqual(["1"])
       yield* q.recordResults(next.map((c) => ({ claim: c, result: { startedAt: now, finishedAt: now } })))
+    })
+  )
+})
+
+// A schema of its own: the earliest lease of the whole table is what is measured.
+layer(PgQueue("queueexpiry"), { timeout: "60 seconds", excludeTestServices: true })("lease expiry", (it) => {
+  it.effect("nextLeaseExpiry: the earliest lease of any other owner; none when only the caller holds leases", () =>
+    Effect.gen(function* () {
+      const q = yield* QueueStore
+      const now = new Date()
+      expect(Option.isNone(yield* q.nextLeaseExpiry("a"))).toBe(true)
+      yield* q.enqueueMany(
+        Array.from({ length: 3 }, (_, i) => ({ taskType: "exp", payload: String(i), thread: 1 })),
+        now
+      )
+      const claim = (owner: string, ms: number) =>
+        q.claimBatch({
+          limit: 1,
+          taskTypes: ["exp"],
+          owner,
+          leaseUntil: new Date(now.getTime() + ms),
+          now,
+          repeatAfter: now
+        })
+      yield* claim("a", 10_000)
+      yield* claim("b", 20_000)
+      yield* claim("b", 5_000)
+      expect(Option.getOrThrow(yield* q.nextLeaseExpiry("a")).getTime()).toBe(now.getTime() + 5_000)
+      expect(Option.getOrThrow(yield* q.nextLeaseExpiry("b")).getTime()).toBe(now.getTime() + 10_000)
+      expect(Option.getOrThrow(yield* q.nextLeaseExpiry("c")).getTime()).toBe(now.getTime() + 5_000)
     })
   )
 })

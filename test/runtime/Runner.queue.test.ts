@@ -45,6 +45,33 @@ describe("Runner with queue items", () => {
     }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
   )
 
+  it.scoped("an idle runner wakes when a dead owner's lease expires and takes the item back, not a poll later", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("mail", () => undefined)
+      yield* queue.enqueue({ taskType: "mail", payload: "x" }, yield* FakeClock.now)
+      // Another instance claimed it and died: its lease runs until 00:00:30.
+      const now = yield* FakeClock.now
+      const ghost = yield* queue.claimBatch({
+        limit: 1,
+        taskTypes: ["mail"],
+        owner: "ghost",
+        now,
+        leaseUntil: new Date(now.getTime() + 30_000),
+        repeatAfter: now
+      })
+      expect(ghost.length).toBe(1)
+      yield* runner.start
+      yield* FakeClock.advance("29 seconds")
+      expect(yield* memory.processed).toEqual([])
+      yield* FakeClock.advance("2 seconds")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+    }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+  )
+
   it.scoped("a failing handler is an error row; max_runs 2 runs twice; unknown types stay queued", () =>
     Effect.gen(function* () {
       yield* FakeClock.set("2026-01-01T00:00:00Z")

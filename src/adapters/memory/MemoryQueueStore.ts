@@ -3,7 +3,7 @@
  * sequential execution per task type, forever-repeating items paced by `runAfter`, per-execution leases fenced by
  * tokens, an insert-only log. Its semaphore is the shared in-memory `scheduler_meta` (see MemoryMeta).
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import {
   FOREVER,
@@ -189,6 +189,11 @@ export const make: Effect.Effect<
         })
       ),
     recordResults: (results) => Effect.sync(() => results.map(({ claim, result }) => record(claim, result))),
+    nextLeaseExpiry: (exceptOwner) =>
+      Effect.sync(() => {
+        const times = leases.filter((l) => l.owner !== exceptOwner).map((l) => l.leaseUntil.getTime())
+        return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
+      }),
     recoverStuck: (now, owner) =>
       Effect.sync(() => {
         const lost = leases.filter((l) => l.leaseUntil.getTime() < now.getTime() || l.owner === owner)

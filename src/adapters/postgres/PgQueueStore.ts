@@ -5,7 +5,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Redacted, Schema } from "effect"
+import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
 import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
@@ -289,6 +289,12 @@ export const make = (
           )
           SELECT (SELECT count(*) FROM l)::int AS n`.pipe(
           Effect.map((rows) => rows[0]?.n ?? 0),
+          orStoreError
+        ),
+
+      nextLeaseExpiry: (exceptOwner) =>
+        sql<{ at: Date | null }>`SELECT min(lease_until) AS at FROM ${leases} WHERE owner <> ${exceptOwner}`.pipe(
+          Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
           orStoreError
         ),
 
