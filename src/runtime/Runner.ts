@@ -238,9 +238,20 @@ export const make = (
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }
         let room = capacity.room()
-        if (room <= 0) return { report: idle("busy"), interval }
         const now = yield* clockNow
         const request = { now, owner, leaseUntil: leaseUntil(now), taskTypes: taskTypes(), interval, force }
+        if (room <= 0) {
+          // Every worker busy: only what takes no worker (an overlapped slot recorded as skipped) is done now.
+          let overlapped = 0
+          let rescued = 0
+          for (const lane of lanes) {
+            if (!lane.plansWhenFull) continue
+            const report = yield* lane.claimAndStart({ ...request, limit: 0 })
+            overlapped += report.overlapped
+            rescued += report.rescued
+          }
+          return { report: { ...idle("busy"), overlapped, rescued }, interval }
+        }
         let started = 0
         let queued = 0
         let overlapped = 0
@@ -260,14 +271,16 @@ export const make = (
     const nextDelay = (report: TickReport, interval: Duration.Duration) =>
       Effect.gen(function* () {
         const pollMs = Duration.toMillis(interval)
-        // Paused, disabled or full: only the poll or a wake-up (a setting changed, capacity freed) can change that.
-        if (report.skipped !== undefined) return pollMs
-        if (capacity.room() <= 0) return pollMs
+        // Paused, disabled or stopped: only the poll or a wake-up (a setting changed) can change that.
+        if (report.skipped !== undefined && report.skipped !== "busy") return pollMs
+        // Full: capacity freed wakes the runner; meanwhile only the sources that plan when full need a look.
+        const full = report.skipped === "busy" || capacity.room() <= 0
         // A full batch: more may be due right now.
-        if (report.started >= config.batchSize) return 0
+        if (!full && report.started >= config.batchSize) return 0
         const now = yield* clockNow
         let wakeAtMs = now.getTime() + pollMs
         for (const lane of lanes) {
+          if (full && !lane.plansWhenFull) continue
           const at = yield* lane.nextWakeAt(now, taskTypes())
           if (Option.isSome(at)) wakeAtMs = Math.min(wakeAtMs, at.value.getTime())
         }

@@ -51,6 +51,9 @@ export const make = (options: {
     // When the job tables next need a look (a slot or retry due, or the poll); 0: at once. A busy queue then pays
     // nothing for them. Whatever this runner changes about jobs resets it.
     let checkAt = 0
+    // While every worker is busy and a due slot waits for one: until when the full runner need not look again (a
+    // freed worker wakes it, and a tick with room looks at once).
+    let waitingUntil = 0
 
     const toClaimed = (scheduled: ScheduledJob, run: JobRun, lease: Lease): ClaimedRun => ({
       key: `run:${run.id}`,
@@ -91,8 +94,10 @@ export const make = (options: {
               rescued++
             }
           }
-          if (taskTypes.length === 0) return { claimed, overlapped, rescued }
-          for (const { job, run } of yield* store.listDueRetries(now, limit, taskTypes)) {
+          if (taskTypes.length === 0) return { claimed, overlapped, rescued, waiting: false }
+          // Every worker busy (limit 0): one look at due jobs, for slots that only record a row.
+          const full = limit <= 0
+          for (const { job, run } of full ? [] : yield* store.listDueRetries(now, limit, taskTypes)) {
             const taken = yield* store.startRetry(run.id, lease)
             if (Option.isSome(taken)) {
               claimed.push(toClaimed(job, { ...run, status: "running", startedAt: now }, taken.value))
@@ -101,8 +106,12 @@ export const make = (options: {
           // Slots that only record a row (skipped, disabled) take no worker: keep looking while there is room.
           let room = limit - claimed.length
           let budget = config.batchSize
-          while (room > 0 && budget > 0) {
-            const due = yield* store.listDue(now, Math.min(room, budget), taskTypes)
+          let looked = false
+          // A due slot left for want of a worker: a freed worker wakes the runner; no need to look before the poll.
+          let waiting = false
+          while ((room > 0 || (full && !looked)) && budget > 0) {
+            looked = true
+            const due = yield* store.listDue(now, full ? budget : Math.min(room, budget), taskTypes)
             if (due.length === 0) break
             budget -= due.length
             // Planned one by one (pure), written together: one statement for the runs, one for the next slots.
@@ -128,6 +137,17 @@ export const make = (options: {
                   moves.push({ jobId: job.id, nextRunAt: plan.next })
                   break
                 case "Fire": {
+                  // A slot to run and no worker for it: it stays due, planned again once a worker is free.
+                  if (plan.run !== undefined && room <= 0) {
+                    waiting = true
+                    break
+                  }
+                  if (plan.missed > 0 && plan.skipped === undefined) {
+                    yield* Effect.logWarning(
+                      `job "${job.name}": ${plan.missed} slot(s) missed while no runner took them (downtime or a ` +
+                        `pause); ${plan.run === undefined ? "none is run (missed slots: skip)" : "the latest is run now"}`
+                    ).pipe(Effect.annotateLogs({ jobId: job.id, taskType: job.taskType }))
+                  }
                   if (plan.skipped !== undefined) {
                     yield* store.recordSkipped({ jobId: job.id, scheduledFor: plan.skipped, attempt: 1 }, SKIPPED, now)
                     overlapped++
@@ -147,30 +167,47 @@ export const make = (options: {
             started.forEach(({ lease, run }, i) => claimed.push(toClaimed(starts[i]!.job, run, lease)))
             yield* store.advanceJobs(moves, now)
           }
-          return { claimed, overlapped, rescued }
+          return { claimed, overlapped, rescued, waiting }
         })
       )
 
     const source: WorkSource<ClaimedRun, JobStoreError> = {
       kind: "scheduled",
+      plansWhenFull: true,
       claim: (request) =>
         Effect.gen(function* () {
-          if (!request.force && request.now.getTime() < checkAt) return { claimed: [], overlapped: 0, rescued: 0 }
+          const full = request.limit <= 0
+          if (!full) waitingUntil = 0
+          if (!request.force && request.now.getTime() < (full ? Math.max(checkAt, waitingUntil) : checkAt)) {
+            return { claimed: [], overlapped: 0, rescued: 0 }
+          }
           const intervalMs = Duration.toMillis(request.interval)
-          const report = yield* claimInTransaction(request.now, request.limit, request.taskTypes, intervalMs)
-          const wakeAt = yield* store.nextWakeAt(request.now, request.taskTypes)
+          const { waiting, ...report } = yield* claimInTransaction(
+            request.now,
+            request.limit,
+            request.taskTypes,
+            intervalMs
+          )
           const pollAt = request.now.getTime() + intervalMs
+          if (waiting) {
+            checkAt = 0
+            waitingUntil = pollAt
+            return report
+          }
+          const wakeAt = yield* store.nextWakeAt(request.now, request.taskTypes)
           checkAt = Option.isSome(wakeAt) ? Math.min(wakeAt.value.getTime(), pollAt) : pollAt
           return report
         }),
       nextWakeAt: (now, taskTypes) =>
-        checkAt > 0
-          ? Effect.succeed(Option.some(new Date(checkAt)))
-          : Effect.tap(store.nextWakeAt(now, taskTypes), (at) =>
-              Effect.sync(() => {
-                if (Option.isSome(at)) checkAt = at.value.getTime()
-              })
-            ),
+        waitingUntil > now.getTime()
+          ? Effect.succeed(Option.some(new Date(waitingUntil)))
+          : checkAt > 0
+            ? Effect.succeed(Option.some(new Date(checkAt)))
+            : Effect.tap(store.nextWakeAt(now, taskTypes), (at) =>
+                Effect.sync(() => {
+                  if (Option.isSome(at)) checkAt = at.value.getTime()
+                })
+              ),
       renew: (claims, leaseUntil, now) =>
         Effect.map(
           store.renewLeases(

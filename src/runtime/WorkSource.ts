@@ -53,6 +53,11 @@ export interface Finished<C> {
 /** A source of work: the internal interface between the runner and what it runs. */
 export interface WorkSource<C extends Claimed, E> {
   readonly kind: JobKind
+  /**
+   * Claims with a limit of 0 too, while every worker is busy: it records what takes no worker (a slot that
+   * overlaps its still-running previous run is recorded as skipped on time, not forgotten).
+   */
+  readonly plansWhenFull?: boolean | undefined
   /** Claims up to `request.limit` executions (leased to `request.owner`). */
   readonly claim: (request: ClaimRequest) => Effect.Effect<ClaimReport<C>, E>
   /** When the source next has work due, if it knows: the idle runner sleeps until then (or the poll). */
@@ -100,6 +105,8 @@ export interface LaneContext {
 /** A source wired into the pipeline, its claim type hidden: what the runner core drives. */
 export interface Lane<E> {
   readonly kind: JobKind
+  /** See `WorkSource.plansWhenFull`. */
+  readonly plansWhenFull: boolean
   /** Claims up to the request's limit and starts every claimed execution. */
   readonly claimAndStart: (
     request: ClaimRequest
@@ -278,7 +285,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
 
   const claimAndStart = (request: ClaimRequest) =>
     Effect.gen(function* () {
-      if (request.limit <= 0) return { started: 0, overlapped: 0, rescued: 0 }
+      if (request.limit <= 0 && source.plansWhenFull !== true) return { started: 0, overlapped: 0, rescued: 0 }
       const report = yield* source.claim(request)
       if (report.claimed.length > 0 && active.size === 0) context.leasesHeld()
       const leaseUntilMs = request.leaseUntil.getTime()
@@ -423,6 +430,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
 
   return {
     kind: source.kind,
+    plansWhenFull: source.plansWhenFull === true,
     claimAndStart,
     earliestDeadline,
     expire,

@@ -3,8 +3,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Ref } from "effect"
-import { FakeClock, FakeStore, Runner, Schedule } from "../../src/index.js"
-import { testLayer } from "../support/runner.js"
+import { FakeClock, FakeStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { captureLogs, testLayer } from "../support/runner.js"
 
 const HOUR = 3_600_000
 
@@ -118,5 +118,73 @@ describe("Runner with scheduled jobs", () => {
       const job = yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.daily({ hour: 9, minute: 0 }) })
       expect(job.nextRunAt?.toISOString()).toBe("2026-05-06T09:00:00.000Z")
     }).pipe(Effect.provide(testLayer()))
+  )
+
+  it.scoped(
+    "with every worker busy and the buffer full, a slot that overlaps its running previous run is recorded as skipped on time",
+    () =>
+      captureLogs((logs) =>
+        Effect.gen(function* () {
+          yield* FakeClock.set("2026-01-01T00:00:00Z")
+          const store = yield* FakeStore.FakeStore
+          const runner = yield* Runner.Runner
+          // The one worker is taken by the job's own first run, for two and a half slots.
+          yield* runner.register("long", (job) =>
+            job.scheduledFor.getUTCMinutes() === 1 ? Effect.sleep("150 seconds") : Effect.void
+          )
+          yield* store.addJob({
+            name: "every-minute",
+            taskType: "long",
+            schedule: Schedule.interval({ every: "1 minute" })
+          })
+          yield* runner.register("quick", () => undefined)
+          yield* runner.start
+          // Queue items claimed ahead fill the buffer behind the busy worker: the runner is full.
+          yield* FakeClock.advanceTo("2026-01-01T00:01:30Z")
+          const queue = yield* QueueStore
+          yield* queue.enqueueMany(
+            Array.from({ length: 50 }, () => ({ taskType: "quick", thread: 1 })),
+            yield* FakeClock.now
+          )
+          yield* FakeClock.advanceTo("2026-01-01T00:05:30Z")
+          const runs = (yield* store.runsOf("every-minute")).map((r) => [
+            r.scheduledFor.toISOString().slice(11, 16),
+            r.status,
+            r.startedAt?.toISOString().slice(11, 19)
+          ])
+          expect(runs).toEqual([
+            ["00:01", "success", "00:01:00"],
+            ["00:02", "skipped", "00:02:00"],
+            ["00:03", "skipped", "00:03:00"],
+            ["00:04", "success", "00:04:00"],
+            ["00:05", "success", "00:05:00"]
+          ])
+          // Overlap is no downtime: no "missed" line.
+          expect((yield* Ref.get(logs)).filter((l) => l.includes("missed"))).toEqual([])
+        }).pipe(Effect.provide(testLayer({ interval: "1 hour", workers: 1 })))
+      )
+  )
+
+  it.scoped("slots missed while no runner was up are logged once, saying what was done", () =>
+    captureLogs((logs) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        yield* runner.register("tick", () => undefined)
+        yield* store.addJob({ name: "hourly", taskType: "tick", schedule: Schedule.interval({ every: "1 hour" }) })
+        // Down for five hours and a half: five slots passed.
+        yield* FakeClock.set("2026-01-01T05:30:00Z")
+        yield* runner.start
+        yield* FakeClock.advance("1 minute")
+        const missed = (yield* Ref.get(logs)).filter((l) => l.includes("missed"))
+        expect(missed.length).toBe(1)
+        expect(missed[0]).toContain(`job "hourly": 4 slot(s) missed`)
+        expect(missed[0]).toContain("the latest is run now")
+        expect((yield* store.runsOf("hourly")).map((r) => r.scheduledFor.toISOString())).toEqual([
+          "2026-01-01T05:00:00.000Z"
+        ])
+      }).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
+    )
   )
 })
