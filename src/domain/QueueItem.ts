@@ -35,6 +35,18 @@ export interface QueueItem extends Schema.Schema.Type<typeof QueueItem> {}
 /** Runs forever. */
 export const FOREVER = -1
 
+/**
+ * Executions of one item that may end without a result (their worker died, froze or was exited by its own handler,
+ * so the lease expired) before kairos gives up on that run: the next rescue records it as an error saying why, and
+ * it counts as one of the item's runs. A handler that kills its process cannot make an item run for ever.
+ */
+export const MAX_UNFINISHED = 5
+
+/** The error recorded for a run given up after `MAX_UNFINISHED` executions that never finished. */
+export const gaveUpMessage = (unfinished: number): string =>
+  `gave up: ${unfinished} executions never finished (each time the worker died, froze or exited before recording a ` +
+  "result, and the lease expired); a handler that exits or blocks its process?"
+
 /** `1` once, `N` N times, `-1` forever; anything else (`0`, below `-1`, not an integer) counts as once. */
 export const normalizeMaxRuns = (maxRuns: number | null | undefined): number =>
   typeof maxRuns === "number" && Number.isInteger(maxRuns) && (maxRuns === FOREVER || maxRuns >= 1) ? maxRuns : 1

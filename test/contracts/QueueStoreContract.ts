@@ -5,6 +5,7 @@
 import { expect, layer } from "@effect/vitest"
 import { Deferred, Effect, type Layer } from "effect"
 import { QueueStore, type QueueClaim } from "../../src/index.js"
+import { gaveUpMessage, MAX_UNFINISHED } from "../../src/domain/QueueItem.js"
 
 const T0 = new Date("2026-01-01T00:00:00Z")
 const at = (s: number) => new Date(T0.getTime() + s * 1000)
@@ -407,5 +408,46 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         yield* q.enqueue({ taskType: type("wake"), payload: "x" }, T0)
         yield* Deferred.await(woken).pipe(Effect.timeout("10 seconds"))
       })
+    )
+
+    it.effect(
+      "an item whose executions keep ending without a result: after MAX_UNFINISHED that run is given up, recorded as an error",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const [once, thrice, released] = [type("lost1"), type("lost3"), type("released")]
+          yield* q.enqueue({ taskType: once, payload: "o" }, at(0))
+          yield* q.enqueue({ taskType: thrice, payload: "t", maxRuns: 3 }, at(0))
+          const oneItem = yield* q.enqueue({ taskType: released, payload: "r" }, at(0))
+          const gaveUp = (t: string) =>
+            Effect.map(q.recentProcessed(1000), (rows) => rows.filter((r) => r.taskType === t))
+          for (let round = 0; round < MAX_UNFINISHED; round++) {
+            const start = 5000 + round * 100
+            // Each execution's worker dies: the lease expires and the next rescue takes it back.
+            const claims = yield* q.claimBatch(claimOpts([once, thrice], 10, "dies", at(start)))
+            expect(claims.map((c) => c.item.taskType).sort()).toEqual([once, thrice].sort())
+            // The released one is handed back by its owner at a stop: that is no unfinished execution.
+            const kept = yield* q.claimBatch(claimOpts([released], 10, "stops", at(start)))
+            expect(kept.length).toBe(1)
+            yield* q.recoverStuck(at(start + 1), "stops")
+            expect(yield* gaveUp(once)).toEqual([])
+            yield* q.recoverStuck(at(start + 31))
+          }
+          const [onceRow] = yield* gaveUp(once)
+          expect(onceRow).toMatchObject({ status: "error", payload: "o" })
+          expect(onceRow!.errorMsg).toBe(gaveUpMessage(MAX_UNFINISHED))
+          expect((yield* gaveUp(thrice)).map((r) => r.status)).toEqual(["error"])
+          expect(yield* gaveUp(released)).toEqual([])
+          // The run-once item is done; the three-times one has two runs left and runs again.
+          const next = yield* q.claimBatch(claimOpts([once, thrice, released], 10, "w", at(9000)))
+          expect(next.map((c) => [c.item.taskType, c.item.maxRuns]).sort()).toEqual(
+            [
+              [thrice, 2],
+              [released, 1]
+            ].sort()
+          )
+          expect(next.find((c) => c.item.taskType === released)!.item.id).toBe(oneItem.id)
+          yield* q.recordResults(next.map((c) => done(c, at(9000), at(9001))))
+        })
     )
   })

@@ -7,6 +7,8 @@ import { Context, Effect, Layer, Option } from "effect"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import {
   FOREVER,
+  gaveUpMessage,
+  MAX_UNFINISHED,
   normalizeMaxRuns,
   normalizePriority,
   normalizeThread,
@@ -28,6 +30,8 @@ interface Row {
   inFlight: number
   runsDone: number
   runsStarted: number
+  /** Executions taken back because their lease expired, since the item's last give-up (see MAX_UNFINISHED). */
+  unfinished: number
 }
 
 interface LeaseRow {
@@ -116,7 +120,7 @@ export const make: Effect.Effect<
       createdAt: now,
       updatedAt: now
     }
-    rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0 })
+    rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0, unfinished: 0 })
     return item
   }
 
@@ -202,8 +206,29 @@ export const make: Effect.Effect<
           const r = rows.find((x) => x.item.id === l.itemId)
           if (r !== undefined) {
             r.inFlight = Math.max(0, r.inFlight - 1)
+            if (l.leaseUntil.getTime() < now.getTime()) r.unfinished++
             setStatus(r, now)
           }
+        }
+        // Items whose executions keep ending without a result: that run is given up, recorded as an error.
+        for (const r of rows.filter((x) => x.unfinished >= MAX_UNFINISHED && x.inFlight === 0)) {
+          log.push({
+            id: String(log.length + 1),
+            queueItemId: r.item.id,
+            taskType: r.item.taskType,
+            payload: r.item.payload,
+            status: "error",
+            errorMsg: gaveUpMessage(MAX_UNFINISHED),
+            startedAt: now,
+            finishedAt: now,
+            durationMs: 0,
+            createdAt: now
+          })
+          r.unfinished = 0
+          r.runsDone++
+          r.item = { ...r.item, maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - 1) }
+          setStatus(r, now)
+          if (r.item.maxRuns === 0) rows.splice(rows.indexOf(r), 1)
         }
         return lost.length
       }),

@@ -7,7 +7,14 @@ import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Option, Redacted, Schema } from "effect"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
-import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
+import {
+  gaveUpMessage,
+  MAX_UNFINISHED,
+  normalizeMaxRuns,
+  normalizePriority,
+  normalizeThread,
+  QueueItem
+} from "../../domain/QueueItem.js"
 import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { mapPgErrors } from "./PgErrors.js"
@@ -277,20 +284,42 @@ export const make = (
       renewLeases,
 
       recoverStuck: (now, owner) =>
-        sql<{ n: number }>`
-          WITH l AS (
-            DELETE FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null} RETURNING item_id
-          ), c AS (SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id),
-          u AS (
-            UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - c.n),
-              status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
-              updated_at = ${now}
-            FROM c WHERE i.id = c.item_id RETURNING i.id
-          )
-          SELECT (SELECT count(*) FROM l)::int AS n`.pipe(
-          Effect.map((rows) => rows[0]?.n ?? 0),
-          orStoreError
-        ),
+        Effect.gen(function* () {
+          // Expired leases count as executions that never finished; an owner's own at its stop do not.
+          const [taken] = yield* sql<{ n: number; giveUp: number }>`
+            WITH l AS (
+              DELETE FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null}
+              RETURNING item_id, lease_until < ${now} AS expired
+            ), c AS (
+              SELECT item_id, count(*)::int AS n, count(*) FILTER (WHERE expired)::int AS expired FROM l GROUP BY item_id
+            ), u AS (
+              UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - c.n), unfinished = i.unfinished + c.expired,
+                status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                updated_at = ${now}
+              FROM c WHERE i.id = c.item_id
+              RETURNING i.unfinished >= ${MAX_UNFINISHED} AND i.in_flight = 0 AS give_up
+            )
+            SELECT (SELECT count(*) FROM l)::int AS n, (SELECT count(*) FROM u WHERE give_up)::int AS "giveUp"`
+          // Items whose executions keep ending without a result: that run is given up, recorded as an error, and
+          // counts as one of the item's runs (deleted when it was the last).
+          if ((taken?.giveUp ?? 0) > 0) {
+            yield* sql`
+              WITH g AS (
+                SELECT id, task_type, payload, unfinished FROM ${items}
+                WHERE unfinished >= ${MAX_UNFINISHED} AND in_flight = 0 FOR UPDATE SKIP LOCKED
+              ), log AS (
+                INSERT INTO ${processed}
+                  (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+                SELECT g.id, g.task_type, g.payload, 'error', ${gaveUpMessage(MAX_UNFINISHED)}, ${now}, ${now}, 0 FROM g
+              ), gone AS (
+                DELETE FROM ${items} i USING g WHERE i.id = g.id AND i.max_runs BETWEEN 0 AND 1
+              )
+              UPDATE ${items} i SET unfinished = 0, runs_done = i.runs_done + 1, updated_at = ${now},
+                max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END
+              FROM g WHERE i.id = g.id AND NOT (i.max_runs BETWEEN 0 AND 1)`
+          }
+          return taken?.n ?? 0
+        }).pipe(orStoreError),
 
       nextLeaseExpiry: (exceptOwner) =>
         sql<{ at: Date | null }>`SELECT min(lease_until) AS at FROM ${leases} WHERE owner <> ${exceptOwner}`.pipe(

@@ -382,12 +382,22 @@ const migration0004 = (schema: string) =>
       $fn$`
   })
 
+const migration0005 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // Executions of an item taken back because their lease expired (they never finished): past a bound, that run is
+    // given up and recorded as an error, so a handler that kills its process cannot make an item run for ever.
+    yield* sql`ALTER TABLE ${s}.queue_items ADD COLUMN unfinished int NOT NULL DEFAULT 0`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": migration0001(schema),
   "0002_queue": migration0002(schema),
   "0003_pipeline": migration0003(schema),
-  "0004_lean_leases": migration0004(schema)
+  "0004_lean_leases": migration0004(schema),
+  "0005_unfinished_runs": migration0005(schema)
 })
 
 /**
