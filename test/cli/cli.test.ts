@@ -208,8 +208,13 @@ describe("kairos commands", () => {
     ],
     [
       "a bad --interval",
-      ["worker", "--tasks", "examples/tasks.ts", "--interval", "soon"],
-      /^kairos: --interval: not a duration: soon/
+      ["worker", "--tasks", "examples/tasks.ts", "--interval", "4 sekunds"],
+      /^kairos: --interval: "4 sekunds" is not a duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
+    ],
+    [
+      "a zero --interval",
+      ["worker", "--tasks", "examples/tasks.ts", "--interval", "0s"],
+      /^kairos: --interval: "0s" is not a positive duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
     ]
   ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, (_name, args, pattern) => {
     const r = kairos([...args, "--database-url", url])

@@ -6,9 +6,10 @@ import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Effect, Logger, LogLevel, Option, Redacted, Schedule as RetryPolicy } from "effect"
+import { Cause, Data, Effect, Either, Logger, LogLevel, Option, Redacted, Schedule as RetryPolicy } from "effect"
 import path from "node:path"
 import { pathToFileURL } from "node:url"
+import * as DurationInput from "../../domain/DurationInput.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
@@ -19,7 +20,6 @@ import type { Handler } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
 import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
-import { parseDuration } from "./duration.js"
 import { table } from "./format.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
@@ -416,11 +416,10 @@ const workerCommand = Command.make(
   },
   (c) =>
     Effect.gen(function* () {
-      const interval = yield* Option.match(parseDuration(c.interval), {
-        onNone: () =>
-          Effect.fail(new CliError({ message: `--interval: not a duration: ${c.interval} (try 200ms, 1s, 5m)` })),
-        onSome: Effect.succeed
-      })
+      const interval = yield* Either.mapLeft(
+        DurationInput.decodeField("--interval", c.interval),
+        (e) => new CliError({ message: e.message })
+      )
       const mod = yield* loadTasks(c.tasks)
       const url = yield* resolveUrl(c)
       const Live = PgKairos.layer({
