@@ -20,7 +20,7 @@ import type { Handler } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
 import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
-import { table } from "./format.js"
+import { escapeControls, table, terminalSafeJson } from "./format.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
 export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
@@ -43,9 +43,9 @@ interface Common {
   readonly json: boolean
 }
 
-/** Prints the JSON document with --json, the human text otherwise. */
+/** Prints the JSON document with --json, the human text otherwise (its values escaped by whoever built it). */
 const output = (c: Common, human: string, json: unknown) =>
-  Effect.sync(() => process.stdout.write((c.json ? JSON.stringify(json) : human) + "\n"))
+  Effect.sync(() => process.stdout.write((c.json ? terminalSafeJson(JSON.stringify(json)) : human) + "\n"))
 
 const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
@@ -176,7 +176,7 @@ const enqueueCommand = Command.make(
         )
         yield* output(
           c,
-          `enqueued ${item.id} (${item.taskType}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
+          `enqueued ${item.id} (${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
           item
         )
       })
@@ -434,8 +434,8 @@ const workerCommand = Command.make(
         Effect.sync(() =>
           process.stdout.write(
             (c.json
-              ? JSON.stringify({ ...event, at: new Date().toISOString() })
-              : `${event["message"] ?? JSON.stringify(event)}`) + "\n"
+              ? terminalSafeJson(JSON.stringify({ ...event, at: new Date().toISOString() }))
+              : escapeControls(`${event["message"] ?? JSON.stringify(event)}`)) + "\n"
           )
         )
       yield* Effect.gen(function* () {
@@ -584,7 +584,8 @@ export const main = (argv: ReadonlyArray<string>): void => {
       if (Cause.isInterruptedOnly(cause)) return Effect.void
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       return Effect.sync(() => {
-        process.stderr.write(`kairos: ${error instanceof CliError ? error.message : describe(error)}\n`)
+        // One line, whatever the database or a tasks module put in the message.
+        process.stderr.write(`kairos: ${escapeControls(error instanceof CliError ? error.message : describe(error))}\n`)
         if (verbose) process.stderr.write(`${Cause.pretty(cause)}\n`)
         process.exitCode = 1
       })
