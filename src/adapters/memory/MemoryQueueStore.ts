@@ -8,6 +8,7 @@ import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import {
   FOREVER,
   normalizeMaxRuns,
+  normalizePayload,
   normalizePriority,
   normalizeThread,
   type QueueItem
@@ -107,7 +108,7 @@ export const make: Effect.Effect<
     const item: QueueItem = {
       id: String(nextId++),
       taskType: input.taskType,
-      payload: input.payload ?? "",
+      payload: normalizePayload(input.payload),
       status: "pending",
       priority: normalizePriority(input.priority),
       maxRuns: normalizeMaxRuns(input.maxRuns),

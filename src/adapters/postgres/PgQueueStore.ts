@@ -7,7 +7,13 @@ import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
-import { normalizeMaxRuns, normalizePriority, normalizeThread, QueueItem } from "../../domain/QueueItem.js"
+import {
+  normalizeMaxRuns,
+  normalizePayload,
+  normalizePriority,
+  normalizeThread,
+  QueueItem
+} from "../../domain/QueueItem.js"
 import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { mapPgErrors } from "./PgErrors.js"
@@ -34,7 +40,7 @@ type ItemRow = typeof ItemRow.Type
 const toItem = (r: ItemRow): QueueItem => ({
   id: r.id,
   taskType: r.task_type,
-  payload: r.payload ?? "",
+  payload: r.payload,
   status: r.status,
   priority: r.priority,
   maxRuns: r.max_runs,
@@ -252,7 +258,7 @@ export const make = (
               INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
               SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, ${now}, ${now}
               FROM unnest(
-                ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => i.payload ?? "")}::text[],
+                ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => normalizePayload(i.payload))}::text[],
                 ${inputs.map((i) => normalizePriority(i.priority))}::int[],
                 ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
                 ${inputs.map((i) => normalizeThread(i.thread))}::int[]
@@ -264,7 +270,7 @@ export const make = (
             ),
       enqueue: (input, now) =>
         sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
-            VALUES (${input.taskType}, ${input.payload ?? ""}, ${normalizePriority(input.priority)},
+            VALUES (${input.taskType}, ${normalizePayload(input.payload)}, ${normalizePriority(input.priority)},
                     ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)}, ${now}, ${now})
             RETURNING ${itemCols}`.pipe(
           // The row was just written through the table's types and its normalising trigger: no decode needed.
@@ -308,7 +314,7 @@ export const make = (
               id: r.id,
               queueItemId: r.queue_item_id,
               taskType: r.task_type,
-              payload: r.payload ?? "",
+              payload: r.payload,
               status: r.status,
               errorMsg: r.error_msg ?? "",
               startedAt: r.started_at,
