@@ -283,6 +283,20 @@ describe("kairos commands", () => {
     }
   })
 
+  it("a failed migration: one line naming the migration and the database's reason", { timeout: 60_000 }, async () => {
+    const conflicted = uniqueSchemaName("cli_conflict")
+    await query(`CREATE SCHEMA $schema; CREATE TABLE $schema.queue_items (x int)`, conflicted)
+    try {
+      const r = db(["migrate"], conflicted)
+      expect(r.code).toBe(1)
+      expect(r.stderr).toBe(
+        `kairos: migration 0002_queue failed: relation "queue_items" already exists (SQLSTATE 42P07)\n`
+      )
+    } finally {
+      await query(`DROP SCHEMA $schema CASCADE`, conflicted)
+    }
+  })
+
   it("an unreachable database: one clear line (--verbose shows the cause)", { timeout: 60_000 }, () => {
     const unreachable = kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x"])
     expect(unreachable.code).toBe(1)

@@ -11,7 +11,7 @@ import path from "node:path"
 import { pathToFileURL } from "node:url"
 import * as DurationInput from "../../domain/DurationInput.js"
 import * as Schedule from "../../domain/Schedule.js"
-import { migrate } from "../postgres/migrations.js"
+import { migrate, MigrationError } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
@@ -87,6 +87,9 @@ const databaseCause = (e: unknown): { readonly code?: unknown; readonly message?
 
 /** Turns database failures into one clear line. */
 const explain = (c: Common, url: string) => (e: unknown) => {
+  // Its message already names the migration and carries the database's reason (a code below would mislead:
+  // 42P01 during `migrate` does not mean "run kairos migrate").
+  if (e instanceof MigrationError && e.reason === "Failed") return new CliError({ message: e.message })
   const cause = databaseCause(e)
   const code = cause?.code
   const where = (() => {
