@@ -39,15 +39,18 @@ export const MAX_OUTPUT_CHARS = 1_048_576
 /** NUL, which Postgres's `text` and `jsonb` cannot hold: a message carrying one would fail the whole write. */
 const NUL = /\u0000/g
 
+/** What a cut message keeps: room is left so that a cut message with a short prefix (`died: …`) is not cut again. */
+const KEPT_CHARS = MAX_MESSAGE_CHARS - 1024
+
 /**
- * A message as stored: NUL characters replaced by U+FFFD, and cut after `MAX_MESSAGE_CHARS` characters with a
- * note saying how long it was, e.g. `… (truncated: 10485760 characters)`.
+ * A message as stored: NUL characters replaced by U+FFFD and, when longer than `MAX_MESSAGE_CHARS`, cut to its
+ * first 63 KiB with a note saying how long it was, e.g. `… (truncated: 10485760 characters)`.
  */
 export const boundMessage = (message: string): string => {
   const clean = message.replace(NUL, "\ufffd")
   if (clean.length <= MAX_MESSAGE_CHARS) return clean
   // Never end on half a surrogate pair.
-  const end = /[\ud800-\udbff]/.test(clean[MAX_MESSAGE_CHARS - 1]!) ? MAX_MESSAGE_CHARS - 1 : MAX_MESSAGE_CHARS
+  const end = /[\ud800-\udbff]/.test(clean[KEPT_CHARS - 1]!) ? KEPT_CHARS - 1 : KEPT_CHARS
   return `${clean.slice(0, end)}… (truncated: ${clean.length} characters)`
 }
 
