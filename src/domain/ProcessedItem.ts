@@ -13,7 +13,8 @@ export const ProcessedItem = Schema.Struct({
   id: Schema.String,
   queueItemId: Schema.String,
   taskType: Schema.String,
-  payload: Schema.String,
+  /** The item's payload as it was claimed: `null` when the item held NULL. */
+  payload: Schema.NullOr(Schema.String),
   status: ProcessedStatus,
   /** Empty when `status` is `ok`. */
   errorMsg: Schema.String,

@@ -17,7 +17,8 @@ export type Thread = typeof Thread.Type
 export const QueueItem = Schema.Struct({
   id: Schema.String,
   taskType: Schema.String,
-  payload: Schema.String,
+  /** The stored text as it is; `null` when the row holds NULL (an INSERT that left it out). */
+  payload: Schema.NullOr(Schema.String),
   status: QueueStatus,
   /** Higher runs first; equal priorities run in insertion order. */
   priority: Schema.Int,
@@ -53,6 +54,10 @@ export const normalizeMaxRuns = (maxRuns: number | null | undefined): number =>
 
 /** `1` is concurrent; anything else is sequential (`0`). */
 export const normalizeThread = (thread: number | null | undefined): Thread => (thread === 1 ? 1 : 0)
+
+/** A payload as `enqueue` stores it: the text given, NULL for `null`, `""` when absent. */
+export const normalizePayload = (payload: string | null | undefined): string | null =>
+  payload === undefined ? "" : payload
 
 /** A priority as stored: an integer, `0` when absent or not an integer. */
 export const normalizePriority = (priority: number | null | undefined): number =>

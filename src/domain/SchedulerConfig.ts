@@ -1,42 +1,48 @@
 /**
  * The runner's configuration and its defaults.
  */
-import { Duration } from "effect"
+import { Duration, Either } from "effect"
+import * as DurationInput from "./DurationInput.js"
+import type { InvalidConfigError } from "./errors.js"
 
 /** What to do with slots missed while no runner was up (or while paused). */
 export type MissedSlotPolicy = "latest" | "skip"
 
-/** The configuration as a user writes it: every field optional, durations in any `Duration.DurationInput`. */
+/**
+ * The configuration as a user writes it: every field optional. Durations are a `Duration.DurationInput` or a short
+ * form such as `"500ms"`, `"4s"`, `"10m"`, `"1h"`, `"2d"`; `validate` rejects one that is not a positive, finite
+ * duration, naming the field.
+ */
 export interface SchedulerConfigInput {
   /** When false, `start` does nothing. Default true. The `scheduler.enabled` setting overrides it live. */
   readonly enabled?: boolean | undefined
-  /** The fallback poll interval. Non-positive or absent: one minute. `scheduler.interval_seconds` overrides it. */
-  readonly interval?: Duration.DurationInput | undefined
+  /** The fallback poll interval. Default one minute. `scheduler.interval_seconds` overrides it. */
+  readonly interval?: DurationInput.Input | undefined
   /** Most items claimed by one tick. Non-positive or absent: 20. */
   readonly batchSize?: number | undefined
   /** Executions run at once by this process. Non-positive or absent: 1. */
   readonly workers?: number | undefined
   /** Retries after a failed run of a scheduled slot (so at most 1 + retryAttempts runs). Negative or absent: 3. */
   readonly retryAttempts?: number | undefined
-  /** Wait before the first retry; doubles each retry. Non-positive or absent: one minute. */
-  readonly retryBackoff?: Duration.DurationInput | undefined
-  /** Upper bound of the retry wait. Non-positive or absent: one hour. */
-  readonly retryBackoffMax?: Duration.DurationInput | undefined
+  /** Wait before the first retry; doubles each retry. Default one minute. */
+  readonly retryBackoff?: DurationInput.Input | undefined
+  /** Upper bound of the retry wait. Default one hour. */
+  readonly retryBackoffMax?: DurationInput.Input | undefined
   /** Most queue items started per poll interval, however often the runner ticks; 0 (the default) is unlimited. */
   readonly rateLimit?: number | undefined
   /** How long one execution may run before it is interrupted, unless its task type says otherwise. Default 15 minutes. */
-  readonly timeout?: Duration.DurationInput | undefined
+  readonly timeout?: DurationInput.Input | undefined
   /** How long `stop` waits for running handlers before interrupting them. Default 30 seconds. */
-  readonly gracePeriod?: Duration.DurationInput | undefined
+  readonly gracePeriod?: DurationInput.Input | undefined
   /** How long a claim stays valid without renewal; owners renew it at a third of this. Default 30 seconds. */
-  readonly leaseDuration?: Duration.DurationInput | undefined
+  readonly leaseDuration?: DurationInput.Input | undefined
   /** The default missed-slot policy of scheduled jobs. Default `latest`: one run for the latest missed slot. */
   readonly missedSlots?: MissedSlotPolicy | undefined
   /**
    * How often a started worker refreshes its row in `scheduler_workers` (on a timer of its own, whatever the poll).
    * It counts as live for three heartbeats. Default 30 seconds.
    */
-  readonly heartbeatInterval?: Duration.DurationInput | undefined
+  readonly heartbeatInterval?: DurationInput.Input | undefined
 }
 
 /** The configuration with every default filled in. */
@@ -73,18 +79,19 @@ export const defaults: SchedulerConfig = {
   heartbeatInterval: Duration.seconds(30)
 }
 
+const durationFields = [
+  "interval",
+  "retryBackoff",
+  "retryBackoffMax",
+  "timeout",
+  "gracePeriod",
+  "leaseDuration",
+  "heartbeatInterval"
+] as const
+
 /** A positive, finite duration, or the fallback for anything else (absent, zero, negative, infinite, unparsable). */
-const positiveDuration = (
-  input: Duration.DurationInput | undefined,
-  fallback: Duration.Duration
-): Duration.Duration => {
-  if (input === undefined) return fallback
-  if (typeof input === "number" && !(input > 0)) return fallback
-  const decoded = Duration.decodeUnknown(input)
-  if (decoded._tag === "None") return fallback
-  const d = decoded.value
-  return Duration.isFinite(d) && Duration.greaterThan(d, Duration.zero) ? d : fallback
-}
+const positiveDuration = (input: unknown, fallback: Duration.Duration): Duration.Duration =>
+  input === undefined ? fallback : Either.getOrElse(DurationInput.parse(input), () => fallback)
 
 const positiveInt = (n: number | undefined, fallback: number): number =>
   typeof n === "number" && Number.isInteger(n) && n > 0 ? n : fallback
@@ -93,8 +100,11 @@ const nonNegativeInt = (n: number | undefined, fallback: number): number =>
   typeof n === "number" && Number.isInteger(n) && n >= 0 ? n : fallback
 
 /**
- * Fills in every default: a non-positive interval or retry backoff becomes one minute, batch size 20, one worker,
- * three retry attempts, a one-hour backoff cap, no rate limit, a 15-minute timeout.
+ * Fills in every default, leniently: a duration that is absent or not a positive, finite duration (zero, negative,
+ * unparsable) becomes its default — a non-positive interval or retry backoff one minute —, batch size 20, one
+ * worker, three retry attempts, a one-hour backoff cap, no rate limit, a 15-minute timeout. Durations read like
+ * `"30 seconds"`, `"30s"`, `500` (milliseconds) or a `Duration`. A runner is built with `validate`, which rejects
+ * a bad duration instead.
  */
 export const withDefaults = (input: SchedulerConfigInput = {}): SchedulerConfig => ({
   enabled: input.enabled ?? defaults.enabled,
@@ -111,6 +121,21 @@ export const withDefaults = (input: SchedulerConfigInput = {}): SchedulerConfig 
   missedSlots: input.missedSlots === "skip" ? "skip" : defaults.missedSlots,
   heartbeatInterval: positiveDuration(input.heartbeatInterval, defaults.heartbeatInterval)
 })
+
+/**
+ * The configuration a runner is built with: `withDefaults`, except that a duration given but not a positive,
+ * finite duration (`"4 sekunds"`, `0`, `-5`, `NaN`, `Infinity`) is an `InvalidConfigError` naming the field and
+ * the value, not silently the default. Absent durations and the counts keep their documented defaults.
+ */
+export const validate = (input: SchedulerConfigInput = {}): Either.Either<SchedulerConfig, InvalidConfigError> => {
+  for (const field of durationFields) {
+    const value: unknown = input[field]
+    if (value === undefined) continue
+    const decoded = DurationInput.decodeField(field, value)
+    if (Either.isLeft(decoded)) return Either.left(decoded.left)
+  }
+  return Either.right(withDefaults(input))
+}
 
 /** An application's root configuration, of which the scheduler's section is one part. */
 export interface RootConfig {

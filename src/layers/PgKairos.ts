@@ -5,13 +5,14 @@ import { PgClient } from "@effect/sql-pg"
 import type { SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { ConfigError } from "effect"
-import { Duration, Layer, Redacted } from "effect"
+import { Duration, Either, Layer, Redacted } from "effect"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
 import * as PgClock from "../adapters/postgres/PgClock.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
-import type { SchedulerConfigInput } from "../domain/SchedulerConfig.js"
+import type { InvalidConfigError } from "../domain/errors.js"
+import { type SchedulerConfigInput, validate } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
 import type { QueueStore } from "../ports/QueueStore.js"
 import type { Settings, SettingsWriter } from "../ports/Settings.js"
@@ -71,15 +72,19 @@ export const clientLayer = (
 
 /**
  * The runner with its Postgres stores (jobs, queue, settings), the client and the settings writer, migrated unless
- * told otherwise. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY. Time is the database's
- * (`PgClock`): instances whose machine clocks disagree still agree on leases and due slots.
+ * told otherwise; a duration in `options` that is not a positive, finite duration fails it with an
+ * `InvalidConfigError`. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY. Time is the
+ * database's (`PgClock`): instances whose machine clocks disagree still agree on leases and due slots.
  */
 export const layer = (
   options: Options
 ): Layer.Layer<
   Runner.Runner | JobStore | QueueStore | Settings | SettingsWriter | SqlClient.SqlClient | PgClient.PgClient,
-  MigrationError | SqlError | ConfigError.ConfigError
+  MigrationError | SqlError | ConfigError.ConfigError | InvalidConfigError
 > => {
+  // A bad duration fails the layer before it connects or migrates anything.
+  const valid = validate(options)
+  if (Either.isLeft(valid)) return Layer.fail(valid.left)
   const schema = options.schema
   const client = clientLayer(options)
   const migrated = options.migrate === false ? Layer.empty : Layer.effectDiscard(migrate({ schema }))

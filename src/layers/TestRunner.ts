@@ -12,6 +12,7 @@ import * as FakeStore from "../adapters/memory/FakeStore.js"
 import * as MemoryQueueStore from "../adapters/memory/MemoryQueueStore.js"
 import * as MemorySettings from "../adapters/memory/MemorySettings.js"
 import type { MemoryMeta } from "../adapters/memory/MemoryMeta.js"
+import type { InvalidConfigError } from "../domain/errors.js"
 import type { SchedulerConfigInput } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
 import type { QueueStore } from "../ports/QueueStore.js"
@@ -52,7 +53,8 @@ export const layer = (
   | MemorySettings.MemorySettings
   | MemoryMeta
   | Settings
-  | SettingsWriter
+  | SettingsWriter,
+  InvalidConfigError
 > =>
   StopAtEnd.pipe(
     Layer.provideMerge(Runner.layer({ ...testDefaults, ...config })),

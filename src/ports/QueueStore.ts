@@ -16,7 +16,8 @@ export class QueueStoreError extends Data.TaggedError("QueueStoreError")<{
 /** What `enqueue` stores; `maxRuns`, `thread` and `priority` are normalised as the contract says. */
 export interface EnqueueInput {
   readonly taskType: string
-  readonly payload?: string | undefined
+  /** Absent: `""`. `null` stores NULL, as an INSERT that leaves the column out does. */
+  readonly payload?: string | null | undefined
   readonly priority?: number | undefined
   readonly maxRuns?: number | undefined
   readonly thread?: number | undefined

@@ -50,7 +50,8 @@ export const make = (options: {
           kind: "queue",
           name: claim.item.taskType,
           taskType: claim.item.taskType,
-          payload: claim.item.payload,
+          // The handler gets text: "" for a NULL payload (what was stored is recorded as it was).
+          payload: claim.item.payload ?? "",
           scheduledFor: claim.item.createdAt,
           attempt: claim.attempt,
           metadata: {

@@ -23,7 +23,8 @@ import os from "node:os"
 import { randomBytes } from "node:crypto"
 import * as Result from "../domain/Result.js"
 import type { ScheduledJob } from "../domain/ScheduledJob.js"
-import { withDefaults, type SchedulerConfig, type SchedulerConfigInput } from "../domain/SchedulerConfig.js"
+import { validate, withDefaults, type SchedulerConfig, type SchedulerConfigInput } from "../domain/SchedulerConfig.js"
+import type { InvalidConfigError } from "../domain/errors.js"
 import { now as clockNow } from "../ports/Clock.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
@@ -131,9 +132,9 @@ const supervised = (name: string, round: Effect.Effect<void>): Effect.Effect<nev
 /** Builds a runner in the current scope, over its stores and settings. */
 export const make = (
   input: SchedulerConfigInput = {}
-): Effect.Effect<Runner["Type"], never, JobStore | QueueStore | Settings | Scope.Scope> =>
+): Effect.Effect<Runner["Type"], InvalidConfigError, JobStore | QueueStore | Settings | Scope.Scope> =>
   Effect.gen(function* () {
-    const config = withDefaults(input)
+    const config = yield* validate(input)
     const settings = yield* Settings
     const queueStore = yield* QueueStore
     const scope = yield* Effect.scope
@@ -473,4 +474,4 @@ export const make = (
 /** The runner as a layer; closing the layer's scope stops it (gracefully, within the grace period). */
 export const layer = (
   config: SchedulerConfigInput = {}
-): Layer.Layer<Runner, never, JobStore | QueueStore | Settings> => Layer.scoped(Runner, make(config))
+): Layer.Layer<Runner, InvalidConfigError, JobStore | QueueStore | Settings> => Layer.scoped(Runner, make(config))

@@ -42,7 +42,7 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
     })
   )
 
-  it.effect("processed: newest first by numeric id (10 before 9), a NULL payload read as empty", () =>
+  it.effect("processed: newest first by numeric id (10 before 9), a NULL payload read as null", () =>
     Effect.gen(function* () {
       const { sql, schema, t, inspect } = yield* setup
       // Ids 95..104 cross a digit boundary: ordering by the text of the id would put 99 first.
@@ -58,7 +58,7 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
       expect(recent[0]).toMatchObject({
         queueItemId: "10",
         taskType: "send",
-        payload: "",
+        payload: null,
         status: "error",
         errorMsg: "boom",
         durationMs: 10

@@ -103,6 +103,34 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
 })
 
 // A schema of its own: the tests above count rows of the shared tables.
+// A schema of its own: the insert-only test above counts every processed_items row of its schema.
+layer(PgQueue("queuenull"), { timeout: "60 seconds", excludeTestServices: true })("NULL payloads", (it) => {
+  it.effect("an item inserted by SQL with a NULL payload is logged with NULL, not ''", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const q = yield* QueueStore
+      yield* sql`INSERT INTO ${sql(`${schema}.queue_items`)} (task_type, thread) VALUES ('nullsql', 1)`
+      const now = new Date()
+      const claims = yield* q.claimBatch({
+        limit: 10,
+        taskTypes: ["nullsql"],
+        owner: "w1",
+        leaseUntil: new Date(now.getTime() + 30_000),
+        now,
+        repeatAfter: new Date(now.getTime() + 10_000)
+      })
+      expect(claims.map((c) => c.item.payload)).toEqual([null])
+      yield* q.recordResults(
+        claims.map((claim) => ({ claim, result: { startedAt: now, finishedAt: now, error: "x" } }))
+      )
+      const logged = yield* sql<{ payload: string | null }>`
+        SELECT payload FROM ${sql(`${schema}.processed_items`)} WHERE task_type = 'nullsql'`
+      expect(logged).toEqual([{ payload: null }])
+    })
+  )
+})
+
 layer(PgQueue("queueseq"), { timeout: "60 seconds", excludeTestServices: true })("sequential claims", (it) => {
   it.effect("twenty claimers at once take one sequential item of a type, never two, and none fails", () =>
     Effect.gen(function* () {

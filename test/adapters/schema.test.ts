@@ -8,7 +8,7 @@ import { expect, layer } from "@effect/vitest"
 import { Effect, Either } from "effect"
 import fs from "node:fs"
 import path from "node:path"
-import { migrate } from "../../src/adapters/postgres/migrations.js"
+import { migrate, MigrationError } from "../../src/adapters/postgres/migrations.js"
 import { TestSchema } from "../support/database.js"
 import { PgMigrated } from "../support/pgStores.js"
 import { projectRoot } from "../support/process.js"
@@ -46,6 +46,25 @@ layer(PgMigrated("schema"), { timeout: "60 seconds", excludeTestServices: true }
       expect(results.filter((r) => r.length > 0).length).toBe(1)
       expect(yield* describeSchema(fresh)).toBe(fs.readFileSync(snapshotFile, "utf8"))
       yield* sql`DROP SCHEMA ${sql(fresh)} CASCADE`
+    })
+  )
+
+  it.effect("a failed migration names itself and carries the database's reason; nothing of the run is kept", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const conflicted = `${yield* TestSchema}_conflict`
+      yield* sql`CREATE SCHEMA ${sql(conflicted)}`
+      // Another program's table where 0002 creates kairos's queue.
+      yield* sql`CREATE TABLE ${sql(conflicted)}.queue_items (x int)`
+      const error = yield* Effect.flip(migrate({ schema: conflicted }))
+      expect(error).toBeInstanceOf(MigrationError)
+      expect(error.message).toBe(`migration 0002_queue failed: relation "queue_items" already exists (SQLSTATE 42P07)`)
+      expect(error).toMatchObject({ reason: "Failed", migration: "0002_queue" })
+      // The run is one transaction: 0001's tables were rolled back with it.
+      const tables = yield* sql<{ name: string }>`
+        SELECT table_name AS name FROM information_schema.tables WHERE table_schema = ${conflicted} ORDER BY 1`
+      expect(tables.map((t) => t.name)).toEqual(["queue_items"])
+      yield* sql`DROP SCHEMA ${sql(conflicted)} CASCADE`
     })
   )
 

@@ -35,11 +35,13 @@ const json = (args: ReadonlyArray<string>, inSchema = schema) => {
   return JSON.parse(r.stdout) as unknown
 }
 
-const query = async (text: string, inSchema = schema) => {
+const query = async (text: string, inSchema = schema, params: ReadonlyArray<unknown> = []) => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
-    return (await client.query(text.replaceAll("$schema", `"${inSchema}"`))).rows as Array<Record<string, unknown>>
+    return (await client.query(text.replaceAll("$schema", `"${inSchema}"`), [...params])).rows as Array<
+      Record<string, unknown>
+    >
   } finally {
     await client.end()
   }
@@ -208,8 +210,13 @@ describe("kairos commands", () => {
     ],
     [
       "a bad --interval",
-      ["worker", "--tasks", "examples/tasks.ts", "--interval", "soon"],
-      /^kairos: --interval: not a duration: soon/
+      ["worker", "--tasks", "examples/tasks.ts", "--interval", "4 sekunds"],
+      /^kairos: --interval: "4 sekunds" is not a duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
+    ],
+    [
+      "a zero --interval",
+      ["worker", "--tasks", "examples/tasks.ts", "--interval", "0s"],
+      /^kairos: --interval: "0s" is not a positive duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
     ]
   ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, (_name, args, pattern) => {
     const r = kairos([...args, "--database-url", url])
@@ -273,6 +280,20 @@ describe("kairos commands", () => {
       expect(right.stderr).toBe(`kairos: kairos's tables are missing in schema "public": run \`kairos migrate\`\n`)
     } finally {
       await server.stop()
+    }
+  })
+
+  it("a failed migration: one line naming the migration and the database's reason", { timeout: 60_000 }, async () => {
+    const conflicted = uniqueSchemaName("cli_conflict")
+    await query(`CREATE SCHEMA $schema; CREATE TABLE $schema.queue_items (x int)`, conflicted)
+    try {
+      const r = db(["migrate"], conflicted)
+      expect(r.code).toBe(1)
+      expect(r.stderr).toBe(
+        `kairos: migration 0002_queue failed: relation "queue_items" already exists (SQLSTATE 42P07)\n`
+      )
+    } finally {
+      await query(`DROP SCHEMA $schema CASCADE`, conflicted)
     }
   })
 
@@ -377,6 +398,53 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
     await query(`UPDATE $schema.scheduler_workers SET live_until = now() - interval '1 second'`, liveSchema)
     expect(json(["workers"], liveSchema)).toEqual([])
     expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([false])
+  })
+})
+
+describe("kairos tables: what any program wrote reaches the terminal escaped", () => {
+  const hostileSchema = uniqueSchemaName("cli_hostile")
+  // ESC sequences that would clear the screen and retitle the terminal, a newline, a C1 CSI, a bidi override.
+  const evil = "evil\u001b[2J\u001b]0;pwned\u0007\nnext\u009b31m\u202e"
+  beforeAll(async () => {
+    json(["migrate"], hostileSchema)
+    await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ($1, $1)`, hostileSchema, [evil])
+    await query(
+      `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule)
+         VALUES ($1, $1, '{"_tag":"Interval","everyMillis":60000}')`,
+      hostileSchema,
+      [evil]
+    )
+    await query(
+      `INSERT INTO $schema.processed_items
+         (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+         VALUES (1, $1, $1, 'error', $2, now(), now(), 1)`,
+      hostileSchema,
+      [evil, evil + "x".repeat(500)]
+    )
+  })
+  afterAll(async () => {
+    await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, hostileSchema)
+  })
+
+  it.each(["queue", "jobs", "processed"])("%s: control characters escaped, long cells cut; --json exact", (command) => {
+    const human = db([command], hostileSchema)
+    expect(human.code).toBe(0)
+    expect(human.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/)
+    expect(human.stdout).toContain("evil\\x1b[2J\\x1b]0;pwned\\x07\\nnext\\x9b31m\\u202e")
+    // A header and one row: the newline inside the value did not break the row.
+    expect(human.stdout.trimEnd().split("\n")).toHaveLength(2)
+    expect(
+      Math.max(
+        ...human.stdout
+          .split("\n")[1]!
+          .split(/\s{2,}/)
+          .map((c) => c.length)
+      )
+    ).toBeLessThanOrEqual(60)
+    const doc = db([command, "--json"], hostileSchema)
+    expect(doc.stdout.trimEnd()).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/)
+    const rows = JSON.parse(doc.stdout) as Array<Record<string, unknown>>
+    expect(rows[0]!["task_type"] ?? rows[0]!["taskType"]).toBe(evil)
   })
 })
 

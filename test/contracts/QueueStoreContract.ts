@@ -53,6 +53,30 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect("a NULL payload stays NULL: on the item, and in the execution's log row", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("nullpayload")
+        const single = yield* q.enqueue({ taskType: t, payload: null, thread: 1 }, T0)
+        expect(single.payload).toBeNull()
+        yield* q.enqueueMany(
+          [
+            { taskType: t, payload: null, thread: 1 },
+            { taskType: t, thread: 1 },
+            { taskType: t, payload: "", thread: 1 }
+          ],
+          T0
+        )
+        const claims = yield* q.claimBatch(claimOpts([t], 10))
+        expect(claims.map((c) => c.item.payload)).toEqual([null, null, "", ""])
+        expect(yield* q.recordResults(claims.map((c) => done(c)))).toEqual([true, true, true, true])
+        const logged = (yield* q.recentProcessed(1000)).filter((p) => p.taskType === t)
+        expect(logged.map((p) => [p.queueItemId, p.payload]).sort()).toEqual(
+          claims.map((c) => [c.item.id, c.item.payload]).sort()
+        )
+      })
+    )
+
     it.effect("enqueueMany adds items in order, normalised like enqueue, and wakes subscribers once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -1,6 +1,7 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Duration } from "effect"
-import { QueueItem, SchedulerConfig } from "../../src/index.js"
+import { Duration, Effect, Either, Layer } from "effect"
+import * as DurationInput from "../../src/domain/DurationInput.js"
+import { InvalidConfigError, QueueItem, Runner, SchedulerConfig, TestRunner } from "../../src/index.js"
 
 describe("SchedulerConfig.withDefaults", () => {
   it("fills every default", () => {
@@ -67,6 +68,117 @@ describe("SchedulerConfig.withDefaults", () => {
     root.scheduler.workers = 1
     expect(c.workers).toBe(8)
   })
+})
+
+describe("DurationInput.parse", () => {
+  it.each([
+    ["500ms", 500],
+    ["4s", 4_000],
+    ["4 s", 4_000],
+    ["10m", 600_000],
+    ["1h", 3_600_000],
+    ["1.5h", 5_400_000],
+    ["2d", 172_800_000],
+    ["1w", 604_800_000],
+    ["30 seconds", 30_000],
+    [" 2 minutes ", 120_000],
+    ["1 minute", 60_000],
+    ["10 Sec", 10_000],
+    ["250 millis", 250],
+    [250, 250],
+    [2_000_000_000n, 2_000],
+    [[3, 500_000_000], 3_500],
+    [Duration.seconds(7), 7_000]
+  ] as const)("reads %s as %i ms", (input, ms) => {
+    const parsed = DurationInput.parse(input)
+    expect(Either.isRight(parsed) && Duration.toMillis(parsed.right)).toBe(ms)
+  })
+
+  it.each([
+    ["4 sekunds", "not a duration"],
+    ["soon", "not a duration"],
+    ["", "not a duration"],
+    ["5", "not a duration"],
+    ["s", "not a duration"],
+    ["1h30m", "not a duration"],
+    [Number.NaN, "not a duration"],
+    [{}, "not a duration"],
+    [null, "not a duration"],
+    [true, "not a duration"],
+    [0, "not positive"],
+    [-5, "not positive"],
+    ["0s", "not positive"],
+    ["-5 seconds", "not positive"],
+    ["-4s", "not positive"],
+    [0n, "not positive"],
+    [Duration.zero, "not positive"],
+    [Number.POSITIVE_INFINITY, "not finite"],
+    [Duration.infinity, "not finite"]
+  ] as const)("rejects %s: %s", (input, problem) => {
+    expect(DurationInput.parse(input)).toEqual(Either.left(problem))
+  })
+})
+
+describe("SchedulerConfig.validate", () => {
+  it("names the field and the value of a duration it cannot read", () => {
+    const result = SchedulerConfig.validate({ leaseDuration: "4 sekunds" as DurationInput.Input })
+    expect(result).toEqual(
+      Either.left(
+        new InvalidConfigError({
+          field: "leaseDuration",
+          value: "4 sekunds",
+          message: `leaseDuration: "4 sekunds" is not a duration (use e.g. "30 seconds" or "30s")`
+        })
+      )
+    )
+  })
+
+  it.each([
+    ["interval", 0, `interval: 0 is not a positive duration`],
+    ["retryBackoff", -5, `retryBackoff: -5 is not a positive duration`],
+    ["retryBackoffMax", Number.NaN, `retryBackoffMax: NaN is not a duration`],
+    ["timeout", Number.POSITIVE_INFINITY, `timeout: Infinity is not a finite duration`],
+    ["gracePeriod", "-1s", `gracePeriod: "-1s" is not a positive duration`],
+    ["heartbeatInterval", Duration.infinity, `heartbeatInterval: Infinity is not a finite duration`],
+    ["leaseDuration", "x".repeat(500), `leaseDuration: "${"x".repeat(76)}... is not a duration`]
+  ] as const)("rejects %s = %j with one clear message", (field, value, message) => {
+    const result = SchedulerConfig.validate({ [field]: value as DurationInput.Input })
+    expect(Either.isLeft(result) && result.left.field).toBe(field)
+    expect(Either.isLeft(result) && result.left.message).toBe(`${message} (use e.g. "30 seconds" or "30s")`)
+  })
+
+  it("reads the short forms a user types, and keeps absent values at their defaults", () => {
+    const result = SchedulerConfig.validate({ leaseDuration: "4s", interval: "500ms", timeout: "2 m" })
+    expect(Either.isRight(result)).toBe(true)
+    const config = Either.getOrThrow(result)
+    expect(Duration.toMillis(config.leaseDuration)).toBe(4_000)
+    expect(Duration.toMillis(config.interval)).toBe(500)
+    expect(Duration.toMillis(config.timeout)).toBe(120_000)
+    expect(config.gracePeriod).toEqual(SchedulerConfig.defaults.gracePeriod)
+    expect(SchedulerConfig.validate({})).toEqual(Either.right(SchedulerConfig.withDefaults()))
+  })
+
+  it("keeps the documented fallbacks of counts", () => {
+    const config = Either.getOrThrow(SchedulerConfig.validate({ batchSize: 0, workers: -3, retryAttempts: 1.5 }))
+    expect(config).toMatchObject({ batchSize: 20, workers: 1, retryAttempts: 3 })
+  })
+
+  it('withDefaults reads the short forms too (no more silent 30 s for "4s")', () => {
+    expect(Duration.toMillis(SchedulerConfig.withDefaults({ leaseDuration: "4s" }).leaseDuration)).toBe(4_000)
+    expect(Duration.toMillis(SchedulerConfig.withDefaults({ interval: "500ms" }).interval)).toBe(500)
+  })
+
+  it.effect("a runner is not built on a bad duration; a good short form reaches its config", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        Layer.build(TestRunner.layer({ leaseDuration: "4 sekunds" as DurationInput.Input })).pipe(Effect.scoped)
+      )
+      expect(error).toBeInstanceOf(InvalidConfigError)
+      expect(error.field).toBe("leaseDuration")
+      const runner = yield* Effect.provide(Runner.Runner, TestRunner.layer({ leaseDuration: "4s", gracePeriod: "1s" }))
+      expect(Duration.toMillis(runner.config.leaseDuration)).toBe(4_000)
+    })
+  )
 })
 
 describe("SchedulerConfig.retryDelay", () => {

@@ -6,11 +6,12 @@ import { Args, Command, Options, ValidationError } from "@effect/cli"
 import { NodeContext, NodeRuntime } from "@effect/platform-node"
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Effect, Logger, LogLevel, Option, Redacted, Schedule as RetryPolicy } from "effect"
+import { Cause, Data, Effect, Either, Logger, LogLevel, Option, Redacted, Schedule as RetryPolicy } from "effect"
 import path from "node:path"
 import { pathToFileURL } from "node:url"
+import * as DurationInput from "../../domain/DurationInput.js"
 import * as Schedule from "../../domain/Schedule.js"
-import { migrate } from "../postgres/migrations.js"
+import { migrate, MigrationError } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
@@ -19,8 +20,7 @@ import type { Handler } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
 import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
-import { parseDuration } from "./duration.js"
-import { table } from "./format.js"
+import { escapeControls, table, terminalSafeJson } from "./format.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
 export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
@@ -43,9 +43,9 @@ interface Common {
   readonly json: boolean
 }
 
-/** Prints the JSON document with --json, the human text otherwise. */
+/** Prints the JSON document with --json, the human text otherwise (its values escaped by whoever built it). */
 const output = (c: Common, human: string, json: unknown) =>
-  Effect.sync(() => process.stdout.write((c.json ? JSON.stringify(json) : human) + "\n"))
+  Effect.sync(() => process.stdout.write((c.json ? terminalSafeJson(JSON.stringify(json)) : human) + "\n"))
 
 const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
@@ -87,6 +87,9 @@ const databaseCause = (e: unknown): { readonly code?: unknown; readonly message?
 
 /** Turns database failures into one clear line. */
 const explain = (c: Common, url: string) => (e: unknown) => {
+  // Its message already names the migration and carries the database's reason (a code below would mislead:
+  // 42P01 during `migrate` does not mean "run kairos migrate").
+  if (e instanceof MigrationError && e.reason === "Failed") return new CliError({ message: e.message })
   const cause = databaseCause(e)
   const code = cause?.code
   const where = (() => {
@@ -176,7 +179,7 @@ const enqueueCommand = Command.make(
         )
         yield* output(
           c,
-          `enqueued ${item.id} (${item.taskType}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
+          `enqueued ${item.id} (${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
           item
         )
       })
@@ -416,11 +419,10 @@ const workerCommand = Command.make(
   },
   (c) =>
     Effect.gen(function* () {
-      const interval = yield* Option.match(parseDuration(c.interval), {
-        onNone: () =>
-          Effect.fail(new CliError({ message: `--interval: not a duration: ${c.interval} (try 200ms, 1s, 5m)` })),
-        onSome: Effect.succeed
-      })
+      const interval = yield* Either.mapLeft(
+        DurationInput.decodeField("--interval", c.interval),
+        (e) => new CliError({ message: e.message })
+      )
       const mod = yield* loadTasks(c.tasks)
       const url = yield* resolveUrl(c)
       const Live = PgKairos.layer({
@@ -435,8 +437,8 @@ const workerCommand = Command.make(
         Effect.sync(() =>
           process.stdout.write(
             (c.json
-              ? JSON.stringify({ ...event, at: new Date().toISOString() })
-              : `${event["message"] ?? JSON.stringify(event)}`) + "\n"
+              ? terminalSafeJson(JSON.stringify({ ...event, at: new Date().toISOString() }))
+              : escapeControls(`${event["message"] ?? JSON.stringify(event)}`)) + "\n"
           )
         )
       yield* Effect.gen(function* () {
@@ -585,7 +587,8 @@ export const main = (argv: ReadonlyArray<string>): void => {
       if (Cause.isInterruptedOnly(cause)) return Effect.void
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       return Effect.sync(() => {
-        process.stderr.write(`kairos: ${error instanceof CliError ? error.message : describe(error)}\n`)
+        // One line, whatever the database or a tasks module put in the message.
+        process.stderr.write(`kairos: ${escapeControls(error instanceof CliError ? error.message : describe(error))}\n`)
         if (verbose) process.stderr.write(`${Cause.pretty(cause)}\n`)
         process.exitCode = 1
       })

@@ -10,6 +10,7 @@ import {
   gaveUpMessage,
   MAX_UNFINISHED,
   normalizeMaxRuns,
+  normalizePayload,
   normalizePriority,
   normalizeThread,
   type QueueItem
@@ -111,7 +112,7 @@ export const make: Effect.Effect<
     const item: QueueItem = {
       id: String(nextId++),
       taskType: input.taskType,
-      payload: input.payload ?? "",
+      payload: normalizePayload(input.payload),
       status: "pending",
       priority: normalizePriority(input.priority),
       maxRuns: normalizeMaxRuns(input.maxRuns),

@@ -80,7 +80,7 @@ const ProcessedRow = Schema.Struct({
   id: Schema.String,
   queueItemId: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("queue_item_id")),
   taskType: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("task_type")),
-  payload: Schema.String,
+  payload: Schema.NullOr(Schema.String),
   status: ProcessedItem.fields.status,
   errorMsg: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("error_msg")),
   startedAt: Schema.propertySignature(Schema.DateFromSelf).pipe(Schema.fromKey("started_at")),
@@ -218,7 +218,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgInspect, never, S
       Result: ProcessedRow,
       // Ordered by the bigint column (`p.id`), not by the text alias `id`, which would sort "9" after "10".
       execute: (limit) => sql`
-        SELECT p.id::text AS id, p.queue_item_id::text AS queue_item_id, p.task_type, coalesce(p.payload, '') AS payload,
+        SELECT p.id::text AS id, p.queue_item_id::text AS queue_item_id, p.task_type, p.payload,
                p.status, coalesce(p.error_msg, '') AS error_msg, p.started_at, p.finished_at, p.duration_ms, p.created_at
         FROM ${processed} p ORDER BY p.id DESC LIMIT ${limit}`
     })

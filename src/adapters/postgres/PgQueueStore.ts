@@ -11,6 +11,7 @@ import {
   gaveUpMessage,
   MAX_UNFINISHED,
   normalizeMaxRuns,
+  normalizePayload,
   normalizePriority,
   normalizeThread,
   QueueItem
@@ -41,7 +42,7 @@ type ItemRow = typeof ItemRow.Type
 const toItem = (r: ItemRow): QueueItem => ({
   id: r.id,
   taskType: r.task_type,
-  payload: r.payload ?? "",
+  payload: r.payload,
   status: r.status,
   priority: r.priority,
   maxRuns: r.max_runs,
@@ -259,7 +260,7 @@ export const make = (
               INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
               SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, ${now}, ${now}
               FROM unnest(
-                ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => i.payload ?? "")}::text[],
+                ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => normalizePayload(i.payload))}::text[],
                 ${inputs.map((i) => normalizePriority(i.priority))}::int[],
                 ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
                 ${inputs.map((i) => normalizeThread(i.thread))}::int[]
@@ -271,7 +272,7 @@ export const make = (
             ),
       enqueue: (input, now) =>
         sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
-            VALUES (${input.taskType}, ${input.payload ?? ""}, ${normalizePriority(input.priority)},
+            VALUES (${input.taskType}, ${normalizePayload(input.payload)}, ${normalizePriority(input.priority)},
                     ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)}, ${now}, ${now})
             RETURNING ${itemCols}`.pipe(
           // The row was just written through the table's types and its normalising trigger: no decode needed.
@@ -343,7 +344,7 @@ export const make = (
               id: r.id,
               queueItemId: r.queue_item_id,
               taskType: r.task_type,
-              payload: r.payload ?? "",
+              payload: r.payload,
               status: r.status,
               errorMsg: r.error_msg ?? "",
               startedAt: r.started_at,

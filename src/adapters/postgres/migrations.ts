@@ -7,12 +7,89 @@ import type { SqlError } from "@effect/sql/SqlError"
 import { Data, Effect } from "effect"
 import { channel, type PgOptions, schemaName } from "./PgSchema.js"
 
-/** Migrating failed. */
+/**
+ * Migrating failed. The message names the migration (when one failed) and carries the database's own message,
+ * SQLSTATE code, detail and hint, e.g. `migration 0002_queue failed: relation "queue_items" already exists
+ * (SQLSTATE 42P07)`.
+ */
 export class MigrationError extends Data.TaggedError("kairos/MigrationError")<{
+  /** `Unavailable`: the database could not be reached; `Failed`: it refused a statement. */
   readonly reason: "Failed" | "Unavailable"
   readonly message: string
+  /** The migration that failed, e.g. `0002_queue`; absent when the failure came before any migration ran. */
+  readonly migration?: string | undefined
   readonly cause?: unknown
 }> {}
+
+/** What the database said, read off the first error in `cause`'s chain that carries a code (the driver's error). */
+const databaseReason = (cause: unknown): { readonly text: string; readonly connection: boolean } | undefined => {
+  let current: unknown = cause
+  for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
+    const e = current as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown; cause?: unknown }
+    if (typeof e.code === "string" && typeof e.message === "string") {
+      // Postgres's SQLSTATE codes are five characters; anything else (ECONNREFUSED...) is the network's.
+      const sqlState = /^[0-9A-Z]{5}$/.test(e.code)
+      const parts = [sqlState ? `${e.message} (SQLSTATE ${e.code})` : `${e.message} (${e.code})`]
+      if (typeof e.detail === "string" && e.detail.length > 0) parts.push(`detail: ${e.detail}`)
+      if (typeof e.hint === "string" && e.hint.length > 0) parts.push(`hint: ${e.hint}`)
+      return { text: parts.join("; "), connection: !sqlState || e.code.startsWith("08") }
+    }
+    current = e.cause
+  }
+  return undefined
+}
+
+/** The innermost message of `cause`'s chain, for failures without a database error (a defect in a migration). */
+const innermostMessage = (cause: unknown): string => {
+  let message = String(cause)
+  let current: unknown = cause
+  for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
+    const m = (current as { message?: unknown }).message
+    if (typeof m === "string" && m.length > 0) message = m
+    current = (current as { cause?: unknown }).cause
+  }
+  return message
+}
+
+/** The kairos error in `cause`'s chain, if a named migration put one there (see `named`). */
+const failedMigration = (cause: unknown): MigrationError | undefined => {
+  let current: unknown = cause
+  for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
+    if (current instanceof MigrationError) return current
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/** One clear error for anything that went wrong while migrating: which migration, and the database's reason. */
+const toMigrationError = (cause: unknown): MigrationError => {
+  const named = failedMigration(cause)
+  if (named !== undefined) return named
+  const reason = databaseReason(cause)
+  return new MigrationError({
+    reason: reason?.connection === true ? "Unavailable" : "Failed",
+    message: `migration failed: ${reason?.text ?? innermostMessage(cause)}`,
+    cause
+  })
+}
+
+/**
+ * A migration whose failure says its name: @effect/sql's Migrator turns a failed migration into a defect whose
+ * message is only `Migration "2_queue" failed`, with the database's reason two causes down.
+ */
+const named = <E, R>(name: string, migration: Effect.Effect<void, E, R>): Effect.Effect<void, MigrationError, R> =>
+  migration.pipe(
+    Effect.catchAllDefect((defect) => Effect.fail(defect)),
+    Effect.mapError((error) => {
+      const reason = databaseReason(error)
+      return new MigrationError({
+        reason: reason?.connection === true ? "Unavailable" : "Failed",
+        message: `migration ${name} failed: ${reason?.text ?? innermostMessage(error)}`,
+        migration: name,
+        cause: error
+      })
+    })
+  )
 
 const migration0001 = (schema: string) =>
   Effect.gen(function* () {
@@ -393,11 +470,11 @@ const migration0005 = (schema: string) =>
 
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
-  "0001_scheduled_jobs": migration0001(schema),
-  "0002_queue": migration0002(schema),
-  "0003_pipeline": migration0003(schema),
-  "0004_lean_leases": migration0004(schema),
-  "0005_unfinished_runs": migration0005(schema)
+  "0001_scheduled_jobs": named("0001_scheduled_jobs", migration0001(schema)),
+  "0002_queue": named("0002_queue", migration0002(schema)),
+  "0003_pipeline": named("0003_pipeline", migration0003(schema)),
+  "0004_lean_leases": named("0004_lean_leases", migration0004(schema)),
+  "0005_unfinished_runs": named("0005_unfinished_runs", migration0005(schema))
 })
 
 /**
@@ -434,16 +511,7 @@ export const migrate = (
       })
     )
   }).pipe(
-    Effect.catchAllDefect((cause) =>
-      Effect.fail(new MigrationError({ reason: "Failed", message: `migration failed: ${String(cause)}`, cause }))
-    ),
-    Effect.mapError((e: SqlError | Migrator.MigrationError | MigrationError) =>
-      e._tag === "kairos/MigrationError"
-        ? e
-        : new MigrationError({
-            reason: e._tag === "SqlError" ? "Unavailable" : "Failed",
-            message: `migration failed: ${e.message}`,
-            cause: e
-          })
-    )
+    // A failed migration reaches here as a defect (the Migrator dies with it), other failures as errors.
+    Effect.catchAllDefect((defect) => Effect.fail(toMigrationError(defect))),
+    Effect.mapError((e: SqlError | Migrator.MigrationError | MigrationError) => toMigrationError(e))
   )
