@@ -132,14 +132,20 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
   // No two attempts of one slot at once, and no two runs of a job that must not overlap itself (`overlap = 'skip'`).
   const jobOverlaps = await db.query(
     `WITH r AS (${jobRunSpans})
-     SELECT * FROM (
+     SELECT s.*, to_jsonb(overlapped) AS overlapped FROM (
        SELECT r.id::text AS run, r.job_id::text AS job, j.overlap, r.scheduled_for, r.attempt, r.status, r.started_at,
          r.ended_at,
          max(r.ended_at) OVER (
            PARTITION BY r.job_id, CASE WHEN j.overlap = 'skip' THEN NULL ELSE r.scheduled_for END
            ORDER BY r.started_at, r.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS previous_end
        FROM r JOIN $schema.scheduled_jobs j ON j.id = r.job_id
-     ) s WHERE s.started_at < s.previous_end - interval '${clockSlack}' ORDER BY s.started_at`
+     ) s
+     -- The run it overlapped, to show both sides.
+     CROSS JOIN LATERAL (
+       SELECT p.id::text AS run, p.scheduled_for, p.attempt, p.status, p.started_at, p.ended_at FROM r p
+       WHERE p.job_id::text = s.job AND p.ended_at = s.previous_end AND p.id::text <> s.run LIMIT 1
+     ) AS overlapped
+     WHERE s.started_at < s.previous_end - interval '${clockSlack}' ORDER BY s.started_at`
   )
   report("job runs that overlapped another run of their slot or job", jobOverlaps)
   // A slot whose last attempt was cut short (its owner lost) and that was never tried again is a lost slot.
