@@ -117,6 +117,9 @@ const backoffAfter = (failures: number) =>
     (delays) => Option.getOrElse(Chunk.last(delays), () => Duration.seconds(1))
   )
 
+/** After a failed tick, how long wake-ups are ignored before they may end the backoff early (ms). */
+const WAKE_AFTER_FAILURE_MS = 2000
+
 /** Runs `self` forever; a failure or defect of one round is logged and the next round goes on. */
 const supervised = (name: string, round: Effect.Effect<void>): Effect.Effect<never> =>
   Effect.forever(
@@ -320,6 +323,15 @@ export const make = (
         )
       )
       if (yield* Ref.get(stopping)) return yield* Effect.interrupt
+      if (failures > 0 && delayMs > WAKE_AFTER_FAILURE_MS) {
+        // After a failed tick the backoff holds: wake-ups (every handler that finishes, the listener reconnecting)
+        // end it only once a moment has passed, so an outage is retried, and logged, a bounded number of times.
+        yield* Effect.sleep(Duration.millis(WAKE_AFTER_FAILURE_MS))
+        if (yield* Ref.get(stopping)) return yield* Effect.interrupt
+        yield* Queue.takeAll(wake)
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(delayMs - WAKE_AFTER_FAILURE_MS)), Queue.take(wake))
+        return
+      }
       yield* Effect.raceFirst(Effect.sleep(Duration.millis(delayMs)), Queue.take(wake))
     })
 
