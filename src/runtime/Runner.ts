@@ -19,6 +19,7 @@ import {
   Schedule as RetryPolicy,
   Scope
 } from "effect"
+import fs from "node:fs"
 import os from "node:os"
 import { randomBytes } from "node:crypto"
 import * as Result from "../domain/Result.js"
@@ -402,6 +403,24 @@ export const make = (
           )
         }
       }
+      // A handler that ends the process (process.exit) takes every execution of this runner with it: nothing can be
+      // recorded then, but the process says why it is going, on stderr, synchronously (all an exit hook may do).
+      const lastWord = (code: number) => {
+        if (capacity.running() === 0) return
+        const types = lanes.flatMap((l) => l.runningTaskTypes())
+        try {
+          fs.writeSync(
+            2,
+            `kairos: the process is exiting (code ${code}) while ${capacity.running()} execution(s) ran ` +
+              `(task types: ${types.join(", ")}): did a handler call process.exit? Their work runs again once its ` +
+              `leases expire (${Duration.format(config.leaseDuration)}).\n`
+          )
+        } catch {
+          // stderr closed: nothing more to do.
+        }
+      }
+      process.on("exit", lastWord)
+      yield* Effect.addFinalizer(() => Effect.sync(() => void process.off("exit", lastWord))).pipe(Scope.extend(scope))
       // New items and settings changes wake the idle runner at once; the poll stays the fallback.
       yield* Scope.extend(
         queueStore.subscribe(() => signalNow(wake)),

@@ -124,6 +124,8 @@ export interface Lane<E> {
   readonly releaseInterrupted: (now: Date) => Effect.Effect<void>
   /** The earliest deadline of a handler's pending promise (Infinity: none). */
   readonly earliestDeadline: () => number
+  /** The task types of the handlers running now (for a last word when the process exits under them). */
+  readonly runningTaskTypes: () => ReadonlyArray<string>
   /**
    * Settles every pending promise whose deadline has passed as timed out, and aborts every execution whose lease
    * was not confirmed in time.
@@ -433,6 +435,11 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     plansWhenFull: source.plansWhenFull === true,
     claimAndStart,
     earliestDeadline,
+    runningTaskTypes: () => {
+      const types = new Set<string>()
+      for (const entry of active.values()) if (entry.running) types.add(entry.claim.job.taskType)
+      return [...types]
+    },
     expire,
     nextWakeAt: source.nextWakeAt,
     leased: () => active.size,
