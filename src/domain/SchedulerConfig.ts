@@ -171,3 +171,18 @@ export const retryAt = (
   const delay = immediately ? 0 : Duration.toMillis(retryDelay(config, attempt, jitter))
   return new Date(now.getTime() + delay)
 }
+
+/**
+ * Executions of one slot that may be cut short (their owner died or froze and the lease expired, or the runner
+ * stopped) and still be followed by a new attempt, whatever the retry budget: such an execution did not fail, so
+ * even with `retryAttempts: 0` the slot runs again. Bounded, so a handler that kills its process cannot make a slot
+ * run for ever.
+ */
+export const LOST_ATTEMPT_ALLOWANCE = 5
+
+/**
+ * When the next attempt after attempt `attempt` of a slot was cut short is due (at once), or undefined when even the
+ * allowance for cut-short executions is spent.
+ */
+export const attemptAfterLoss = (config: SchedulerConfig, attempt: number, now: Date): Date | undefined =>
+  attempt < 1 + config.retryAttempts + LOST_ATTEMPT_ALLOWANCE ? now : undefined

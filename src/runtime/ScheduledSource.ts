@@ -7,7 +7,7 @@ import { Job } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 import * as Schedule from "../domain/Schedule.js"
 import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
-import { retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
+import { attemptAfterLoss, retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
 import type { Claimed, WorkSource } from "./WorkSource.js"
 
@@ -89,7 +89,8 @@ export const make = (options: {
             if (run.leaseToken === null) continue
             const lost = `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil?.toISOString()})`
             if (yield* store.markFailed({ runId: run.id, token: run.leaseToken }, lost, now)) {
-              const due = retryAt(config, run.attempt, 1, now, true)
+              // A lost execution did not fail: the slot runs again even when no retry is left.
+              const due = attemptAfterLoss(config, run.attempt, now)
               if (due !== undefined) yield* store.scheduleRetry({ ...slotOf(run), attempt: run.attempt + 1 }, due, now)
               rescued++
             }
@@ -255,7 +256,7 @@ export const make = (options: {
               lease: c.lease,
               slot: slotOf(c.run),
               now,
-              outcome: { _tag: "Failed", error: STOP_ERROR, retryAt: retryAt(config, c.run.attempt, 1, now, true) }
+              outcome: { _tag: "Failed", error: STOP_ERROR, retryAt: attemptAfterLoss(config, c.run.attempt, now) }
             }))
           )
         })
