@@ -60,7 +60,7 @@ describe("kairos commands", () => {
     async () => {
       expect(json(["migrate"])).toEqual({
         schema,
-        applied: ["0001_scheduled_jobs", "0002_queue", "0003_pipeline", "0004_lean_leases"]
+        applied: ["0001_scheduled_jobs", "0002_queue", "0003_pipeline", "0004_lean_leases", "0005_bad_rows"]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })
       const item = json([

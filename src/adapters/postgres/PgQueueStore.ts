@@ -192,8 +192,9 @@ export const make = (
             ), log AS (
               INSERT INTO ${processed}
                 (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-              SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
-              FROM l JOIN input x ON x.lease_id = l.id
+              -- The item's payload as stored (NULL stays NULL), as kairos_record_once logs it.
+              SELECT l.item_id, x.task_type, i.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+              FROM l JOIN input x ON x.lease_id = l.id JOIN ${items} i ON i.id = l.item_id
             ), c AS (
               SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
             ), item AS (

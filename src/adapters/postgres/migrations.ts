@@ -382,12 +382,70 @@ const migration0004 = (schema: string) =>
       $fn$`
   })
 
+const migration0005 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // Timestamps written by other programs must be finite: 'infinity' and '-infinity' are valid timestamptz values,
+    // but no Date holds them, and one such row in a batch the runner reads failed every tick (a -infinity
+    // next_run_at sorts first, so it stopped every job). Refused at insert with the constraint's name as the reason.
+    // Existing infinite values in scheduled_jobs are repaired first (a job without a slot gets its first slot from
+    // created_at); the other tables' constraints bind new and updated rows only.
+    yield* sql`UPDATE ${s}.scheduled_jobs SET next_run_at = NULL WHERE NOT isfinite(next_run_at)`
+    yield* sql`UPDATE ${s}.scheduled_jobs SET created_at = now() WHERE NOT isfinite(created_at)`
+    yield* sql`UPDATE ${s}.scheduled_jobs SET updated_at = now() WHERE NOT isfinite(updated_at)`
+    yield* sql`ALTER TABLE ${s}.scheduled_jobs ADD CONSTRAINT scheduled_jobs_times_must_be_finite
+      CHECK (isfinite(next_run_at) AND isfinite(created_at) AND isfinite(updated_at))`
+    yield* sql`ALTER TABLE ${s}.queue_items ADD CONSTRAINT queue_items_times_must_be_finite
+      CHECK (isfinite(created_at) AND isfinite(updated_at) AND isfinite(run_after)) NOT VALID`
+    yield* sql`ALTER TABLE ${s}.job_runs ADD CONSTRAINT job_runs_times_must_be_finite
+      CHECK (isfinite(scheduled_for) AND isfinite(started_at) AND isfinite(finished_at) AND isfinite(due_at)
+        AND isfinite(lease_until)) NOT VALID`
+    // An execution is logged with its item's payload as stored: a NULL payload stays NULL in processed_items (the
+    // handler sees an empty string, but the log must not say the item had one). Otherwise as in migration 0004.
+    yield* sql`
+      CREATE OR REPLACE FUNCTION ${s}.kairos_record_once(
+        p_lease_ids bigint[], p_tokens text[], p_task_types text[], p_payloads text[], p_statuses text[],
+        p_errors text[], p_started timestamptz[], p_finished timestamptz[], p_durations int[]
+      ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan AS $fn$
+      BEGIN
+        RETURN QUERY
+        WITH input AS (
+          SELECT * FROM unnest(
+            p_lease_ids, p_tokens, p_task_types, p_payloads, p_statuses, p_errors, p_started, p_finished, p_durations
+          ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+        ), l AS (
+          DELETE FROM ${s}.queue_leases q USING input x WHERE q.id = x.lease_id AND q.token = x.token
+            AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
+          RETURNING q.id, q.item_id
+        ), log AS (
+          INSERT INTO ${s}.processed_items
+            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+          SELECT l.item_id, x.task_type, i.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+          FROM l JOIN input x ON x.lease_id = l.id JOIN ${s}.queue_items i ON i.id = l.item_id
+        ), gone AS (
+          DELETE FROM ${s}.queue_items i USING l WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
+        ), kept AS (
+          UPDATE ${s}.queue_items i SET
+            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+            updated_at = now()
+          FROM l WHERE i.id = l.item_id AND NOT (i.max_runs <= 1 AND i.in_flight <= 1)
+        )
+        SELECT l.id FROM l;
+      END
+      $fn$`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": migration0001(schema),
   "0002_queue": migration0002(schema),
   "0003_pipeline": migration0003(schema),
-  "0004_lean_leases": migration0004(schema)
+  "0004_lean_leases": migration0004(schema),
+  "0005_bad_rows": migration0005(schema)
 })
 
 /**
