@@ -78,7 +78,10 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
       limit: number,
       taskTypes: ReadonlyArray<string>
     ) => Effect.Effect<ReadonlyArray<DueJob>, JobStoreError>
-    /** Pending runs (retries) of jobs of the given task types with `dueAt <= now`, earliest first; locked. */
+    /**
+     * Pending runs (retries) of enabled jobs of the given task types with `dueAt <= now`, earliest first; locked.
+     * A disabled job's retries stay pending (not skipped): enabled again while still due, they run.
+     */
     readonly listDueRetries: (
       now: Date,
       limit: number,
@@ -138,16 +141,25 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
     /** Disables a job (`enabled = false`). */
     readonly disableJob: (jobId: string, now: Date) => Effect.Effect<void, JobStoreError>
     /**
-     * The earliest instant at which a job or a retry of the given task types becomes due, if any: the idle runner
-     * sleeps until then.
+     * The earliest instant at which an enabled job or a retry of one, of the given task types, becomes due, if any:
+     * the idle runner sleeps until then.
      */
     readonly nextWakeAt: (
       now: Date,
       taskTypes: ReadonlyArray<string>
     ) => Effect.Effect<Option.Option<Date>, JobStoreError>
-    /** Disables every enabled job whose name is not in `names` (jobs removed from code); returns how many. */
+    /**
+     * Disables every enabled job whose name is not in `names` (jobs removed from code); returns how many. Safe beside
+     * concurrent `upsertJobs` (one lock order).
+     */
     readonly disableJobsExcept: (names: ReadonlyArray<string>, now: Date) => Effect.Effect<number, JobStoreError>
-    /** Inserts or updates jobs by name; a changed schedule recomputes `next_run_at`. Returns the stored jobs. */
+    /**
+     * Inserts or updates jobs by name: task type, payload, schedule and policies follow the definition; a changed
+     * schedule recomputes `next_run_at`, an unchanged one keeps it. `enabled` is never changed: a new job is enabled,
+     * and a job disabled by an operator (or by `disableJobsExcept`) stays disabled until someone enables it (in SQL:
+     * `UPDATE scheduled_jobs SET enabled = true WHERE name = '…'`). Safe when many instances upsert the same jobs
+     * at once, in any order. Returns the stored jobs.
+     */
     readonly upsertJobs: (
       jobs: ReadonlyArray<JobDefinition>,
       now: Date

@@ -276,7 +276,7 @@ export const make = (options: {
           )
           if (disabled > 0) yield* Effect.logInfo(`disabled ${disabled} job(s) no longer defined in code`)
         }
-        return yield* store.upsertJobs(
+        const stored = yield* store.upsertJobs(
           jobs.map((j) => ({
             name: j.name,
             taskType: j.taskType,
@@ -289,6 +289,15 @@ export const make = (options: {
           })),
           now
         )
+        // The upsert never re-enables a job (an operator's decision stands): say so, or it would look forgotten.
+        const off = stored.filter((j) => !j.enabled).map((j) => j.name)
+        if (off.length > 0) {
+          yield* Effect.logInfo(
+            `${off.length} defined job(s) stay disabled: ${off.slice(0, 10).join(", ")}${off.length > 10 ? ", …" : ""}` +
+              ` (UPDATE scheduled_jobs SET enabled = true WHERE name = '…' enables one)`
+          )
+        }
+        return stored
       })
 
     return { source, defineJobs }

@@ -15,7 +15,12 @@ const inspector = Layer.effect(
   Effect.map(FakeStore.FakeStore, (fake) =>
     StoreInspector.of({
       runs: (jobId) => Effect.map(fake.runs, (runs) => runs.filter((r) => r.jobId === jobId)),
-      job: (jobId) => Effect.map(fake.jobs, (jobs) => jobs.find((j) => j.id === jobId))
+      job: (jobId) => Effect.map(fake.jobs, (jobs) => jobs.find((j) => j.id === jobId)),
+      setEnabled: (jobId, enabled) =>
+        Effect.flatMap(fake.jobs, (jobs) => {
+          const job = jobs.find((j) => j.id === jobId)
+          return job === undefined ? Effect.void : fake.setEnabled(job.name, enabled)
+        })
     })
   )
 )

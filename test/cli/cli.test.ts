@@ -62,7 +62,14 @@ describe("kairos commands", () => {
     async () => {
       expect(json(["migrate"])).toEqual({
         schema,
-        applied: ["0001_scheduled_jobs", "0002_queue", "0003_pipeline", "0004_lean_leases", "0005_unfinished_runs"]
+        applied: [
+          "0001_scheduled_jobs",
+          "0002_queue",
+          "0003_pipeline",
+          "0004_lean_leases",
+          "0005_bad_rows",
+          "0006_unfinished_runs"
+        ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })
       const item = json([

@@ -13,6 +13,8 @@ export class StoreInspector extends Context.Tag("test/StoreInspector")<
   {
     readonly runs: (jobId: string) => Effect.Effect<ReadonlyArray<JobRun>>
     readonly job: (jobId: string) => Effect.Effect<ScheduledJob | undefined>
+    /** An operator's `UPDATE scheduled_jobs SET enabled = … WHERE id = …`, outside the port. */
+    readonly setEnabled: (jobId: string, enabled: boolean) => Effect.Effect<void>
   }
 >() {}
 
@@ -66,12 +68,93 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         expect(moved!.id).toBe(first!.id)
         expect(iso(moved!.nextRunAt)).toBe(iso(at(500)))
         expect(moved!.schedule).toEqual({ _tag: "Daily", hour: 9, minute: 0, tz: "Europe/Berlin" })
-        // A disabled job defined again comes back, with a fresh slot.
-        yield* store.disableJob(first!.id, at(7))
-        const [back] = yield* store.upsertJobs([{ ...d, schedule: changed, nextRunAt: at(700) }], at(8))
-        expect(back!.enabled).toBe(true)
-        expect(iso(back!.nextRunAt)).toBe(iso(at(700)))
       })
+    )
+
+    it.effect("upsertJobs never re-enables a disabled job, and still applies the rest of the definition", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const inspector = yield* StoreInspector
+        const d = def({ payload: "v1" })
+        const [job] = yield* store.upsertJobs([d], T0)
+        expect(job!.enabled).toBe(true)
+        // Disabled by an operator in SQL, then an instance restarts with the same definition: still disabled.
+        yield* inspector.setEnabled(job!.id, false)
+        const [same] = yield* store.upsertJobs([{ ...d, nextRunAt: at(900) }], at(5))
+        expect(same!.enabled).toBe(false)
+        expect(iso(same!.nextRunAt)).toBe(iso(at(60)))
+        // A new definition: schedule, payload, task type and policies follow; `enabled` does not.
+        const daily = Schedule.encode(Schedule.daily({ hour: 4, minute: 30 }))
+        const [changed] = yield* store.upsertJobs(
+          [
+            {
+              ...d,
+              taskType: "t2",
+              payload: "v2",
+              schedule: daily,
+              nextRunAt: at(700),
+              missedSlots: "skip",
+              overlap: "allow"
+            }
+          ],
+          at(6)
+        )
+        expect(changed).toMatchObject({
+          enabled: false,
+          taskType: "t2",
+          payload: "v2",
+          missedSlots: "skip",
+          overlap: "allow"
+        })
+        expect(changed!.schedule).toEqual({ _tag: "Daily", hour: 4, minute: 30 })
+        expect(iso(changed!.nextRunAt)).toBe(iso(at(700)))
+        expect((yield* inspector.job(job!.id))!.enabled).toBe(false)
+        // Disabled by disableJob (an undecodable schedule) or by disableJobsExcept: the same.
+        yield* inspector.setEnabled(job!.id, true)
+        yield* store.disableJob(job!.id, at(7))
+        expect((yield* store.upsertJobs([d], at(8)))[0]!.enabled).toBe(false)
+        yield* inspector.setEnabled(job!.id, true)
+        const other = def()
+        yield* store.upsertJobs([other], at(9))
+        expect(yield* store.disableJobsExcept([other.name], at(10))).toBeGreaterThanOrEqual(1)
+        expect((yield* store.upsertJobs([d], at(11)))[0]!.enabled).toBe(false)
+        // Only an explicit enable turns it back on; the upsert then keeps it on.
+        yield* inspector.setEnabled(job!.id, true)
+        expect((yield* store.upsertJobs([d], at(12)))[0]!.enabled).toBe(true)
+        // disableJobsExcept touches no job it was told to keep.
+        expect((yield* inspector.job((yield* store.upsertJobs([other], at(13)))[0]!.id))!.enabled).toBe(true)
+      })
+    )
+
+    it.effect(
+      "a disabled job's pending retries stay pending, unseen by listDueRetries and nextWakeAt, until enabled",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const inspector = yield* StoreInspector
+          const type = unique("disabled-retry")
+          const job = yield* addJob({ taskType: type, nextRunAt: at(10_000) })
+          const retry = yield* store.scheduleRetry(slot(job.id, at(60), 2), at(100), at(61))
+          const due = store.transaction(store.listDueRetries(at(200), 100, [type]))
+          expect((yield* due).map((r) => r.run.id)).toEqual([retry.id])
+          yield* store.disableJob(job.id, at(150))
+          expect(yield* due).toEqual([])
+          // An idle runner must not wake for it (a past due_at would make it spin).
+          expect(yield* store.nextWakeAt(at(200), [type])).toEqual(Option.none())
+          expect((yield* runsOf(job.id)).map((r) => [r.id, r.status])).toEqual([[retry.id, "pending"]])
+          // Enabled again while the retry is still due: it is taken like any due retry.
+          yield* inspector.setEnabled(job.id, true)
+          expect(Option.map(yield* store.nextWakeAt(at(200), [type]), iso)).toEqual(Option.some(iso(at(100))))
+          const taken = yield* store.transaction(
+            Effect.flatMap(store.listDueRetries(at(200), 100, [type]), (runs) =>
+              Effect.forEach(runs, (r) =>
+                store.startRetry(r.run.id, { owner: "me", leaseUntil: at(260), now: at(200) })
+              )
+            )
+          )
+          expect(taken.map(Option.isSome)).toEqual([true])
+          expect((yield* runsOf(job.id)).map((r) => r.status)).toEqual(["running"])
+        })
     )
 
     it.effect("upsertJobs takes 8,000 definitions in one call, inserting and then updating them", () =>

@@ -52,6 +52,11 @@ const inspectorLayer = (schema: string) =>
             Effect.flatMap(decodeJobs),
             Effect.map((rows) => (rows[0] === undefined ? undefined : toJob(rows[0]))),
             Effect.orDie
+          ),
+        setEnabled: (jobId, enabled) =>
+          sql`UPDATE ${sql(`${schema}.scheduled_jobs`)} SET enabled = ${enabled} WHERE id = ${jobId}::bigint`.pipe(
+            Effect.asVoid,
+            Effect.orDie
           )
       })
     })

@@ -35,6 +35,8 @@ export class FakeStore extends Context.Tag("kairos/FakeStore")<
     readonly runsOf: (name: string) => Effect.Effect<ReadonlyArray<JobRun>>
     /** Overwrites a job's stored schedule value (to simulate a row edited by another program). */
     readonly setStoredSchedule: (name: string, schedule: unknown) => Effect.Effect<void>
+    /** Sets a job's `enabled` (to simulate an operator's `UPDATE scheduled_jobs SET enabled = …`). */
+    readonly setEnabled: (name: string, enabled: boolean) => Effect.Effect<void>
   }
 >() {}
 
@@ -152,7 +154,8 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
         Effect.sync(() =>
           runs
             .filter((r) => r.status === "pending" && r.dueAt !== null && r.dueAt.getTime() <= now.getTime())
-            .filter((r) => taskTypes.includes(typeOf(r.jobId) ?? ""))
+            // A disabled job's retries stay pending: they run if it is enabled again while still due.
+            .filter((r) => taskTypes.includes(typeOf(r.jobId) ?? "") && jobById(r.jobId)?.enabled === true)
             .sort((a, b) => byTime(a.dueAt!, b.dueAt!) || Number(a.id) - Number(b.id))
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
@@ -243,7 +246,13 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
               .filter((j) => j.enabled && taskTypes.includes(j.taskType))
               .map((j) => (j.nextRunAt === null ? now.getTime() : j.nextRunAt.getTime())),
             ...runs
-              .filter((r) => r.status === "pending" && r.dueAt !== null && taskTypes.includes(typeOf(r.jobId) ?? ""))
+              .filter(
+                (r) =>
+                  r.status === "pending" &&
+                  r.dueAt !== null &&
+                  taskTypes.includes(typeOf(r.jobId) ?? "") &&
+                  jobById(r.jobId)?.enabled === true
+              )
               .map((r) => r.dueAt!.getTime())
           ]
           return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
@@ -281,11 +290,11 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
               taskType: def.taskType,
               payload: def.payload,
               schedule: def.schedule,
-              enabled: true,
+              // `enabled` is left alone: a job an operator disabled stays disabled whatever the code says.
               missedSlots: def.missedSlots,
               overlap: def.overlap,
               updatedAt: now,
-              ...(scheduleChanged || !existing.enabled ? { nextRunAt: def.nextRunAt } : {})
+              ...(scheduleChanged || existing.nextRunAt === null ? { nextRunAt: def.nextRunAt } : {})
             })
             return jobById(existing.id)!
           })
@@ -326,6 +335,11 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
         Effect.sync(() => {
           const job = jobs.find((j) => j.name === name)
           if (job !== undefined) replaceJob(job.id, { schedule })
+        }),
+      setEnabled: (name, enabled) =>
+        Effect.sync(() => {
+          const job = jobs.find((j) => j.name === name)
+          if (job !== undefined) replaceJob(job.id, { enabled })
         })
     })
     return { store, fake }

@@ -5,7 +5,8 @@
  * Time is always the caller's `now`, never the database's.
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Option } from "effect"
+import { SqlError } from "@effect/sql/SqlError"
+import { Effect, Layer, Option, Schedule } from "effect"
 import { randomUUID } from "node:crypto"
 import type { ScheduledJob } from "../../domain/ScheduledJob.js"
 import { type JobDefinition, JobStore, JobStoreError, type RunSlot } from "../../ports/JobStore.js"
@@ -16,6 +17,21 @@ import { type PgOptions, schemaName, table } from "./PgSchema.js"
 const toStoreError = (f: PgFailure): JobStoreError =>
   new JobStoreError({ reason: f.reason === "Invalid" ? "Unknown" : f.reason, message: f.message, cause: f.cause })
 const orStoreError = mapPgErrors(toStoreError)
+
+/**
+ * A deadlock (40P01) or serialization failure (40001) aborts only the statement that lost, and running it again is
+ * safe for the idempotent writes of `defineJobs`. Their lock order makes it rare; this is the second line.
+ */
+const isLockConflict = (e: unknown): boolean => {
+  const code = e instanceof SqlError ? (e.cause as { code?: unknown } | undefined)?.code : undefined
+  return code === "40P01" || code === "40001"
+}
+const lockConflictRetries = Schedule.exponential("20 millis").pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(4))
+)
+const retryLockConflicts = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(self, { while: isLockConflict, schedule: lockConflictRetries })
 
 /** Builds the Postgres JobStore over the SqlClient in context. */
 export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], never, SqlClient.SqlClient> =>
@@ -111,7 +127,9 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
       listDueRetries: (now, limit, taskTypes) =>
         sql`SELECT ${runCols} FROM ${runs} r
             WHERE status = 'pending' AND due_at <= ${now}
-              AND EXISTS (SELECT 1 FROM ${jobs} j WHERE j.id = r.job_id AND j.task_type = ANY(${taskTypes}::text[]))
+              AND EXISTS (
+                SELECT 1 FROM ${jobs} j WHERE j.id = r.job_id AND j.enabled AND j.task_type = ANY(${taskTypes}::text[])
+              )
             ORDER BY due_at, id
             LIMIT ${Math.max(0, limit)}
             FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),
@@ -225,26 +243,28 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
               (SELECT coalesce(next_run_at, ${now}) FROM ${jobs}
                WHERE enabled AND task_type = ANY(${taskTypes}::text[]) ORDER BY next_run_at NULLS FIRST LIMIT 1),
               (SELECT r.due_at FROM ${runs} r JOIN ${jobs} j ON j.id = r.job_id
-               WHERE r.status = 'pending' AND j.task_type = ANY(${taskTypes}::text[]) ORDER BY r.due_at LIMIT 1)
+               WHERE r.status = 'pending' AND j.enabled AND j.task_type = ANY(${taskTypes}::text[])
+               ORDER BY r.due_at LIMIT 1)
             ) AS at`.pipe(
           Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
           orStoreError
         ),
 
+      // The rows are locked in name order first, the order upsertJobs locks them in, so the two cannot deadlock.
       disableJobsExcept: (names, now) =>
         sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now}
-            WHERE enabled AND NOT (name = ANY(${names}::text[]))
+            WHERE id IN (
+              SELECT id FROM ${jobs} WHERE enabled AND NOT (name = ANY(${names}::text[])) ORDER BY name FOR UPDATE
+            )
             RETURNING id`.pipe(
           Effect.map((rows) => rows.length),
+          retryLockConflicts,
           orStoreError
         ),
 
       upsertJobs: (definitions: ReadonlyArray<JobDefinition>, now) => {
         // One row per name (the last definition wins): ON CONFLICT cannot touch a row twice in one statement.
-        // Sorted by name, so concurrent upserts of the same jobs lock rows in one order and cannot deadlock.
-        const byName = [...new Map(definitions.map((d) => [d.name, d])).values()].sort((a, b) =>
-          a.name < b.name ? -1 : a.name > b.name ? 1 : 0
-        )
+        const byName = [...new Map(definitions.map((d) => [d.name, d])).values()]
         if (byName.length === 0) return Effect.succeed([])
         const col = <A>(f: (d: JobDefinition) => A) => byName.map(f)
         // Columns as arrays: a fixed number of parameters however many jobs (Postgres allows 65,535 per statement).
@@ -257,6 +277,8 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
               ${col((d) => JSON.stringify(d.schedule))}::text[], ${col((d) => d.nextRunAt.toISOString())}::timestamptz[],
               ${col((d) => d.missedSlots)}::text[], ${col((d) => d.overlap)}::text[]
             ) AS x(name, task_type, payload, schedule, next_run_at, missed_slots, overlap)
+            -- Rows are inserted, and existing ones locked, in this order: concurrent upserts of the same jobs (in
+            -- whatever order each caller lists them) wait for each other instead of deadlocking.
             ORDER BY x.name
             ON CONFLICT (name) DO UPDATE SET
               task_type = EXCLUDED.task_type,
@@ -264,12 +286,13 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
               missed_slots = EXCLUDED.missed_slots,
               overlap = EXCLUDED.overlap,
               updated_at = EXCLUDED.updated_at,
-              enabled = true,
-              -- Every expression here reads the row as it was: a new schedule (or a job coming back) gets a new slot.
-              next_run_at = CASE WHEN j.schedule IS DISTINCT FROM EXCLUDED.schedule OR NOT j.enabled OR j.next_run_at IS NULL
+              -- enabled is left alone: a job an operator disabled stays disabled whatever the code says.
+              -- Every expression here reads the row as it was: a new schedule gets a new slot.
+              next_run_at = CASE WHEN j.schedule IS DISTINCT FROM EXCLUDED.schedule OR j.next_run_at IS NULL
                                  THEN EXCLUDED.next_run_at ELSE j.next_run_at END,
               schedule = EXCLUDED.schedule
             RETURNING ${jobCols}`.pipe(
+          retryLockConflicts,
           Effect.flatMap(decodeJobs),
           Effect.map((rows) => rows.map(toJob)),
           orStoreError

@@ -463,6 +463,27 @@ const migration0005 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const s = sql(schema)
+    // Timestamps written by other programs must be finite: 'infinity' and '-infinity' are valid timestamptz values,
+    // but no Date holds them, and one such row in a batch the runner reads failed every tick (a -infinity
+    // next_run_at sorts first, so it stopped every job). Refused at insert with the constraint's name as the reason.
+    // Existing infinite values in scheduled_jobs are repaired first (a job without a slot gets its first slot from
+    // created_at); the other tables' constraints bind new and updated rows only.
+    yield* sql`UPDATE ${s}.scheduled_jobs SET next_run_at = NULL WHERE NOT isfinite(next_run_at)`
+    yield* sql`UPDATE ${s}.scheduled_jobs SET created_at = now() WHERE NOT isfinite(created_at)`
+    yield* sql`UPDATE ${s}.scheduled_jobs SET updated_at = now() WHERE NOT isfinite(updated_at)`
+    yield* sql`ALTER TABLE ${s}.scheduled_jobs ADD CONSTRAINT scheduled_jobs_times_must_be_finite
+      CHECK (isfinite(next_run_at) AND isfinite(created_at) AND isfinite(updated_at))`
+    yield* sql`ALTER TABLE ${s}.queue_items ADD CONSTRAINT queue_items_times_must_be_finite
+      CHECK (isfinite(created_at) AND isfinite(updated_at) AND isfinite(run_after)) NOT VALID`
+    yield* sql`ALTER TABLE ${s}.job_runs ADD CONSTRAINT job_runs_times_must_be_finite
+      CHECK (isfinite(scheduled_for) AND isfinite(started_at) AND isfinite(finished_at) AND isfinite(due_at)
+        AND isfinite(lease_until)) NOT VALID`
+  })
+
+const migration0006 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
     // Executions of an item taken back because their lease expired (they never finished): past a bound, that run is
     // given up and recorded as an error, so a handler that kills its process cannot make an item run for ever.
     yield* sql`ALTER TABLE ${s}.queue_items ADD COLUMN unfinished int NOT NULL DEFAULT 0`
@@ -474,7 +495,8 @@ export const migrations = (schema: string) => ({
   "0002_queue": named("0002_queue", migration0002(schema)),
   "0003_pipeline": named("0003_pipeline", migration0003(schema)),
   "0004_lean_leases": named("0004_lean_leases", migration0004(schema)),
-  "0005_unfinished_runs": named("0005_unfinished_runs", migration0005(schema))
+  "0005_bad_rows": named("0005_bad_rows", migration0005(schema)),
+  "0006_unfinished_runs": named("0006_unfinished_runs", migration0006(schema))
 })
 
 /**
