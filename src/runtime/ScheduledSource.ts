@@ -98,7 +98,13 @@ export const make = (options: {
           if (taskTypes.length === 0) return { claimed, overlapped, rescued, waiting: false }
           // Every worker busy (limit 0): one look at due jobs, for slots that only record a row.
           const full = limit <= 0
+          // At most one retry of a job that must not overlap starts at a time (another waits for a later tick).
+          const retrying = new Set<string>()
           for (const { job, run } of full ? [] : yield* store.listDueRetries(now, limit, taskTypes)) {
+            if (job.overlap === "skip") {
+              if (retrying.has(job.id)) continue
+              retrying.add(job.id)
+            }
             const taken = yield* store.startRetry(run.id, lease)
             if (Option.isSome(taken)) {
               claimed.push(toClaimed(job, { ...run, status: "running", startedAt: now }, taken.value))

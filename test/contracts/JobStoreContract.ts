@@ -157,6 +157,27 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         })
     )
 
+    it.effect(
+      "a retry of a job that must not overlap waits while another run of it goes; an idle runner wakes at a lease's expiry",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const type = unique("overlap-retry")
+          const job = yield* addJob({ taskType: type, nextRunAt: at(10_000) })
+          const retry = yield* store.scheduleRetry(slot(job.id, at(60), 2), at(100), at(61))
+          // Another slot of the job runs now, its lease live until 400.
+          yield* store.transaction(
+            store.startRuns([slot(job.id, at(120), 1)], { owner: "other", leaseUntil: at(400), now: at(120) })
+          )
+          const due = (now: Date) => store.transaction(store.listDueRetries(now, 100, [type]))
+          expect(yield* due(at(200))).toEqual([])
+          // Nothing to wake for but that lease's expiry (the retry's past due time would make a runner spin).
+          expect(Option.map(yield* store.nextWakeAt(at(200), [type]), iso)).toEqual(Option.some(iso(at(400))))
+          // Once the lease expired (its owner died), the retry may start: overlap is judged by live leases.
+          expect((yield* due(at(401))).map((r) => r.run.id)).toEqual([retry.id])
+        })
+    )
+
     it.effect("upsertJobs takes 8,000 definitions in one call, inserting and then updating them", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
@@ -544,7 +565,9 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         const dueRetry = yield* store.scheduleRetry(slot(job.id, at(60), 2), at(base + 10), at(61))
         const laterRetry = yield* store.scheduleRetry(slot(job.id, at(120), 2), at(base + 50), at(121))
         const expired = yield* start(job.id, at(180), { owner: "dead", leaseUntil: at(base + 5), now: at(181) })
-        const live = yield* start(job.id, at(240), { owner: "alive", leaseUntil: at(base + 100), now: at(241) })
+        // Live, of another job (a live run of the same job would hold its retries back: overlap).
+        const other = yield* addJob({ taskType: job.taskType })
+        const live = yield* start(other.id, at(240), { owner: "alive", leaseUntil: at(base + 100), now: at(241) })
         const now = at(base + 20)
         const retries = yield* store.transaction(store.listDueRetries(now, 1000, [job.taskType]))
         expect(retries.map((r) => r.run.id)).toEqual([dueRetry.id])

@@ -156,6 +156,8 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             .filter((r) => r.status === "pending" && r.dueAt !== null && r.dueAt.getTime() <= now.getTime())
             // A disabled job's retries stay pending: they run if it is enabled again while still due.
             .filter((r) => taskTypes.includes(typeOf(r.jobId) ?? "") && jobById(r.jobId)?.enabled === true)
+            // A retry of a job that must not overlap waits while another run of it goes.
+            .filter((r) => !(jobById(r.jobId)?.overlap === "skip" && hasLiveRun(r.jobId, now)))
             .sort((a, b) => byTime(a.dueAt!, b.dueAt!) || Number(a.id) - Number(b.id))
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
@@ -251,9 +253,16 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
                   r.status === "pending" &&
                   r.dueAt !== null &&
                   taskTypes.includes(typeOf(r.jobId) ?? "") &&
-                  jobById(r.jobId)?.enabled === true
+                  jobById(r.jobId)?.enabled === true &&
+                  !(jobById(r.jobId)?.overlap === "skip" && hasLiveRun(r.jobId, now))
               )
-              .map((r) => r.dueAt!.getTime())
+              .map((r) => r.dueAt!.getTime()),
+            // A running run's lease expiry: if its owner died, the run is taken back then.
+            ...runs
+              .filter(
+                (r) => r.status === "running" && r.leaseUntil !== null && taskTypes.includes(typeOf(r.jobId) ?? "")
+              )
+              .map((r) => r.leaseUntil!.getTime())
           ]
           return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
         }),

@@ -43,6 +43,23 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
     const runs = sql(table(schema, "job_runs"))
     const jobCols = sql.literal(JOB_COLUMNS)
     const runCols = sql.literal(RUN_COLUMNS)
+    const runColsOfR = sql.literal(
+      RUN_COLUMNS.split(", ")
+        .map((c) => `r.${c}`)
+        .join(", ")
+    )
+    // Jobs (of these) whose previous run is still going: a running run with a live lease. Read in a statement of its
+    // own, after the claim's row locks are taken: its snapshot then sees every run committed before those locks
+    // were granted (an EXISTS inside the locking statement would see only its older snapshot, and two claimers could
+    // both miss the other's run).
+    const runningJobs = (jobIds: ReadonlyArray<string>, now: Date) =>
+      jobIds.length === 0
+        ? Effect.succeed(new Set<string>())
+        : Effect.map(
+            sql<{ job_id: string }>`SELECT DISTINCT job_id::text AS job_id FROM ${runs}
+              WHERE job_id = ANY(${jobIds}::bigint[]) AND status = 'running' AND lease_until >= ${now}`,
+            (rows) => new Set(rows.map((r) => r.job_id))
+          )
     const transaction = transactionWith(sql.withTransaction, toStoreError)
 
     const jobsById = (ids: ReadonlyArray<string>) =>
@@ -107,32 +124,33 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
       transaction,
 
       listDue: (now, limit, taskTypes) =>
-        sql<{ previous_running: boolean }>`
-            SELECT ${jobCols}, EXISTS (
-                SELECT 1 FROM ${runs} r WHERE r.job_id = j.id AND r.status = 'running' AND r.lease_until >= ${now}
-              ) AS previous_running
-            FROM ${jobs} j
+        Effect.gen(function* () {
+          const raw = yield* sql`
+            SELECT ${jobCols} FROM ${jobs} j
             WHERE enabled AND task_type = ANY(${taskTypes}::text[]) AND (next_run_at IS NULL OR next_run_at <= ${now})
             ORDER BY next_run_at NULLS FIRST, id
             LIMIT ${Math.max(0, limit)}
-            FOR UPDATE OF j SKIP LOCKED`.pipe(
-          Effect.flatMap((raw) =>
-            Effect.map(decodeJobs(raw), (rows) =>
-              rows.map((row, i) => ({ job: toJob(row), previousRunning: raw[i]?.previous_running === true }))
-            )
-          ),
-          orStoreError
-        ),
+            FOR UPDATE OF j SKIP LOCKED`
+          const rows = yield* decodeJobs(raw)
+          const running = yield* runningJobs(
+            rows.map((r) => r.id),
+            now
+          )
+          return rows.map((row) => ({ job: toJob(row), previousRunning: running.has(row.id) }))
+        }).pipe(orStoreError),
 
+      // The job row is locked with the retry, as a slot's claim locks it: a retry and a slot of one job are never
+      // started by two claimers at once. A retry of a job that must not overlap waits while another run of it goes.
       listDueRetries: (now, limit, taskTypes) =>
-        sql`SELECT ${runCols} FROM ${runs} r
-            WHERE status = 'pending' AND due_at <= ${now}
-              AND EXISTS (
-                SELECT 1 FROM ${jobs} j WHERE j.id = r.job_id AND j.enabled AND j.task_type = ANY(${taskTypes}::text[])
-              )
-            ORDER BY due_at, id
+        Effect.gen(function* () {
+          const rows = yield* sql`SELECT ${runColsOfR} FROM ${runs} r JOIN ${jobs} j ON j.id = r.job_id
+            WHERE r.status = 'pending' AND r.due_at <= ${now} AND j.enabled AND j.task_type = ANY(${taskTypes}::text[])
+            ORDER BY r.due_at, r.id
             LIMIT ${Math.max(0, limit)}
-            FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),
+            FOR UPDATE OF r, j SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs))
+          const running = yield* runningJobs([...new Set(rows.map((r) => r.job.id))], now)
+          return rows.filter((r) => !(r.job.overlap === "skip" && running.has(r.job.id)))
+        }).pipe(orStoreError),
 
       listExpired: (now, limit) =>
         sql`SELECT ${runCols} FROM ${runs}
@@ -244,7 +262,12 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
                WHERE enabled AND task_type = ANY(${taskTypes}::text[]) ORDER BY next_run_at NULLS FIRST LIMIT 1),
               (SELECT r.due_at FROM ${runs} r JOIN ${jobs} j ON j.id = r.job_id
                WHERE r.status = 'pending' AND j.enabled AND j.task_type = ANY(${taskTypes}::text[])
-               ORDER BY r.due_at LIMIT 1)
+                 AND NOT (j.overlap = 'skip' AND EXISTS (
+                   SELECT 1 FROM ${runs} x WHERE x.job_id = j.id AND x.status = 'running' AND x.lease_until >= ${now}))
+               ORDER BY r.due_at LIMIT 1),
+              -- A running run's lease expiry: if its owner died, the run is taken back then.
+              (SELECT min(r.lease_until) FROM ${runs} r JOIN ${jobs} j ON j.id = r.job_id
+               WHERE r.status = 'running' AND j.task_type = ANY(${taskTypes}::text[]))
             ) AS at`.pipe(
           Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
           orStoreError
