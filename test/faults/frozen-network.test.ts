@@ -82,10 +82,11 @@ describe("a frozen network", () => {
       viaProxy.hostname = "127.0.0.1"
       viaProxy.port = String(proxy.port)
       const config = { workers: 4, batchSize: 10, interval: "1 second", leaseDuration: "3 seconds" }
+      // The frozen worker starts alone, so it (not the other one) holds a sequential item when the network freezes;
+      // the other worker starts during the freeze and takes the work over.
       const frozenOne = startWorker({ ...db, url: viaProxy.toString() }, { config })
-      const other = startWorker(db, { config })
-      workers = [frozenOne, other]
-      await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
+      workers = [frozenOne]
+      await frozenOne.waitFor((e) => e.event === "ready")
       // Sequential items of 4 s (longer than a lease: renewed while they run) and concurrent ones of 2 s.
       await db.query(
         `INSERT INTO $schema.queue_items (task_type, payload, thread)
@@ -102,6 +103,9 @@ describe("a frozen network", () => {
       // Freeze it mid-execution, for more than two leases.
       proxy.freeze()
       const frozenAt = Date.now()
+      const other = startWorker(db, { config })
+      workers = [frozenOne, other]
+      await other.waitFor((e) => e.event === "ready")
       await sleep(Math.max(0, frozenAt + 8000 - Date.now()))
       proxy.thaw()
 
