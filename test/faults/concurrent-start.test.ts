@@ -8,90 +8,21 @@
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Redacted } from "effect"
-import type { ChildProcess } from "node:child_process"
 import pg from "pg"
 import { afterEach, describe, expect, it } from "vitest"
 import { migrate, migrations as allMigrations } from "../../src/adapters/postgres/migrations.js"
 import * as PgJobStore from "../../src/adapters/postgres/PgJobStore.js"
 import * as Schedule from "../../src/domain/Schedule.js"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
-import { exited, spawnTs } from "../support/process.js"
-import { until } from "../support/workers.js"
+import { exited } from "../support/process.js"
+import { killAll, startProcess, until, type Worker } from "../support/workers.js"
 
 const PROCESSES = 5
 const ROUNDS = 5
 const JOBS = 50
 
-interface Proc {
-  readonly child: ChildProcess
-  readonly events: Array<Record<string, unknown>>
-  readonly stderr: () => string
-  /** Sends one command line. */
-  readonly send: (command: unknown) => void
-  /** Resolves when an event matching `predicate` has been printed since `from` (an index into `events`). */
-  readonly waitFor: (
-    predicate: (e: Record<string, unknown>) => boolean,
-    from: number,
-    timeoutMs: number
-  ) => Promise<void>
-}
-
-const children: Array<ChildProcess> = []
-afterEach(() => {
-  for (const c of children.splice(0)) if (c.exitCode === null && c.signalCode === null) c.kill("SIGKILL")
-})
-
-const startProcess = (url: string): Proc => {
-  const child = spawnTs("test/fixtures/start-worker.ts", [], {
-    env: { ...process.env, DATABASE_URL: url },
-    stdio: ["pipe", "pipe", "pipe"]
-  })
-  children.push(child)
-  const events: Array<Record<string, unknown>> = []
-  let buffer = ""
-  let stderr = ""
-  const waiters: Array<() => void> = []
-  child.stderr?.on("data", (d: Buffer) => (stderr += d.toString()))
-  child.stdout?.on("data", (d: Buffer) => {
-    buffer += d.toString()
-    let nl: number
-    while ((nl = buffer.indexOf("\n")) >= 0) {
-      const line = buffer.slice(0, nl)
-      buffer = buffer.slice(nl + 1)
-      try {
-        events.push(JSON.parse(line) as Record<string, unknown>)
-      } catch {
-        events.push({ event: "text", line })
-      }
-    }
-    for (const w of waiters.splice(0)) w()
-  })
-  child.on("exit", () => {
-    for (const w of waiters.splice(0)) w()
-  })
-  const waitFor = (predicate: (e: Record<string, unknown>) => boolean, from: number, timeoutMs: number) =>
-    new Promise<void>((resolve, reject) => {
-      const lines = () => JSON.stringify(events.slice(from)) + " stderr: " + stderr
-      const timer = setTimeout(() => reject(new Error(`no matching event in ${timeoutMs} ms: ${lines()}`)), timeoutMs)
-      const check = () => {
-        if (events.slice(from).some(predicate)) {
-          clearTimeout(timer)
-          resolve()
-        } else if (child.exitCode !== null || child.signalCode !== null) {
-          clearTimeout(timer)
-          reject(new Error(`process exited (${child.exitCode ?? child.signalCode}): ${lines()}`))
-        } else waiters.push(check)
-      }
-      check()
-    })
-  return {
-    child,
-    events,
-    stderr: () => stderr,
-    send: (command) => child.stdin?.write(JSON.stringify(command) + "\n"),
-    waitFor
-  }
-}
+const procs: Array<Worker> = []
+afterEach(() => killAll(procs.splice(0)))
 
 /** A deterministic shuffle (mulberry32), so a failing order can be reproduced from its seed. */
 const shuffled = <A>(items: ReadonlyArray<A>, seed: number): Array<A> => {
@@ -137,9 +68,13 @@ describe("concurrent start", () => {
       const url = databaseUrl()
       const pool = new pg.Pool({ connectionString: url, max: 2 })
       // Loaded once: each round releases the five processes at the same moment on a schema that does not exist yet.
-      const procs = Array.from({ length: PROCESSES }, () => startProcess(url))
+      procs.push(
+        ...Array.from({ length: PROCESSES }, () =>
+          startProcess("test/fixtures/start-worker.ts", [], { DATABASE_URL: url })
+        )
+      )
       try {
-        await Promise.all(procs.map((p) => p.waitFor((e) => e["event"] === "loaded", 0, 120_000)))
+        await Promise.all(procs.map((p) => p.waitFor((e) => e["event"] === "loaded", 120_000)))
         for (let round = 0; round < ROUNDS; round++) {
           const schema = uniqueSchemaName(`start_${round}`)
           const jobs = definitions(new Date())
@@ -149,7 +84,7 @@ describe("concurrent start", () => {
             const released = new Date()
             procs.forEach((p, i) => p.send({ start: { schema, define: shuffled(encoded, round * PROCESSES + i + 1) } }))
             const settled = (e: Record<string, unknown>) => e["event"] === "ready" || e["event"] === "failed"
-            await Promise.all(procs.map((p, i) => p.waitFor(settled, from[i]!, 60_000)))
+            await Promise.all(procs.map((p, i) => p.waitFor(settled, 60_000, from[i]!)))
             const ready = new Date()
 
             procs.forEach((p, i) => {
@@ -188,7 +123,7 @@ describe("concurrent start", () => {
             await until(async () => (await live()) === PROCESSES, 30_000, "five live workers")
             const stopFrom = procs.map((p) => p.events.length)
             for (const p of procs) p.send({ stop: true })
-            await Promise.all(procs.map((p, i) => p.waitFor((e) => e["event"] === "stopped", stopFrom[i]!, 60_000)))
+            await Promise.all(procs.map((p, i) => p.waitFor((e) => e["event"] === "stopped", 60_000, stopFrom[i]!)))
             // A graceful stop leaves the table of live workers.
             expect(await live()).toBe(0)
           } finally {

@@ -38,21 +38,31 @@ export const migratedSchema = async (label: string): Promise<TestDb> => {
 
 export interface Worker {
   readonly child: ChildProcess
+  /** Every JSON line the process printed, in order (a line that is not JSON becomes `{ event: "text", line }`). */
   readonly events: Array<Record<string, unknown>>
-  /** Resolves when an event matching `predicate` has been printed. */
+  readonly stderr: () => string
+  /**
+   * Resolves with the first event matching `predicate` printed at index `from` (of `events`) or later; fails when
+   * the process exits or `timeoutMs` passes first.
+   */
   readonly waitFor: (
     predicate: (e: Record<string, unknown>) => boolean,
-    timeoutMs?: number
+    timeoutMs?: number,
+    from?: number
   ) => Promise<Record<string, unknown>>
+  /** Writes one JSON command line to the process's stdin. */
+  readonly send: (command: unknown) => void
   /** SIGTERM, then the exit. */
   readonly stop: () => Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
-/** Starts `test/fixtures/job-worker.ts` on the schema with the given options. */
-export const startWorker = (db: TestDb, options: Record<string, unknown> = {}): Worker => {
-  const child = spawnTs("test/fixtures/job-worker.ts", [JSON.stringify(options)], {
-    env: { ...process.env, DATABASE_URL: db.url, KAIROS_SCHEMA: db.schema }
-  })
+/** Spawns a fixture that prints JSON lines on stdout (and may read JSON commands on stdin). */
+export const startProcess = (
+  fixture: string,
+  args: ReadonlyArray<string>,
+  env: Record<string, string | undefined>
+): Worker => {
+  const child = spawnTs(fixture, [...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] })
   const events: Array<Record<string, unknown>> = []
   const waiters: Array<() => void> = []
   let buffer = ""
@@ -69,26 +79,26 @@ export const startWorker = (db: TestDb, options: Record<string, unknown> = {}): 
       } catch {
         events.push({ event: "text", line })
       }
-      for (const w of waiters.splice(0)) w()
     }
+    for (const w of waiters.splice(0)) w()
   })
   child.on("exit", () => {
     for (const w of waiters.splice(0)) w()
   })
-  const waitFor = (predicate: (e: Record<string, unknown>) => boolean, timeoutMs = 30_000) =>
+  const waitFor = (predicate: (e: Record<string, unknown>) => boolean, timeoutMs = 30_000, from = 0) =>
     new Promise<Record<string, unknown>>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new Error(`worker ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}`)),
+        () => reject(new Error(`process ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}`)),
         timeoutMs
       )
       const check = () => {
-        const found = events.find(predicate)
+        const found = events.slice(from).find(predicate)
         if (found !== undefined) {
           clearTimeout(timer)
           resolve(found)
         } else if (child.exitCode !== null || child.signalCode !== null) {
           clearTimeout(timer)
-          reject(new Error(`worker ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}`))
+          reject(new Error(`process ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}`))
         } else waiters.push(check)
       }
       check()
@@ -96,13 +106,22 @@ export const startWorker = (db: TestDb, options: Record<string, unknown> = {}): 
   return {
     child,
     events,
+    stderr: () => stderr,
     waitFor,
+    send: (command) => child.stdin?.write(JSON.stringify(command) + "\n"),
     stop: async () => {
       if (child.exitCode === null && child.signalCode === null) child.kill("SIGTERM")
       return exited(child)
     }
   }
 }
+
+/** Starts `test/fixtures/job-worker.ts` on the schema with the given options. */
+export const startWorker = (db: TestDb, options: Record<string, unknown> = {}): Worker =>
+  startProcess("test/fixtures/job-worker.ts", [JSON.stringify(options)], {
+    DATABASE_URL: db.url,
+    KAIROS_SCHEMA: db.schema
+  })
 
 /** Kills whatever is left (for `finally` blocks). */
 export const killAll = (workers: ReadonlyArray<Worker>) => {
