@@ -11,6 +11,10 @@ const unit = [
 ]
 
 export default defineConfig({
+  // "kairos" (examples import it as users do) resolves to the sources, as under tsc and tsx (the package's
+  // "kairos-source" export condition), not to a dist/ that may be stale.
+  resolve: { conditions: ["kairos-source"] },
+  ssr: { resolve: { conditions: ["kairos-source"] } },
   test: {
     exclude: ["test/fixtures/**", "node_modules/**"],
     testTimeout: 30_000,

@@ -1,8 +1,6 @@
 #!/usr/bin/env node
-// The kairos command line. tsx is registered first so that kairos's TypeScript sources and a `--tasks` module
-// written in TypeScript load on Node 20, which has no TypeScript loader of its own.
-import { register } from "tsx/esm/api"
+// The kairos command line: compiled code only. TypeScript (tsx) is loaded later, and only to import a `--tasks`
+// module written in TypeScript.
+import { main } from "../dist/adapters/cli/main.js"
 
-register()
-const { main } = await import("../src/adapters/cli/main.ts")
 main(process.argv)

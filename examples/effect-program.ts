@@ -2,11 +2,12 @@
  * The runner composed with Layers in an Effect program, on Postgres: `DATABASE_URL` when set, otherwise a
  * throwaway embedded Postgres. Defines two recurring jobs, runs a few seconds, prints the runs, stops gracefully.
  *
- *   npx tsx examples/effect-program.ts          (KAIROS_EXAMPLE_SECONDS=3 to shorten)
+ *   npm run example examples/effect-program.ts          (KAIROS_EXAMPLE_SECONDS=3 to shorten)
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Logger, LogLevel } from "effect"
-import { EmbeddedPostgres, PgKairos, Runner, Schedule } from "kairos"
+import { PgKairos, Runner, Schedule } from "kairos"
+import { EmbeddedPostgres } from "kairos/dev"
 
 const seconds = Number(process.env["KAIROS_EXAMPLE_SECONDS"] ?? 6)
 

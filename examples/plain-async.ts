@@ -1,8 +1,9 @@
 /**
- * kairos with async functions only, no Effect: `npx tsx examples/plain-async.ts`.
+ * kairos with async functions only, no Effect: `npm run example examples/plain-async.ts`.
  * Uses DATABASE_URL, or a throwaway embedded Postgres.
  */
-import { EmbeddedPostgres, Kairos, Schedule } from "kairos"
+import { Kairos, Schedule } from "kairos"
+import { EmbeddedPostgres } from "kairos/dev"
 
 await EmbeddedPostgres.withDatabaseUrl(async (url) => {
   const kairos = await Kairos.create({ url, workers: 2, interval: "1 second" })

@@ -7,7 +7,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Logger, LogLevel } from "effect"
-import { EmbeddedPostgres, PgKairos, QueueStore, Runner, Schedule } from "kairos"
+import { PgKairos, QueueStore, Runner, Schedule } from "kairos"
+import { EmbeddedPostgres } from "kairos/dev"
 
 const seconds = Number(process.env["KAIROS_QUICKSTART_SECONDS"] ?? 15)
 const schema = process.env["KAIROS_SCHEMA"] ?? "public"

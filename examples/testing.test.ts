@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { FakeClock, FakeStore, Runner, Schedule, TestRunner } from "kairos"
+import { Runner, Schedule } from "kairos"
+import { FakeClock, FakeStore, TestRunner } from "kairos/testing"
 
 // Your code: a handler that sends a digest (here it only returns what it would send).
 const sendDigest = (job: { readonly payload: string }) =>

@@ -1,5 +1,8 @@
 /**
  * kairos — a durable job scheduler for TypeScript, built on Effect, that keeps its state in Postgres.
+ *
+ * Test helpers (an in-memory store and a clock you drive) are in `kairos/testing`; the embedded development
+ * Postgres is in `kairos/dev`.
  */
 export * as Schedule from "./domain/Schedule.js"
 export * from "./domain/errors.js"
@@ -23,22 +26,14 @@ export {
 } from "./ports/JobStore.js"
 export { Settings, SettingsError, SettingKeys, SettingsWriter, type Switches } from "./ports/Settings.js"
 export { QueueStore, QueueStoreError, type EnqueueInput, type QueueClaim, type WorkerInfo } from "./ports/QueueStore.js"
-export * as FakeStore from "./adapters/memory/FakeStore.js"
-export * as FakeClock from "./adapters/memory/FakeClock.js"
-export * as NoopStore from "./adapters/memory/NoopStore.js"
-export * as MemorySettings from "./adapters/memory/MemorySettings.js"
-export * as MemoryMeta from "./adapters/memory/MemoryMeta.js"
-export * as EmptyQueueStore from "./adapters/memory/EmptyQueueStore.js"
 export * as Runner from "./runtime/Runner.js"
 export type { RecurringJob } from "./runtime/ScheduledSource.js"
 export { HandlerTimeoutError, type Handler, type HandlerOptions } from "./runtime/Handler.js"
-export * as TestRunner from "./layers/TestRunner.js"
 export * as PgJobStore from "./adapters/postgres/PgJobStore.js"
 export * as PgSettings from "./adapters/postgres/PgSettings.js"
 export { migrate, MigrationError } from "./adapters/postgres/migrations.js"
-export * as EmbeddedPostgres from "./adapters/postgres/EmbeddedPostgres.js"
 export * as PgKairos from "./layers/PgKairos.js"
-export * as MemoryQueueStore from "./adapters/memory/MemoryQueueStore.js"
+export { DatabaseConnectionError } from "./adapters/postgres/PgConnect.js"
 export * as PgQueueStore from "./adapters/postgres/PgQueueStore.js"
 export * as PgListener from "./adapters/postgres/PgListener.js"
 export * as PgClock from "./adapters/postgres/PgClock.js"

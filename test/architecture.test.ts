@@ -1,7 +1,7 @@
 /**
  * The import rule of the layout, checked over the sources: domain imports only domain; ports only domain; runtime
  * only ports and domain; adapters no runtime (the CLI, which drives the runtime, excepted); only composition
- * (`src/layers`), `index.ts`, the CLI, benches and examples import adapters. `src/internal` holds the domain's pure
+ * (`src/layers`), the entry points (`index.ts`, `testing.ts`, `dev.ts`), the CLI, benches and examples import adapters. `src/internal` holds the domain's pure
  * helpers and counts as domain.
  */
 import { describe, expect, it } from "vitest"
@@ -20,7 +20,8 @@ const filesUnder = (dir: string): Array<string> =>
 /** The part of the layout a source file belongs to. */
 const partOf = (file: string): string => {
   const rel = path.relative(src, file).split(path.sep)
-  if (rel.length === 1) return rel[0] === "index.ts" ? "index" : "root"
+  // The package's entry points: `kairos`, `kairos/testing`, `kairos/dev`.
+  if (rel.length === 1) return ["index.ts", "testing.ts", "dev.ts"].includes(rel[0]!) ? "index" : "root"
   if (rel[0] === "internal") return "domain"
   if (rel[0] === "adapters") return rel[1] === "cli" ? "cli" : "adapters"
   return rel[0]!

@@ -11,10 +11,14 @@ import { migratedSchema } from "./support/workers.js"
 
 describe("examples", () => {
   it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, () => {
-    const run = spawnSync(process.execPath, ["--import", "tsx", "examples/schedules.ts"], {
-      cwd: projectRoot,
-      encoding: "utf8"
-    })
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=kairos-source", "--import", "tsx", "examples/schedules.ts"],
+      {
+        cwd: projectRoot,
+        encoding: "utf8"
+      }
+    )
     expect(run.stderr).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("Sun 2026-03-08 03:30 -04:00")
@@ -24,14 +28,18 @@ describe("examples", () => {
   })
 
   it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: 90_000 }, () => {
-    const run = spawnSync(process.execPath, ["--import", "tsx", "examples/effect-program.ts"], {
-      cwd: projectRoot,
-      encoding: "utf8",
-      // Its own embedded server unless the run has DATABASE_URL; then a schema of its own would be needed,
-      // so give it the embedded one too.
-      env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "3", DATABASE_URL: "" },
-      timeout: 80_000
-    })
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=kairos-source", "--import", "tsx", "examples/effect-program.ts"],
+      {
+        cwd: projectRoot,
+        encoding: "utf8",
+        // Its own embedded server unless the run has DATABASE_URL; then a schema of its own would be needed,
+        // so give it the embedded one too.
+        env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "3", DATABASE_URL: "" },
+        timeout: 80_000
+      }
+    )
     expect(run.stderr).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toMatch(/^\d+ runs:/)
@@ -43,12 +51,16 @@ describe("examples", () => {
     "quickstart.ts (npm start) runs to completion with a shortened duration and prints what ran",
     { timeout: 120_000 },
     () => {
-      const run = spawnSync(process.execPath, ["--import", "tsx", "examples/quickstart.ts"], {
-        cwd: projectRoot,
-        encoding: "utf8",
-        env: { ...process.env, KAIROS_QUICKSTART_SECONDS: "4", DATABASE_URL: "" },
-        timeout: 100_000
-      })
+      const run = spawnSync(
+        process.execPath,
+        ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
+        {
+          cwd: projectRoot,
+          encoding: "utf8",
+          env: { ...process.env, KAIROS_QUICKSTART_SECONDS: "4", DATABASE_URL: "" },
+          timeout: 100_000
+        }
+      )
       expect(run.stderr).toBe("")
       expect(run.status).toBe(0)
       expect(run.stdout).toContain("processed queue items (6):")
@@ -61,12 +73,16 @@ describe("examples", () => {
   )
 
   it("plain-async.ts runs handlers written as async functions", { timeout: 90_000 }, () => {
-    const run = spawnSync(process.execPath, ["--import", "tsx", "examples/plain-async.ts"], {
-      cwd: projectRoot,
-      encoding: "utf8",
-      env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "2", DATABASE_URL: "" },
-      timeout: 80_000
-    })
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=kairos-source", "--import", "tsx", "examples/plain-async.ts"],
+      {
+        cwd: projectRoot,
+        encoding: "utf8",
+        env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "2", DATABASE_URL: "" },
+        timeout: 80_000
+      }
+    )
     expect(run.stderr).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("hello, Ada (attempt 1)")

@@ -3,7 +3,8 @@
  * (`500ms`, `4s`, `10m`, `1h`, `2d`, `1w`, with or without a space), Effect's long forms (`"30 seconds"`,
  * `"5 minutes"`), a number of milliseconds, a bigint of nanoseconds, a `[seconds, nanos]` pair or a `Duration`.
  */
-import { Duration, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 import { InvalidConfigError } from "./errors.js"
 
 /** A short unit, as in `"500ms"` or `"4 s"`. */

@@ -1,7 +1,7 @@
 /**
  * What a handler receives: one execution of a scheduled job's slot or of a queue item.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** Where an execution came from: a recurring `scheduled_jobs` row or a `queue_items` row. */
 export const JobKind = Schema.Literal("scheduled", "queue")

@@ -1,7 +1,7 @@
 /**
  * One finished execution of a queue item, as recorded (insert-only) in `processed_items`.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** `ok` when the handler succeeded, `error` otherwise. */
 export const ProcessedStatus = Schema.Literal("ok", "error")

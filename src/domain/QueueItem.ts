@@ -1,7 +1,7 @@
 /**
  * Ad-hoc work waiting in `queue_items`, and the rules that normalise what any writer (API, CLI, SQL) stores.
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 
 /** `pending` waits to be claimed; `processing` has at least one live execution. */
 export const QueueStatus = Schema.Literal("pending", "processing")

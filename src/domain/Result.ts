@@ -1,7 +1,9 @@
 /**
  * The outcome of one execution. `failed` is true exactly when there is an error.
  */
-import { Cause, Data, Predicate } from "effect"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Predicate from "effect/Predicate"
 
 /** The handler finished; `output` is what it returned (stored JSON-encoded, `{}` when undefined). */
 export class Success extends Data.TaggedClass("Success")<{ readonly output: unknown }> {

@@ -4,7 +4,10 @@
  * Not to be confused with Effect's own `Schedule` (retry and repetition policies); import one of them under
  * an alias when you need both: `import { Schedule as Recurrence } from "kairos"`.
  */
-import { Duration, Either, ParseResult, Schema } from "effect"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { InvalidScheduleError, ScheduleComputationError, ScheduleDecodeError } from "./errors.js"
 import { dateExists, dayOf, DAY, HOUR, isoWeekday, isValidZone, MINUTE, resolveWall, wallAt } from "../internal/zone.js"
 

@@ -1,7 +1,8 @@
 /**
  * Recurring jobs (`scheduled_jobs`) and their runs (`job_runs`), and the pure decision of what a due job does.
  */
-import { Either, Schema } from "effect"
+import * as Either from "effect/Either"
+import * as Schema from "effect/Schema"
 import { ScheduleComputationError } from "./errors.js"
 import { errorMessage } from "./Result.js"
 import type { MissedSlotPolicy } from "./SchedulerConfig.js"

@@ -1,7 +1,8 @@
 /**
  * The runner's configuration and its defaults.
  */
-import { Duration, Either } from "effect"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
 import * as DurationInput from "./DurationInput.js"
 import type { InvalidConfigError } from "./errors.js"
 

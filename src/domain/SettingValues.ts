@@ -1,7 +1,7 @@
 /**
  * How the text values of `scheduler_meta` read, in every adapter alike.
  */
-import { Option } from "effect"
+import * as Option from "effect/Option"
 
 /** The `scheduler_meta` key of the pause switch. `scheduler.paused` is stored as this row. */
 export const SEMAPHORE_KEY = "semaphore"

@@ -1,7 +1,7 @@
 /**
  * The domain's own errors: pure, raised by constructors and decoders, never by I/O.
  */
-import { Data } from "effect"
+import * as Data from "effect/Data"
 
 /**
  * A schedule was built with a value it cannot use. Thrown by `Schedule.daily`, `Schedule.weekly` and

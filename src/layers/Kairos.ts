@@ -1,7 +1,14 @@
 /**
  * kairos without Effect: a Promise API over the Postgres runner, for code that only writes async functions.
  */
-import { Effect, ManagedRuntime } from "effect"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Schedule from "effect/Schedule"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as PgKairos from "./PgKairos.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 import type { ScheduledJob } from "../domain/ScheduledJob.js"
@@ -31,27 +38,106 @@ export interface Kairos {
   readonly stop: () => Promise<void>
   /** Executions started, succeeded and failed so far. */
   readonly stats: () => Promise<RunnerStats>
+  /**
+   * Resolves when the queue is empty (no item pending or processing, by any worker) and this instance runs
+   * nothing; rejects after `timeout` (default: never). Items that repeat forever, or whose task type no worker
+   * handles, keep it waiting: give a timeout where that can happen.
+   */
+  readonly drain: (options?: { readonly timeout?: Duration.DurationInput }) => Promise<void>
+  /**
+   * Calls `listener` each time this instance becomes idle: the queue empty and nothing running here (checked every
+   * `checkEvery`, default 250 ms, while a listener is subscribed). Returns the unsubscribe function.
+   */
+  readonly onIdle: (listener: () => void, options?: { readonly checkEvery?: Duration.DurationInput }) => () => void
 }
+
+/** Raised by `drain` when its timeout passes first. */
+export class DrainTimeoutError extends Data.TaggedError("DrainTimeoutError")<{ readonly message: string }> {}
 
 /** Connects (and migrates, unless `migrate: false`), ready to register handlers and start. */
 export const create = async (options: PgKairos.Options): Promise<Kairos> => {
   const runtime = ManagedRuntime.make(PgKairos.layer(options))
-  const runner = await runtime.runPromise(Runner)
+  // Promises reject with kairos's own error (a tagged error with a message), not Effect's FiberFailure wrapper.
+  const run = <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof runtime>>): Promise<A> =>
+    runtime.runPromiseExit(effect).then((exit) => {
+      if (Exit.isSuccess(exit)) return exit.value
+      throw Cause.squash(exit.cause)
+    })
+  const runner = await run(Runner).catch(async (error: unknown) => {
+    await runtime.dispose()
+    throw error
+  })
+  // onIdle's watches: stopped by `stop`, so none outlives the pool.
+  const watchers = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
+  // Nothing running here (no query), then nothing in the queue.
+  const idle = Effect.flatMap(runner.running, (running) =>
+    running > 0
+      ? Effect.succeed(false)
+      : Effect.map(
+          Effect.flatMap(QueueStore, (queue) => queue.pendingCount()),
+          (n) => n === 0
+        )
+  )
   return {
-    register: (taskType, handler, handlerOptions) =>
-      runtime.runPromise(runner.register(taskType, handler, handlerOptions)),
-    defineJobs: (jobs) => runtime.runPromise(runner.defineJobs(jobs)),
+    register: (taskType, handler, handlerOptions) => run(runner.register(taskType, handler, handlerOptions)),
+    defineJobs: (jobs) => run(runner.defineJobs(jobs)),
     enqueue: (input) =>
-      runtime.runPromise(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueue(input, at)))),
+      run(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueue(input, at)))),
     enqueueMany: (inputs) =>
-      runtime.runPromise(
-        Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueueMany(inputs, at)))
-      ),
-    start: () => runtime.runPromise(runner.start),
+      run(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueueMany(inputs, at)))),
+    start: () => run(runner.start),
     stop: async () => {
-      await runtime.runPromise(runner.stop)
+      await run(Fiber.interruptAll([...watchers]))
+      watchers.clear()
+      await run(runner.stop)
       await runtime.dispose()
     },
-    stats: () => runtime.runPromise(runner.stats)
+    stats: () => run(runner.stats),
+    drain: (drainOptions) => {
+      const waitIdle = idle.pipe(
+        // A database hiccup is not an answer: ask again.
+        Effect.orElseSucceed(() => false),
+        Effect.repeat({ until: (done) => done, schedule: Schedule.spaced("100 millis") })
+      )
+      const timeout = drainOptions?.timeout
+      return run(
+        timeout === undefined
+          ? Effect.asVoid(waitIdle)
+          : waitIdle.pipe(
+              Effect.asVoid,
+              Effect.timeoutFail({
+                duration: timeout,
+                onTimeout: () =>
+                  new DrainTimeoutError({ message: `the queue was not drained within ${Duration.format(timeout)}` })
+              })
+            )
+      )
+    },
+    onIdle: (listener, idleOptions) => {
+      let wasIdle = false
+      const watch = idle.pipe(
+        Effect.orElseSucceed(() => false),
+        Effect.tap((now) =>
+          Effect.sync(() => {
+            // Once per busy-to-idle change; a listener that throws does not stop the watch.
+            if (now && !wasIdle) {
+              try {
+                listener()
+              } catch (error) {
+                console.error("kairos: an onIdle listener threw:", error)
+              }
+            }
+            wasIdle = now
+          })
+        ),
+        Effect.repeat(Schedule.spaced(idleOptions?.checkEvery ?? "250 millis"))
+      )
+      const fiber = runtime.runFork(watch)
+      watchers.add(fiber)
+      return () => {
+        watchers.delete(fiber)
+        runtime.runFork(Fiber.interrupt(fiber))
+      }
+    }
   }
 }

@@ -1,11 +1,15 @@
 /**
  * Everything on Postgres in one layer: a pooled client, the migrations, the stores and the runner.
  */
-import { PgClient } from "@effect/sql-pg"
-import type { SqlClient } from "@effect/sql"
+import { DatabaseConnectionError, explainConnectFailure } from "../adapters/postgres/PgConnect.js"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import type * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import type { ConfigError } from "effect"
-import { Duration, Either, Layer, Redacted } from "effect"
+import type * as ConfigError from "effect/ConfigError"
+import * as Duration from "effect/Duration"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
 import * as PgClock from "../adapters/postgres/PgClock.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
@@ -61,14 +65,23 @@ const withSessionTimeouts = (url: string, options: Options): string => {
  */
 export const clientLayer = (
   options: Options & { readonly applicationName?: string | undefined }
-): Layer.Layer<SqlClient.SqlClient | PgClient.PgClient, SqlError | ConfigError.ConfigError> =>
-  PgClient.layer({
-    url: Redacted.make(
-      withSessionTimeouts(typeof options.url === "string" ? options.url : Redacted.value(options.url), options)
-    ),
+): Layer.Layer<
+  SqlClient.SqlClient | PgClient.PgClient,
+  DatabaseConnectionError | SqlError | ConfigError.ConfigError
+> => {
+  const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
+  return PgClient.layer({
+    url: Redacted.make(withSessionTimeouts(url, options)),
     maxConnections: options.maxConnections ?? 10,
     applicationName: options.applicationName ?? "kairos"
-  })
+  }).pipe(
+    // "PgClient: Failed to connect" names no fix: say what is wrong with the URL, the server or the database.
+    Layer.mapError((error) => {
+      const message = explainConnectFailure(url, error)
+      return message === undefined ? error : new DatabaseConnectionError({ message, cause: error })
+    })
+  )
+}
 
 /**
  * The runner with its Postgres stores (jobs, queue, settings), the client and the settings writer, migrated unless
@@ -80,7 +93,7 @@ export const layer = (
   options: Options
 ): Layer.Layer<
   Runner.Runner | JobStore | QueueStore | Settings | SettingsWriter | SqlClient.SqlClient | PgClient.PgClient,
-  MigrationError | SqlError | ConfigError.ConfigError | InvalidConfigError
+  MigrationError | SqlError | ConfigError.ConfigError | InvalidConfigError | DatabaseConnectionError
 > => {
   // A bad duration fails the layer before it connects or migrates anything.
   const valid = validate(options)

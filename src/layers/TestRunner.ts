@@ -6,7 +6,10 @@
  * The runner sleeps straight to the next slot, retry or poll; the poll defaults to a day and the heartbeat to a
  * week: a simulated year of a daily job costs a few hundred wake-ups, about half a second.
  */
-import { Effect, Fiber, Layer, TestClock } from "effect"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
 import * as FakeClock from "../adapters/memory/FakeClock.js"
 import * as FakeStore from "../adapters/memory/FakeStore.js"
 import * as MemoryQueueStore from "../adapters/memory/MemoryQueueStore.js"

@@ -3,7 +3,10 @@
  * claimed slot, its run row and the advanced `next_run_at` commit together: two instances can never take one slot
  * twice. Each change of a run's state has a method of its own.
  */
-import { Context, Data, type Effect, type Option } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
 
 /** A JobStore failure. `Conflict`: a run for that (job, slot, attempt) exists already. */

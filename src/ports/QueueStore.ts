@@ -2,7 +2,11 @@
  * The in-database queue: `queue_items`, the insert-only `processed_items` log, per-execution leases, the live
  * workers and the semaphore.
  */
-import { Context, Data, type Effect, type Option, type Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import type { ProcessedItem } from "../domain/ProcessedItem.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 
@@ -54,11 +58,15 @@ export interface WorkerInfo {
 export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
   {
-    readonly enqueue: (input: EnqueueInput, now: Date) => Effect.Effect<QueueItem, QueueStoreError>
-    /** Adds many items in one statement, in order; returns their ids. */
+    /**
+     * Adds an item, ready to run at once. `createdAt` is only its creation time (ties in priority run oldest
+     * first); it does not delay the item.
+     */
+    readonly enqueue: (input: EnqueueInput, createdAt: Date) => Effect.Effect<QueueItem, QueueStoreError>
+    /** Adds many items in one statement, in order; returns their ids. `createdAt` as in `enqueue`. */
     readonly enqueueMany: (
       inputs: ReadonlyArray<EnqueueInput>,
-      now: Date
+      createdAt: Date
     ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
     /**
      * Claims up to `limit` executions of the given task types, highest priority first, then oldest: at most one

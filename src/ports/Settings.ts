@@ -1,7 +1,10 @@
 /**
  * Live switches the runner reads on every tick (from `scheduler_meta` in Postgres).
  */
-import { Context, Data, type Effect, type Option } from "effect"
+import * as Context from "effect/Context"
+import * as Data from "effect/Data"
+import type * as Effect from "effect/Effect"
+import type * as Option from "effect/Option"
 
 /** Reading a setting failed. */
 export class SettingsError extends Data.TaggedError("SettingsError")<{

@@ -11,7 +11,9 @@
  * burst of quick executions costs a few fibers, not one per execution. Bookkeeping is plain counters: it runs once
  * per execution, on the hot path.
  */
-import { Effect, FiberSet, type Scope } from "effect"
+import * as Effect from "effect/Effect"
+import * as FiberSet from "effect/FiberSet"
+import type * as Scope from "effect/Scope"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 
 /** How long the buffer should keep the workers busy at the handlers' recent pace. */

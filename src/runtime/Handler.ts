@@ -2,7 +2,12 @@
  * Handlers: what a task type runs. An Effect, an async function or a plain function are all accepted; whatever
  * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`.
  */
-import { Cause, Data, Duration, Effect, Exit, Predicate } from "effect"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Predicate from "effect/Predicate"
 import type { Job } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 

@@ -2,7 +2,9 @@
  * Queue items as a work source: claims executions of the task types this runner handles (at most `rateLimit`
  * started per poll interval), takes back executions whose lease expired, records results in batches.
  */
-import { Duration, Effect, Option } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
 import { Job } from "../domain/Job.js"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"

@@ -4,21 +4,19 @@
  * long-lived fibers: one lease renewal round for every execution, one results writer, one heartbeat. None of them
  * ends on any cause while the runner runs. Composed as a scoped service: closing its scope stops it.
  */
-import {
-  Cause,
-  Chunk,
-  Clock,
-  Context,
-  Duration,
-  Effect,
-  Fiber,
-  Layer,
-  Option,
-  Queue,
-  Ref,
-  Schedule as RetryPolicy,
-  Scope
-} from "effect"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
+import * as Ref from "effect/Ref"
+import * as RetryPolicy from "effect/Schedule"
+import * as Scope from "effect/Scope"
 import fs from "node:fs"
 import os from "node:os"
 import { randomBytes } from "node:crypto"

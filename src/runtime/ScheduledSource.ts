@@ -2,7 +2,10 @@
  * Scheduled runs as a work source: claims due slots and retries of the task types this runner handles (planning
  * each due job with the pure `planDue`), takes back runs whose owner died, records outcomes with their retries.
  */
-import { Duration, Effect, Option, Random } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
 import { Job } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 import * as Schedule from "../domain/Schedule.js"

@@ -6,7 +6,12 @@
  * source: it runs each claimed execution's handler in a fiber of the runner, keeps its lease in the runner's one
  * renewal round, and queues its result for the runner's one results writer, which records a batch per statement.
  */
-import { Duration, Effect, Exit, Fiber, type Option, Schedule as RetryPolicy } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import type * as Option from "effect/Option"
+import * as RetryPolicy from "effect/Schedule"
 import type { Job, JobKind } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 import type { Task } from "./Capacity.js"

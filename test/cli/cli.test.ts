@@ -202,7 +202,7 @@ describe("kairos commands", () => {
     [
       "a missing tasks module",
       ["worker", "--tasks", "no/such/module.ts"],
-      /^kairos: --tasks no\/such\/module\.ts: no such module\n$/
+      /^kairos: --tasks no\/such\/module\.ts: no such file\n$/
     ],
     [
       "a tasks module without handlers",

@@ -1,7 +1,8 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Either, Layer } from "effect"
 import * as DurationInput from "../../src/domain/DurationInput.js"
-import { InvalidConfigError, QueueItem, Runner, SchedulerConfig, TestRunner } from "../../src/index.js"
+import { InvalidConfigError, QueueItem, Runner, SchedulerConfig } from "../../src/index.js"
+import { TestRunner } from "../../src/testing.js"
 
 describe("SchedulerConfig.withDefaults", () => {
   it("fills every default", () => {

@@ -5,6 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
+import { channel } from "../../src/adapters/postgres/PgSchema.js"
 
 let db: TestDb | undefined
 let workers: Array<Worker> = []
@@ -105,11 +106,17 @@ describe("the queue across processes", () => {
 
       // Kill the listening connection: the listener reconnects and wake-ups come back.
       await db.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'kairos-listener%'`
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+        // This file's listeners only: other files run beside it on the same server.
+        [`kairos-listener:${channel(db.schema)}`.slice(0, 63)]
       )
       await until(
         async () =>
-          (await db!.query(`SELECT 1 FROM pg_stat_activity WHERE application_name LIKE 'kairos-listener%'`)).length > 0,
+          (
+            await db!.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = $1`, [
+              `kairos-listener:${channel(db!.schema)}`.slice(0, 63)
+            ])
+          ).length > 0,
         10_000,
         "the listener to reconnect"
       )
@@ -133,7 +140,9 @@ describe("the queue across processes", () => {
       await worker.waitFor((e) => e.event === "ready")
       await db.query(`ALTER TABLE $schema.queue_items DISABLE TRIGGER queue_items_notify`)
       await db.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name LIKE 'kairos-listener%'`
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`,
+        // This file's listeners only: other files run beside it on the same server.
+        [`kairos-listener:${channel(db.schema)}`.slice(0, 63)]
       )
       const [item] = await db.query<{ id: string }>(
         `INSERT INTO $schema.queue_items (task_type, payload) VALUES ('sleepy', '0') RETURNING id::text AS id`

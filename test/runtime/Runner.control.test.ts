@@ -3,17 +3,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
-import {
-  FakeClock,
-  FakeStore,
-  MemoryMeta,
-  MemoryQueueStore,
-  MemorySettings,
-  Runner,
-  Schedule,
-  SettingKeys,
-  Settings
-} from "../../src/index.js"
+import { Runner, Schedule, SettingKeys, Settings } from "../../src/index.js"
+import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
 import { settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
 
 const iso = (d: Date | null) => d?.toISOString()

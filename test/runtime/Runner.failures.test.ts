@@ -4,7 +4,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Ref } from "effect"
-import { FakeClock, FakeStore, Runner, Schedule } from "../../src/index.js"
+import { Runner, Schedule } from "../../src/index.js"
+import { FakeClock, FakeStore } from "../../src/testing.js"
 import { captureLogs, testLayer } from "../support/runner.js"
 
 const MINUTE = 60_000

@@ -5,17 +5,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Layer, Logger, Ref } from "effect"
-import {
-  FakeClock,
-  FakeStore,
-  JobStore,
-  MemoryMeta,
-  MemoryQueueStore,
-  MemorySettings,
-  QueueStore,
-  Runner,
-  Schedule
-} from "../../src/index.js"
+import { JobStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
 import { captureLogs, settle, testLayer } from "../support/runner.js"
 
 const iso = (d: Date | null | undefined) => d?.toISOString()

@@ -3,7 +3,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Ref } from "effect"
-import { FakeClock, FakeStore, MemoryQueueStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { QueueStore, Runner, Schedule } from "../../src/index.js"
+import { FakeClock, FakeStore, MemoryQueueStore } from "../../src/testing.js"
 import { settle, testLayer } from "../support/runner.js"
 
 describe("Runner with queue items", () => {

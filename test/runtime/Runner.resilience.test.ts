@@ -3,18 +3,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Ref } from "effect"
-import {
-  EmptyQueueStore,
-  FakeClock,
-  FakeStore,
-  JobStore,
-  JobStoreError,
-  MemoryMeta,
-  MemorySettings,
-  Runner,
-  Schedule,
-  TestRunner
-} from "../../src/index.js"
+import { JobStore, JobStoreError, Runner, Schedule } from "../../src/index.js"
+import { EmptyQueueStore, FakeClock, FakeStore, MemoryMeta, MemorySettings, TestRunner } from "../../src/testing.js"
 import { captureLogs, memoryQueueAndSettings } from "../support/runner.js"
 
 class Outage extends Context.Tag("test/Outage")<Outage, Ref.Ref<boolean>>() {}

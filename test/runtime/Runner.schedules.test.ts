@@ -3,7 +3,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Ref } from "effect"
-import { FakeClock, FakeStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { QueueStore, Runner, Schedule } from "../../src/index.js"
+import { FakeClock, FakeStore } from "../../src/testing.js"
 import { captureLogs, testLayer } from "../support/runner.js"
 
 const HOUR = 3_600_000

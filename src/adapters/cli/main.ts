@@ -2,13 +2,25 @@
  * `kairos`: the command line. Every command takes `--database-url` (default `$DATABASE_URL`, else the embedded
  * development database in `./.kairos`), `--schema` and `--json`.
  */
-import { Args, Command, Options, ValidationError } from "@effect/cli"
-import { NodeContext, NodeRuntime } from "@effect/platform-node"
-import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Cause, Data, Effect, Either, Logger, LogLevel, Option, Redacted, Schedule as RetryPolicy } from "effect"
+import * as Args from "@effect/cli/Args"
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
+import * as NodeContext from "@effect/platform-node/NodeContext"
+import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Cause from "effect/Cause"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as RetryPolicy from "effect/Schedule"
 import path from "node:path"
-import { pathToFileURL } from "node:url"
+import { existsSync } from "node:fs"
 import * as DurationInput from "../../domain/DurationInput.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate, MigrationError } from "../postgres/migrations.js"
@@ -20,6 +32,7 @@ import type { Handler } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
 import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
+import { importTasks } from "./importTasks.js"
 import { escapeControls, table, terminalSafeJson } from "./format.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
@@ -512,12 +525,11 @@ const loadTasks = (
 > =>
   Effect.gen(function* () {
     const full = path.resolve(file)
+    if (!existsSync(full)) return yield* Effect.fail(new CliError({ message: `--tasks ${file}: no such file` }))
     const mod = yield* Effect.tryPromise({
-      try: () => import(pathToFileURL(full).href) as Promise<{ default?: unknown; schedules?: unknown }>,
-      catch: (e) =>
-        new CliError({
-          message: `--tasks ${file}: ${(e as { code?: string }).code === "ERR_MODULE_NOT_FOUND" ? "no such module" : describe(e)}`
-        })
+      try: () => importTasks(full) as Promise<{ default?: unknown; schedules?: unknown }>,
+      // The file exists: what failed is inside it (an import it makes, a syntax error, a throw at load).
+      catch: (e) => new CliError({ message: `--tasks ${file}: ${describe(e)}` })
     })
     const handlers = mod.default
     if (

@@ -2,7 +2,8 @@
  * A QueueStore with no items that accepts none: for runners that only run scheduled jobs. It says so instead of
  * dropping work: `enqueue` fails. The semaphore and workers are kept in memory, so pausing still works.
  */
-import { Effect, Layer } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
 import { QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
 import { make as makeMemory } from "./MemoryQueueStore.js"
 import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"

@@ -3,7 +3,12 @@
  * Clock, so moving this clock wakes the runner exactly when its next slot or poll comes, with no real waiting.
  * Inside `it.effect` (from @effect/vitest) the TestClock is already installed; elsewhere provide `layer`.
  */
-import { Duration, Effect, Layer, Predicate, TestClock, TestContext } from "effect"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Predicate from "effect/Predicate"
+import * as TestClock from "effect/TestClock"
+import * as TestContext from "effect/TestContext"
 import { now as clockNow } from "../../ports/Clock.js"
 
 /** Sets the clock to `date`, running everything scheduled until then. */

@@ -1,7 +1,11 @@
 /**
  * An in-memory JobStore that behaves like the Postgres one, and lets tests add jobs and inspect every run.
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "../../domain/Schedule.js"
 import type { JobRun, OverlapPolicy, ScheduledJob } from "../../domain/ScheduledJob.js"
 import { now as clockNow } from "../../ports/Clock.js"

@@ -3,8 +3,12 @@
  * with Postgres's rules (a `scheduler.paused` write is stored as the semaphore row) and its wake-ups (every change
  * calls the subscribers, as the table's NOTIFY trigger does).
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
-import type { Scope } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import { SEMAPHORE_KEY, semaphoreFor, settingText } from "../../domain/SettingValues.js"
 import { SettingKeys } from "../../ports/Settings.js"
 

@@ -3,7 +3,10 @@
  * sequential execution per task type, forever-repeating items paced by `runAfter`, per-execution leases fenced by
  * tokens, an insert-only log. Its semaphore is the shared in-memory `scheduler_meta` (see MemoryMeta).
  */
-import { Context, Effect, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import {
   FOREVER,

@@ -2,7 +2,11 @@
  * Settings held in memory (over the shared in-memory `scheduler_meta`), changeable by tests while the runner reads
  * them live. A change wakes the runner, as a change of `scheduler_meta` does in Postgres.
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { isPaused, parseBool, parseInt, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
 import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"

@@ -1,7 +1,9 @@
 /**
  * A JobStore with no jobs where every method succeeds: for runners that only run queue items, and for tests.
  */
-import { Effect, Layer, Option } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type { JobRun } from "../../domain/ScheduledJob.js"
 import { JobStore, type RunSlot } from "../../ports/JobStore.js"
 

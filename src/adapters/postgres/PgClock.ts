@@ -8,9 +8,14 @@
  * Provided as Effect's `Clock` (the runtime's time port), so everything that reads the time follows it and
  * everything that sleeps sleeps as before: durations are the same on both clocks.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Cause, Clock, Duration, Effect, Layer, type Scope } from "effect"
+import * as Cause from "effect/Cause"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as Scope from "effect/Scope"
 
 export interface Options {
   /** How often the offset is measured again. Default one minute. */

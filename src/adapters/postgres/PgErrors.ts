@@ -3,7 +3,9 @@
  * ROLLBACK on a dead connection surfaces as one from @effect/sql's `withTransaction`) — to a port's error.
  */
 import { SqlError } from "@effect/sql/SqlError"
-import { Cause, Effect, ParseResult } from "effect"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as ParseResult from "effect/ParseResult"
 
 /** What every port error of the Postgres adapters carries. */
 export type PgFailureReason = "Unavailable" | "Conflict" | "Decode" | "Invalid" | "Unknown"

@@ -5,10 +5,15 @@
  *
  * Also the one rule for "is this worker live" (`liveWorker`), which every query about live workers uses.
  */
-import { SqlClient, SqlSchema } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as SqlSchema from "@effect/sql/SqlSchema"
 import type { SqlError } from "@effect/sql/SqlError"
 import type { Fragment } from "@effect/sql/Statement"
-import { Data, Effect, Either, type ParseResult, Schema } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import { QueueStatus } from "../../domain/QueueItem.js"
 import * as Schedule from "../../domain/Schedule.js"

@@ -4,9 +4,12 @@
  * (job_id, scheduled_for, attempt) backs that up. Every write to a running run is fenced by its lease token.
  * Time is always the caller's `now`, never the database's.
  */
-import { SqlClient } from "@effect/sql"
+import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
-import { Effect, Layer, Option, Schedule } from "effect"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import { randomUUID } from "node:crypto"
 import type { ScheduledJob } from "../../domain/ScheduledJob.js"
 import { type JobDefinition, JobStore, JobStoreError, type RunSlot } from "../../ports/JobStore.js"

@@ -8,8 +8,16 @@
  * The client's `application_name` is `kairos-listener:<channel>`, so an operator (or a test) can find its backend in
  * `pg_stat_activity`.
  */
-import { Clock, Data, Deferred, Duration, Effect, Exit, Redacted, Ref, Runtime } from "effect"
-import type { Scope } from "effect"
+import * as Clock from "effect/Clock"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Redacted from "effect/Redacted"
+import * as Ref from "effect/Ref"
+import * as Runtime from "effect/Runtime"
+import type * as Scope from "effect/Scope"
 import pg from "pg"
 
 /** How to reach Postgres, what to listen to and what to call. */

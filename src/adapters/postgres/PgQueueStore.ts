@@ -3,9 +3,13 @@
  * blocked sequential backlog, cost nothing), executions hold leases of their own in `queue_leases`, and
  * recording a result is one statement that checks the lease token before anything else is written.
  */
-import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Effect, Layer, Option, Redacted, Schema } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Schema from "effect/Schema"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import {
   gaveUpMessage,

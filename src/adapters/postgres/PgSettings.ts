@@ -3,8 +3,11 @@
  * whoever writes it: a trigger turns a written `scheduler.paused` row into the semaphore, so there is one switch.
  * Every change of the table wakes the runners (a NOTIFY trigger).
  */
-import { SqlClient } from "@effect/sql"
-import { Context, Effect, Layer, Option } from "effect"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { isPaused, parseBool, parseInt, SEMAPHORE_KEY, settingText } from "../../domain/SettingValues.js"
 import { SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
 import { mapPgErrors } from "./PgErrors.js"

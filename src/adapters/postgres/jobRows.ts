@@ -2,7 +2,7 @@
  * Rows of `scheduled_jobs` and `job_runs` as kairos selects them, decoded through Schema into the domain's shapes.
  * (Internal to the Postgres adapter; its tests read rows the same way.)
  */
-import { Schema } from "effect"
+import * as Schema from "effect/Schema"
 import { JobRun, OverlapPolicy, RunStatus, type ScheduledJob } from "../../domain/ScheduledJob.js"
 
 /** The select list of a `scheduled_jobs` row. */

@@ -2,9 +2,11 @@
  * kairos's migrations, run through @effect/sql's Migrator with its own migrations table in the target schema.
  * Never edit a shipped migration: add the next one. `test/fixtures/schema.sql` is the reviewed result.
  */
-import { Migrator, SqlClient } from "@effect/sql"
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import { Data, Effect } from "effect"
+import * as Data from "effect/Data"
+import * as Effect from "effect/Effect"
 import { channel, type PgOptions, schemaName } from "./PgSchema.js"
 
 /**

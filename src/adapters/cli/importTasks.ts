@@ -1,0 +1,54 @@
+/**
+ * Imports a `--tasks` module. TypeScript is loaded (tsx) only when the module is written in it. A bare import the
+ * module cannot resolve from its own folder ("kairos", "effect"... in a file outside any project that installed
+ * them) resolves from kairos's package instead, so the tasks module shares the running CLI's kairos and Effect:
+ * through `resolveFallback`'s hook for `import`, and through the CommonJS resolver for `require` (which is what a
+ * `.ts` file outside an ESM package compiles to; Node 20's hooks do not reach `require`).
+ */
+import Module, { register } from "node:module"
+import { fileURLToPath, pathToFileURL } from "node:url"
+
+let registered = false
+
+interface CjsResolver {
+  _resolveFilename: (request: string, parent: unknown, isMain: boolean, options?: unknown) => string
+  _nodeModulePaths: (dir: string) => Array<string>
+}
+
+const bare = (specifier: string) => !/^(?:[./]|[a-z][a-z0-9+.-]*:)/i.test(specifier) && !specifier.startsWith("node:")
+
+const requireFallback = () => {
+  const resolver = Module as unknown as CjsResolver
+  const here = fileURLToPath(import.meta.url)
+  // A stand-in parent inside kairos's package: node_modules lookups and the package's self-reference start there.
+  const parent = new Module(here)
+  parent.filename = here
+  parent.paths = resolver._nodeModulePaths(here)
+  const original = resolver._resolveFilename
+  resolver._resolveFilename = function (request, from, isMain, options) {
+    try {
+      return original.call(this, request, from, isMain, options)
+    } catch (error) {
+      if (!bare(request) || (error as { code?: unknown }).code !== "MODULE_NOT_FOUND") throw error
+      return original.call(this, request, parent, isMain, options)
+    }
+  }
+}
+
+export const importTasks = async (file: string): Promise<unknown> => {
+  if (!registered) {
+    registered = true
+    register(new URL("./resolveFallback.js", import.meta.url))
+    requireFallback()
+    if (/\.[cm]?tsx?$/.test(file)) {
+      // Both loaders: a .ts file outside an ESM package is CommonJS to Node.
+      const [esm, cjs] = await Promise.all([import("tsx/esm/api"), import("tsx/cjs/api")])
+      esm.register()
+      cjs.register()
+    }
+  }
+  const namespace = (await import(pathToFileURL(file).href)) as { default?: unknown }
+  // A module compiled to CommonJS arrives as { default: module.exports }, its own exports one level down.
+  const inner = namespace.default as { __esModule?: unknown } | null | undefined
+  return typeof inner === "object" && inner !== null && inner.__esModule === true ? inner : namespace
+}

@@ -1,0 +1,59 @@
+/**
+ * Why a connection to Postgres could not be made, in one line that names the fix: what a user sees from
+ * `Kairos.create`, `PgKairos.layer` and the CLI when the URL, the server or the database is wrong.
+ */
+import * as Data from "effect/Data"
+
+/** The database could not be reached or logged in to. */
+export class DatabaseConnectionError extends Data.TaggedError("DatabaseConnectionError")<{
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+/** `host:port/database` of a URL, without its password; the URL's own text when it does not parse. */
+export const where = (url: string): string => {
+  try {
+    const u = new URL(url)
+    return `${u.hostname}:${u.port || 5432}${u.pathname}`
+  } catch {
+    return "the database"
+  }
+}
+
+/** The first error in `e`'s cause chain that carries a `code` (SQLSTATE, or Node's ECONNREFUSED...). */
+const coded = (e: unknown): { readonly code?: unknown; readonly message?: unknown } | undefined => {
+  let current: unknown = e
+  let innermost: { readonly message?: unknown } | undefined
+  for (let depth = 0; depth < 6 && typeof current === "object" && current !== null; depth++) {
+    if (typeof (current as { code?: unknown }).code === "string") return current as { code: string }
+    innermost = current as { message?: unknown }
+    current = (current as { cause?: unknown }).cause
+  }
+  return innermost
+}
+
+/** One line saying why connecting to `url` failed with `e`, and what to do; undefined when `e` is not about that. */
+export const explainConnectFailure = (url: string, e: unknown): string | undefined => {
+  if (!/^postgres(?:ql)?:\/\//i.test(url))
+    return `"${url.replace(/:[^:@/]*@/, ":***@")}" is not a Postgres URL: write postgres://user:password@host:5432/database`
+  const cause = coded(e)
+  const code = cause?.code
+  const message = typeof cause?.message === "string" ? cause.message : String(e)
+  const at = where(url)
+  if (code === "ECONNREFUSED")
+    return `cannot reach the database at ${at}: connection refused (is Postgres running there? check the URL's host and port)`
+  if (code === "ENOTFOUND" || code === "EAI_AGAIN")
+    return `cannot reach the database at ${at}: no such host (check the URL's host name)`
+  if (code === "ETIMEDOUT")
+    return `cannot reach the database at ${at}: the connection timed out (a firewall, or the wrong host?)`
+  if (code === "3D000") {
+    const name = decodeURIComponent(new URL(url).pathname.slice(1))
+    return `the database "${name}" does not exist at ${at}: create it with \`createdb ${name}\` or \`CREATE DATABASE "${name}"\``
+  }
+  if (code === "28P01" || code === "28000")
+    return `cannot log in to ${at}: ${message} (check the user and password in the URL)`
+  if (/client password must be a string|SASL/.test(message))
+    return `cannot log in to ${at}: the server asks for a password; put it in the URL (postgres://user:password@host/database)`
+  if (/connect|terminat|timeout|ECONNRESET/i.test(message)) return `cannot reach the database at ${at}: ${message}`
+  return undefined
+}

@@ -1,0 +1,110 @@
+/**
+ * The Promise API (`Kairos.create`) on Postgres: enqueueMany, drain, onIdle.
+ * Integration: a real Postgres, wall time.
+ */
+import net from "node:net"
+import pg from "pg"
+import { afterAll, describe, expect, it } from "vitest"
+import { DatabaseConnectionError, Kairos } from "../../src/index.js"
+import { databaseUrl, uniqueSchemaName } from "../support/database.js"
+
+const schemas: Array<string> = []
+afterAll(async () => {
+  const client = new pg.Client({ connectionString: databaseUrl() })
+  await client.connect()
+  for (const schema of schemas) await client.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+  await client.end()
+})
+
+const fresh = (label: string) => {
+  const schema = uniqueSchemaName(label)
+  schemas.push(schema)
+  return schema
+}
+
+describe("Kairos.create", () => {
+  it("drain resolves once every item ran and was recorded; onIdle fires on the way to idle", async () => {
+    const kairos = await Kairos.create({
+      url: databaseUrl(),
+      schema: fresh("promise"),
+      workers: 4,
+      interval: "30 seconds"
+    })
+    try {
+      const seen: Array<string> = []
+      await kairos.register("count", async (job) => {
+        await new Promise((resolve) => setTimeout(resolve, 5))
+        seen.push(job.payload)
+      })
+      let idles = 0
+      const unsubscribe = kairos.onIdle(() => idles++, { checkEvery: "20 millis" })
+      const ids = await kairos.enqueueMany(
+        Array.from({ length: 50 }, (_, i) => ({ taskType: "count", payload: `${i}` }))
+      )
+      expect(ids).toHaveLength(50)
+      await kairos.start()
+      await kairos.drain({ timeout: "30 seconds" })
+      // Drained means recorded, not only run: every execution is in the log and no row is left.
+      expect([...seen].sort()).toEqual(Array.from({ length: 50 }, (_, i) => `${i}`).sort())
+      expect(await kairos.stats()).toMatchObject({ ok: 50, failed: 0 })
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      expect(idles).toBeGreaterThanOrEqual(1)
+      unsubscribe()
+      const after = idles
+      await kairos.enqueue({ taskType: "count", payload: "late" })
+      await kairos.drain({ timeout: "30 seconds" })
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      // Unsubscribed: no more calls.
+      expect(idles).toBe(after)
+      expect(seen).toContain("late")
+    } finally {
+      await kairos.stop()
+    }
+  })
+
+  it("drain with a timeout rejects with DrainTimeoutError while an item nobody handles waits", async () => {
+    const kairos = await Kairos.create({ url: databaseUrl(), schema: fresh("promise_timeout"), interval: "30 seconds" })
+    try {
+      await kairos.register("known", () => undefined)
+      await kairos.enqueue({ taskType: "unknown-type", payload: "" })
+      await kairos.start()
+      const error = await kairos.drain({ timeout: "300 millis" }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect(error).toBeInstanceOf(Kairos.DrainTimeoutError)
+      expect((error as Error).message).toMatch(/not drained within 300ms/)
+    } finally {
+      await kairos.stop()
+    }
+  })
+
+  it("create rejects with one line naming the fix: nothing listening, a missing database, not a URL", async () => {
+    const closedPort = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as net.AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+    const failure = (url: string) =>
+      Kairos.create({ url }).then(
+        (k) => k.stop().then(() => undefined),
+        (e: unknown) => e
+      )
+    const refused = await failure(`postgres://postgres@127.0.0.1:${closedPort}/x`)
+    expect(refused).toBeInstanceOf(DatabaseConnectionError)
+    expect((refused as Error).message).toBe(
+      `cannot reach the database at 127.0.0.1:${closedPort}/x: connection refused (is Postgres running there? check the URL's host and port)`
+    )
+    const url = new URL(databaseUrl())
+    url.pathname = "/kairos_no_such_db"
+    const missing = await failure(url.toString())
+    expect((missing as Error).message).toMatch(
+      /^the database "kairos_no_such_db" does not exist at .*: create it with `createdb kairos_no_such_db`/
+    )
+    const notUrl = await failure("foo")
+    expect((notUrl as Error).message).toBe(
+      `"foo" is not a Postgres URL: write postgres://user:password@host:5432/database`
+    )
+  })
+})
