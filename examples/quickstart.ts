@@ -122,14 +122,28 @@ const printTable = (columns: ReadonlyArray<string>, rows: ReadonlyArray<Readonly
   for (const r of rows) console.log(line(r))
 }
 
-const main = (url: string) =>
-  Effect.runPromise(
+/** The URL with its password hidden, for the line that says where the quickstart writes. */
+const redacted = (url: string): string => {
+  try {
+    const u = new URL(url)
+    if (u.password !== "") u.password = "***"
+    return u.toString()
+  } catch {
+    return "(a DATABASE_URL that is not a URL)"
+  }
+}
+
+const main = (url: string) => {
+  // Say where it writes: with DATABASE_URL set, that is your database (its `public` schema unless KAIROS_SCHEMA).
+  console.log(`quickstart: database ${redacted(url)}, schema "${schema}"`)
+  return Effect.runPromise(
     program.pipe(
       Effect.provide(PgKairos.layer({ url, schema, workers: 4, interval: "1 second" })),
       Effect.scoped,
       Logger.withMinimumLogLevel(LogLevel.Warning)
     )
   ).then(() => console.log("\nstopped gracefully."))
+}
 
 EmbeddedPostgres.withDatabaseUrl(main, { log: console.log }).then(
   () => process.exit(0),

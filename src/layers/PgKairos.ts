@@ -16,13 +16,13 @@ import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
 import type { InvalidConfigError } from "../domain/errors.js"
-import { type SchedulerConfigInput, validate } from "../domain/SchedulerConfig.js"
+import { validate } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
 import type { QueueStore } from "../ports/QueueStore.js"
 import type { Settings, SettingsWriter } from "../ports/Settings.js"
 import * as Runner from "../runtime/Runner.js"
 
-export interface Options extends SchedulerConfigInput {
+export interface Options extends Runner.RunnerOptions {
   /** The database: a URL (`postgres://…`). */
   readonly url: string | Redacted.Redacted
   /** The schema of kairos's tables. Default `public`. */

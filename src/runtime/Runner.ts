@@ -32,9 +32,26 @@ import { type Handler, type HandlerOptions } from "./Handler.js"
 import * as Capacity from "./Capacity.js"
 import * as QueueSource from "./QueueSource.js"
 import * as ScheduledSource from "./ScheduledSource.js"
-import { type Lane, type LaneContext, makeLane, type Registered, renewEvery } from "./WorkSource.js"
+import {
+  type ExecutionReport,
+  type Lane,
+  type LaneContext,
+  makeLane,
+  type Registered,
+  renewEvery
+} from "./WorkSource.js"
 
 export type { RecurringJob } from "./ScheduledSource.js"
+export type { ExecutionReport } from "./WorkSource.js"
+
+/** The configuration, plus an optional listener. */
+export interface RunnerOptions extends SchedulerConfigInput {
+  /**
+   * Called, synchronously on the hot path, as each execution ends (a command line prints a line per execution).
+   * Keep it cheap; what it throws is ignored. Absent, nothing is built per execution for it.
+   */
+  readonly onExecution?: ((report: ExecutionReport) => void) | undefined
+}
 
 /** What one tick did. */
 export interface TickReport {
@@ -131,9 +148,23 @@ const supervised = (name: string, round: Effect.Effect<void>): Effect.Effect<nev
     )
   )
 
+/** A listener whose throws cannot reach the runner; undefined stays undefined (nothing to call). */
+const listenSafely = (
+  listener: ((report: ExecutionReport) => void) | undefined
+): ((report: ExecutionReport) => void) | undefined =>
+  listener === undefined
+    ? undefined
+    : (report) => {
+        try {
+          listener(report)
+        } catch {
+          // The listener's problem: the execution is recorded all the same.
+        }
+      }
+
 /** Builds a runner in the current scope, over its stores and settings. */
 export const make = (
-  input: SchedulerConfigInput = {}
+  input: RunnerOptions = {}
 ): Effect.Effect<Runner["Type"], InvalidConfigError, JobStore | QueueStore | Settings | Scope.Scope> =>
   Effect.gen(function* () {
     const config = yield* validate(input)
@@ -194,7 +225,8 @@ export const make = (
         if (atMs >= watchedUntil) return
         watchedUntil = atMs
         signalNow(deadlineSooner)
-      }
+      },
+      executed: listenSafely(input.onExecution)
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
     const lanes: ReadonlyArray<Lane<TickError>> = [
@@ -502,5 +534,5 @@ export const make = (
 
 /** The runner as a layer; closing the layer's scope stops it (gracefully, within the grace period). */
 export const layer = (
-  config: SchedulerConfigInput = {}
+  config: RunnerOptions = {}
 ): Layer.Layer<Runner, InvalidConfigError, JobStore | QueueStore | Settings> => Layer.scoped(Runner, make(config))

@@ -55,6 +55,18 @@ export interface Finished<C> {
   readonly finishedAt: Date
 }
 
+/**
+ * How one execution ended, for a listener (the CLI prints a line per execution): ok, failed (`error` says why), or
+ * cut short from outside — `lost` (its lease was lost; the result is discarded) or `interrupted` (a forced stop; the
+ * work is handed back). `durationMs` is undefined when it was cut short.
+ */
+export interface ExecutionReport {
+  readonly job: Job
+  readonly outcome: "ok" | "failed" | "lost" | "interrupted"
+  readonly error: string | undefined
+  readonly durationMs: number | undefined
+}
+
 /** A source of work: the internal interface between the runner and what it runs. */
 export interface WorkSource<C extends Claimed, E> {
   readonly kind: JobKind
@@ -105,6 +117,8 @@ export interface LaneContext {
   readonly written: () => void
   /** A handler's promise must settle by `atMs` (its timeout): the runner's one timeout watch is told. */
   readonly deadline: (atMs: number) => void
+  /** Told how every execution ended, when someone listens (undefined: no report is even built). */
+  readonly executed?: ((report: ExecutionReport) => void) | undefined
 }
 
 /** A source wired into the pipeline, its claim type hidden: what the runner core drives. */
@@ -197,6 +211,15 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     // The result is written by the runner's writer; the worker is free as soon as the handler returns.
     context.resultsReady()
     context.ended(result)
+    if (context.executed !== undefined) {
+      const failed = Result.isFailure(result)
+      context.executed({
+        job: entry.claim.job,
+        outcome: failed ? "failed" : "ok",
+        error: failed ? result.message : undefined,
+        durationMs: finishedAt - startedAt
+      })
+    }
   }
 
   // A running handler cut short from outside: a lost lease (the result is discarded) or a forced stop (the claim is
@@ -206,6 +229,14 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     entry.fiber = undefined
     context.stopped(undefined)
     context.ended(undefined)
+    if (context.executed !== undefined) {
+      context.executed({
+        job: entry.claim.job,
+        outcome: entry.lost ? "lost" : "interrupted",
+        error: undefined,
+        durationMs: undefined
+      })
+    }
     if (entry.lost) {
       return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
         Effect.annotateLogs(annotations(entry.claim.job))

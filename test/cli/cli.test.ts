@@ -9,8 +9,8 @@ import path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 import { startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
-import { exited, projectRoot } from "../support/process.js"
-import { sleep, until } from "../support/workers.js"
+import { exited, firstLine, projectRoot, spawnTs } from "../support/process.js"
+import { migratedSchema, until } from "../support/workers.js"
 import pg from "pg"
 
 const bin = path.join(projectRoot, "bin/kairos.js")
@@ -26,6 +26,67 @@ const kairos = (args: ReadonlyArray<string>, options: { cwd?: string; env?: Node
   })
   return { code: run.status, stdout: run.stdout, stderr: run.stderr }
 }
+/** The same, without blocking: independent commands run side by side. */
+const kairosAsync = (
+  args: ReadonlyArray<string>,
+  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}
+): Promise<{ code: number | null; stdout: string; stderr: string }> =>
+  new Promise((resolve) => {
+    const child = spawn(process.execPath, [bin, ...args], {
+      cwd: options.cwd ?? projectRoot,
+      env: options.env ?? process.env,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+  })
+
+/** A long-running `kairos` process whose output can be awaited line by line. */
+const live = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) => {
+  const child = spawn(process.execPath, [bin, ...args], { cwd: projectRoot, env, stdio: ["ignore", "pipe", "pipe"] })
+  let out = ""
+  let err = ""
+  const waiters: Array<() => void> = []
+  const notify = () => {
+    for (const w of waiters.splice(0)) w()
+  }
+  child.stdout.on("data", (d: Buffer) => {
+    out += d.toString()
+    notify()
+  })
+  child.stderr.on("data", (d: Buffer) => {
+    err += d.toString()
+    notify()
+  })
+  child.on("exit", notify)
+  /** Resolves once stdout (or stderr) matches `pattern`; fails when the process exits first or after `ms`. */
+  const waitFor = (pattern: RegExp, stream: "out" | "err" = "out", ms = 30_000) =>
+    new Promise<RegExpMatchArray>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no ${pattern} in ${ms} ms:\n${out}\n${err}`)), ms)
+      const check = () => {
+        const match = (stream === "out" ? out : err).match(pattern)
+        if (match !== null) {
+          clearTimeout(timer)
+          resolve(match)
+        } else if (child.exitCode !== null || child.signalCode !== null) {
+          clearTimeout(timer)
+          reject(new Error(`exited (${child.exitCode ?? child.signalCode}) without ${pattern}:\n${out}\n${err}`))
+        } else waiters.push(check)
+      }
+      check()
+    })
+  /** The JSON lines printed so far. */
+  const events = () =>
+    out
+      .split("\n")
+      .filter((l) => l.startsWith("{"))
+      .map((l) => JSON.parse(l) as Record<string, unknown>)
+  return { child, out: () => out, err: () => err, waitFor, events }
+}
+
 const db = (args: ReadonlyArray<string>, inSchema = schema) =>
   kairos([...args, "--database-url", url, "--schema", inSchema])
 const json = (args: ReadonlyArray<string>, inSchema = schema) => {
@@ -83,13 +144,15 @@ describe("kairos commands", () => {
         "--thread",
         "1"
       ]) as Record<string, unknown>
+      // JSON keys are snake_case, like the tables (and like queue, runs, processed and the worker's events).
       expect(item).toMatchObject({
-        taskType: "send_email",
+        task_type: "send_email",
         payload: `{"to":"a@b.c"}`,
         priority: 3,
-        maxRuns: 1,
+        max_runs: 1,
         thread: 1,
-        status: "pending"
+        status: "pending",
+        created_at: expect.any(String)
       })
       const queue = json(["queue"]) as Array<Record<string, unknown>>
       expect(queue).toEqual([
@@ -115,6 +178,18 @@ describe("kairos commands", () => {
       expect(json(["jobs"])).toEqual([])
       expect(json(["runs", "5"])).toEqual([])
       expect(json(["processed"])).toEqual([])
+      // Twelve executions: the newest three by number (12, 11, 10), not by text ("9" sorts after "12").
+      await query(
+        `INSERT INTO $schema.processed_items
+           (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+         SELECT i, 'send_email', '', 'ok', '', now(), now(), i FROM generate_series(1, 12) i`
+      )
+      const newest = (await query(`SELECT id FROM $schema.processed_items ORDER BY id DESC LIMIT 3`)).map(
+        (r) => r["id"]
+      )
+      const processed = json(["processed", "3"]) as Array<Record<string, unknown>>
+      expect(processed.map((p) => p["id"])).toEqual(newest)
+      expect(processed[0]).toMatchObject({ queue_item_id: "12", task_type: "send_email", duration_ms: 12 })
       const refused = db(["truncate"])
       expect(refused.code).toBe(1)
       expect(refused.stderr).toBe(
@@ -146,7 +221,8 @@ describe("kairos commands", () => {
           schema,
           "--interval",
           "500ms",
-          "--json"
+          "--json",
+          "--quiet"
         ],
         {
           cwd: projectRoot,
@@ -168,7 +244,7 @@ describe("kairos commands", () => {
       )
       const processed = json(["processed", "10"]) as Array<Record<string, unknown>>
       expect(processed.length).toBe(5)
-      expect(processed.every((p) => p["status"] === "ok" && p["taskType"] === "send_email")).toBe(true)
+      expect(processed.every((p) => p["status"] === "ok" && p["task_type"] === "send_email")).toBe(true)
       const human = db(["processed", "1"])
       expect(human.stdout.split("\n")[0]!.split(/\s+/)).toEqual([
         "id",
@@ -191,12 +267,20 @@ describe("kairos commands", () => {
       const exit = await exited(worker)
       expect(exit.code).toBe(0)
       expect(err).toBe("")
+      // --quiet: no line per execution, no handler logs (the heartbeat job's Effect.log); the rest stays.
+      const events = out
+        .trimEnd()
+        .split("\n")
+        .map((l) => (JSON.parse(l) as { event: string }).event)
+      expect(events).not.toContain("execution")
+      expect(events).not.toContain("log")
+      expect(events).toContain("stopped")
       expect(await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).toEqual([])
       expect(json(["workers"])).toEqual([])
     }
   )
 
-  it.each([
+  it.concurrent.each([
     ["an unknown command", ["frobnicate"], /Invalid subcommand/],
     ["a bad flag value", ["enqueue", "t", "--priority", "abc"], /'abc' is not a integer/],
     [
@@ -224,71 +308,254 @@ describe("kairos commands", () => {
       "a zero --interval",
       ["worker", "--tasks", "examples/tasks.ts", "--interval", "0s"],
       /^kairos: --interval: "0s" is not a positive duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
+    ],
+    [
+      "a --database-url that is not a URL",
+      ["queue", "--database-url", "foo"],
+      /^kairos: --database-url: "foo" is not a postgres:\/\/ URL \(e\.g\. postgres:\/\/user:password@localhost:5432\/mydb\)\n$/
+    ],
+    [
+      "a bad --timeout",
+      ["worker", "--tasks", "examples/tasks.ts", "--timeout", "soon"],
+      /^kairos: --timeout: "soon" is not a duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
+    ],
+    [
+      "a bad --lease",
+      ["worker", "--tasks", "examples/tasks.ts", "--lease", "-5s"],
+      /^kairos: --lease: "-5s" is not a positive duration/
+    ],
+    [
+      "a zero --grace",
+      ["worker", "--tasks", "examples/tasks.ts", "--grace", "0ms"],
+      /^kairos: --grace: "0ms" is not a positive duration/
     ]
-  ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, (_name, args, pattern) => {
-    const r = kairos([...args, "--database-url", url])
+  ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, async (_name, args, pattern) => {
+    const r = await kairosAsync(args.includes("--database-url") ? args : [...args, "--database-url", url])
     expect(r.code).not.toBe(0)
     expect(r.stdout + r.stderr).toMatch(pattern)
     expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)
   })
 
-  it("SIGINT waits for a running handler; a second SIGINT forces the stop", { timeout: 90_000 }, async () => {
-    json(["migrate"])
-    const worker = spawn(
-      process.execPath,
-      [
-        bin,
+  it(
+    "worker: a line per execution and handler logs; the first SIGINT says what it waits for, the second forces",
+    { timeout: 90_000 },
+    async () => {
+      const own = await migratedSchema("cli_sigint")
+      const [ok, boom] = (
+        await own.query<{ id: string }>(
+          `INSERT INTO $schema.queue_items (task_type) VALUES ('ok'), ('boom') RETURNING id::text AS id`
+        )
+      ).map((r) => r.id)
+      const worker = live([
         "worker",
         "--tasks",
-        "test/fixtures/slow-tasks.ts",
+        "test/fixtures/cli-tasks.ts",
         "--database-url",
         url,
         "--schema",
-        schema,
-        "--interval",
-        "500ms"
-      ],
-      {
-        cwd: projectRoot,
-        stdio: ["ignore", "pipe", "pipe"]
+        own.schema
+      ])
+      try {
+        await worker.waitFor(new RegExp(`^Completed ok item ${ok} \\(attempt 1\\) in \\d+ms$`, "m"))
+        await worker.waitFor(new RegExp(`^Failed boom item ${boom} \\(attempt 1\\) after \\d+ms: kaboom$`, "m"))
+        // The handler's Effect.log, at info level, with the execution it belongs to.
+        expect(worker.out()).toMatch(new RegExp(`^info: \\[ok ${ok}\\] hello from the handler$`, "m"))
+        await own.query(`INSERT INTO $schema.queue_items (task_type) VALUES ('slow')`)
+        await worker.waitFor(/^slow: started$/m)
+        worker.child.kill("SIGINT")
+        // Said at once, not after the grace period (30 s).
+        await worker.waitFor(/^stopping: waiting for 1 running \(Ctrl-C again forces\)$/m, "out", 10_000)
+        expect(worker.child.exitCode).toBeNull()
+        const forcedAt = Date.now()
+        worker.child.kill("SIGINT")
+        const exit = await exited(worker.child)
+        expect(Date.now() - forcedAt).toBeLessThan(10_000)
+        expect(exit.code).toBe(130)
+        expect(worker.err()).toContain("kairos: forced stop")
+      } finally {
+        worker.child.kill("SIGKILL")
+        await own.close()
       }
-    )
-    let err = ""
-    worker.stderr.on("data", (d: Buffer) => (err += d.toString()))
-    await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('slow', '')`)
-    await until(
-      async () => (await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).length > 0,
-      20_000,
-      "the slow item to start"
-    )
-    worker.kill("SIGINT")
-    await sleep(1500)
-    // Still waiting for the handler (the grace period is 30 s).
-    expect(worker.exitCode).toBeNull()
-    const forcedAt = Date.now()
-    worker.kill("SIGINT")
-    const exit = await exited(worker)
-    expect(Date.now() - forcedAt).toBeLessThan(10_000)
-    expect(exit.code).toBe(130)
-    expect(err).toContain("kairos: forced stop")
-  })
-
-  it("a wrong password: one clear line", { timeout: 60_000 }, async () => {
-    const server = await startEmbedded({ password: "right horse battery" })
-    try {
-      const wrong = server.url.replace(encodeURIComponent("right horse battery"), "wrong")
-      const r = kairos(["queue", "--database-url", wrong])
-      expect(r.code).toBe(1)
-      expect(r.stderr).toMatch(
-        /^kairos: cannot log in to 127\.0\.0\.1:\d+\/postgres: password authentication failed for user "postgres"\n$/
-      )
-      // The right one gets through (to the next problem: no tables yet).
-      const right = kairos(["queue", "--database-url", server.url])
-      expect(right.stderr).toBe(`kairos: kairos's tables are missing in schema "public": run \`kairos migrate\`\n`)
-    } finally {
-      await server.stop()
     }
-  })
+  )
+
+  it(
+    "worker --json: one event per execution and per handler log, snake_case; --timeout, --lease and --grace apply",
+    { timeout: 90_000 },
+    async () => {
+      const own = await migratedSchema("cli_events")
+      const ids = (
+        await own.query<{ id: string }>(
+          `INSERT INTO $schema.queue_items (task_type) VALUES ('ok'), ('boom'), ('slow') RETURNING id::text AS id`
+        )
+      ).map((r) => r.id)
+      const worker = live([
+        "worker",
+        "--tasks",
+        "test/fixtures/cli-tasks.ts",
+        "--database-url",
+        url,
+        "--schema",
+        own.schema,
+        "--json",
+        "--timeout",
+        "3s",
+        "--lease",
+        "7s",
+        "--grace",
+        "1s"
+      ])
+      try {
+        // The slow item runs into --timeout 3s.
+        await worker.waitFor(/"event":"execution"[^\n]*"task_type":"slow"/)
+        const started = worker.events().find((e) => e["event"] === "started")
+        expect(started).toMatchObject({
+          task_types: ["ok", "boom", "slow"],
+          timeout_ms: 3000,
+          lease_ms: 7000,
+          grace_ms: 1000
+        })
+        const executions = worker.events().filter((e) => e["event"] === "execution")
+        const byType = (t: string) => executions.find((e) => e["task_type"] === t)
+        expect(byType("ok")).toEqual({
+          event: "execution",
+          kind: "queue",
+          task_type: "ok",
+          id: ids[0],
+          name: "ok",
+          attempt: 1,
+          outcome: "ok",
+          duration_ms: expect.any(Number),
+          error: null,
+          at: expect.any(String)
+        })
+        expect(byType("boom")).toMatchObject({ id: ids[1], outcome: "failed", error: "kaboom" })
+        expect(byType("slow")).toMatchObject({
+          id: ids[2],
+          outcome: "failed",
+          error: "timed out after 3s: the handler was interrupted"
+        })
+        expect(worker.events()).toContainEqual(
+          expect.objectContaining({
+            event: "log",
+            level: "info",
+            message: "hello from the handler",
+            task_type: "ok",
+            job_id: ids[0]
+          })
+        )
+        // --lease 7s: the lease written for a running item.
+        await own.query(`INSERT INTO $schema.queue_items (task_type) VALUES ('slow')`)
+        let leaseSeconds = 0
+        await until(
+          async () => {
+            const rows = await own.query<{ s: number }>(
+              `SELECT extract(epoch FROM l.lease_until - now())::float8 AS s FROM $schema.queue_leases l`
+            )
+            leaseSeconds = rows[0]?.s ?? 0
+            return rows.length > 0
+          },
+          20_000,
+          "the second slow item to start"
+        )
+        await worker.waitFor(/slow: started[\s\S]*slow: started/)
+        expect(leaseSeconds).toBeGreaterThan(4)
+        expect(leaseSeconds).toBeLessThanOrEqual(7.5)
+        // --grace 1s: the stop interrupts the slow handler after a second (not 30), and hands it back.
+        const stopAt = Date.now()
+        worker.child.kill("SIGINT")
+        const exit = await exited(worker.child)
+        expect(Date.now() - stopAt).toBeLessThan(2900)
+        expect(exit.code).toBe(0)
+        // Logs (the grace period's warning) and status lines aside.
+        const tail = worker
+          .events()
+          .filter((e) => e["event"] !== "log" && e["event"] !== "status")
+          .slice(-3)
+        expect(tail.map((e) => e["event"])).toEqual(["stopping", "execution", "stopped"])
+        expect(tail[0]).toMatchObject({ signal: "SIGINT", running: 1 })
+        expect(tail[1]).toMatchObject({ task_type: "slow", outcome: "interrupted", duration_ms: null })
+        // An interrupted execution counts as failed.
+        expect(tail[2]).toMatchObject({ claimed: 4, ok: 1, failed: 3 })
+        expect(worker.err()).toBe("")
+      } finally {
+        worker.child.kill("SIGKILL")
+        await own.close()
+      }
+    }
+  )
+
+  it(
+    "a password server: no password, a wrong one, a missing database, missing tables; a worker's queue=? when it goes",
+    { timeout: 90_000 },
+    async () => {
+      const server = await startEmbedded({ password: "right horse battery" })
+      const secret = encodeURIComponent("right horse battery")
+      // node-postgres, asked for a password it lacks, hangs until the server gives up on the login
+      // (authentication_timeout, 60 s by default): shorten that wait for this test.
+      const admin = new pg.Client({ connectionString: server.url })
+      await admin.connect()
+      await admin.query(`ALTER SYSTEM SET authentication_timeout = '2s'`)
+      await admin.query(`SELECT pg_reload_conf()`)
+      await admin.end()
+      try {
+        const noPassword = server.url.replace(`:${secret}@`, "@")
+        const wrong = server.url.replace(secret, "wrong")
+        const noDatabase = server.url.replace(/\/postgres$/, "/shop")
+        const quickstart = async () => {
+          const child = spawnTs("examples/quickstart.ts", [], {
+            env: { ...process.env, DATABASE_URL: server.url, KAIROS_QUICKSTART_SECONDS: "1" }
+          })
+          try {
+            return await firstLine(child)
+          } finally {
+            child.kill("SIGKILL")
+          }
+        }
+        const [said, none, bad, missing, tables] = await Promise.all([
+          quickstart(),
+          kairosAsync(["queue", "--database-url", noPassword]),
+          kairosAsync(["queue", "--database-url", wrong]),
+          kairosAsync(["queue", "--database-url", noDatabase]),
+          kairosAsync(["queue", "--database-url", server.url, "--schema", "nosuch"])
+        ])
+        const at = `127\\.0\\.0\\.1:${server.port}`
+        expect(none.stderr).toMatch(
+          new RegExp(
+            `^kairos: the server at ${at}/postgres asks for a password: put it in the URL \\(postgres://user:password@host/db\\)\\n$`
+          )
+        )
+        expect(bad.stderr).toMatch(
+          new RegExp(`^kairos: cannot log in to ${at}/postgres: password authentication failed for user "postgres"\\n$`)
+        )
+        expect(missing.stderr).toMatch(
+          new RegExp(
+            `^kairos: database "shop" does not exist on ${at}: create it with \`createdb shop\` \\(or CREATE DATABASE "shop"\\), or name another database in the URL\\n$`
+          )
+        )
+        // The suggested command repeats the schema and the URL, its password hidden.
+        expect(tables.stderr).toBe(
+          `kairos: kairos's tables are missing in schema "nosuch": run \`kairos migrate --schema nosuch --database-url postgres://postgres:***@127.0.0.1:${server.port}/postgres\`\n`
+        )
+        for (const r of [none, bad, missing, tables]) expect(r.code).toBe(1)
+        // `npm start` with DATABASE_URL says which database and schema it writes into, its password hidden.
+        expect(said).toBe(
+          `quickstart: database postgres://postgres:***@127.0.0.1:${server.port}/postgres, schema "public"`
+        )
+        // A worker whose database goes away shows the queue depth as unknown, not -1.
+        const worker = live(["worker", "--tasks", "test/fixtures/cli-tasks.ts", "--database-url", server.url, "--json"])
+        try {
+          await worker.waitFor(/"event":"status"[^\n]*"queue":0/)
+          await server.stop()
+          await worker.waitFor(/"event":"status"[^\n]*"queue":null/, "out", 20_000)
+        } finally {
+          worker.child.kill("SIGKILL")
+        }
+      } finally {
+        await server.stop()
+      }
+    }
+  )
 
   it("a failed migration: one line naming the migration and the database's reason", { timeout: 60_000 }, async () => {
     const conflicted = uniqueSchemaName("cli_conflict")
@@ -304,11 +571,15 @@ describe("kairos commands", () => {
     }
   })
 
-  it("an unreachable database: one clear line (--verbose shows the cause)", { timeout: 60_000 }, () => {
-    const unreachable = kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x"])
+  it("an unreachable database: one line naming the fix (--verbose shows the cause)", { timeout: 60_000 }, async () => {
+    const [unreachable, verbose] = await Promise.all([
+      kairosAsync(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x"]),
+      kairosAsync(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x", "--verbose"])
+    ])
     expect(unreachable.code).toBe(1)
-    expect(unreachable.stderr).toMatch(/^kairos: cannot reach the database at 127\.0\.0\.1:1\/x: .+\n$/)
-    const verbose = kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x", "--verbose"])
+    expect(unreachable.stderr).toBe(
+      "kairos: cannot reach the database at 127.0.0.1:1/x (connection refused): is Postgres running? set DATABASE_URL or --database-url\n"
+    )
     expect(verbose.stderr.split("\n").length).toBeGreaterThan(2)
   })
 })
@@ -368,6 +639,14 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
       liveSchema
     )
     expect(jobs().map((j) => j["handled"])).toEqual([false, false])
+    // A live worker that lacks the task type: the table says so, apart from "no live worker" at all.
+    await query(
+      `INSERT INTO $schema.scheduler_workers (id, task_types, live_until)
+       VALUES ('other-only', '{other}', now() + interval '5 minutes')`,
+      liveSchema
+    )
+    expect(line(db(["jobs"], liveSchema), "report")).toMatch(/\sno \(no live worker handles it\)$/)
+    await query(`DELETE FROM $schema.scheduler_workers WHERE id = 'other-only'`, liveSchema)
     await query(
       `INSERT INTO $schema.scheduler_workers (id, task_types, live_until)
        VALUES ('live', '{other,make_report}', now() + interval '5 minutes')`,
@@ -402,6 +681,11 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
     // The queue judges "handled" by the same rule.
     await query(`INSERT INTO $schema.queue_items (task_type) VALUES ('send_email')`, liveSchema)
     expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([true])
+    await query(`INSERT INTO $schema.queue_items (task_type) VALUES ('nobody')`, liveSchema)
+    const rows = db(["queue"], liveSchema).stdout.split("\n")
+    expect(rows.find((r) => r.includes(" nobody "))).toMatch(/\sno \(no live worker handles it\)$/)
+    expect(rows.find((r) => r.includes(" send_email "))).toMatch(/\syes$/)
+    await query(`DELETE FROM $schema.queue_items WHERE task_type = 'nobody'`, liveSchema)
     await query(`UPDATE $schema.scheduler_workers SET live_until = now() - interval '1 second'`, liveSchema)
     expect(json(["workers"], liveSchema)).toEqual([])
     expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([false])
@@ -457,34 +741,112 @@ describe("kairos tables: what any program wrote reaches the terminal escaped", (
 
 describe("kairos db (the embedded development database)", () => {
   it(
-    "starts on first use in ./.kairos, is shared by later commands, and stops with `db stop`",
+    "starts on first use in the project's .kairos, found from a subfolder too; `db start` prints its URL, `db stop` stops it",
     { timeout: 120_000 },
     async () => {
       const cwd = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-cli-dev-"))
       await fs.chmod(cwd, 0o755)
+      await fs.writeFile(path.join(cwd, "package.json"), "{}\n")
+      const sub = path.join(cwd, "src", "deep")
+      await fs.mkdir(sub, { recursive: true })
       const env = { ...process.env }
       delete env["DATABASE_URL"]
+      const dataDir = path.join(cwd, ".kairos")
       try {
         const first = kairos(["migrate", "--json"], { cwd, env })
         expect(first.code).toBe(0)
         expect(first.stderr).toContain("started the development database")
-        const status = JSON.parse(kairos(["db", "status", "--json"], { cwd, env }).stdout) as {
-          running: boolean
-          dataDir: string
-        }
-        expect(status).toMatchObject({ running: true, dataDir: path.join(cwd, ".kairos") })
-        const second = kairos(["enqueue", "t", "--json"], { cwd, env })
+        // From a subfolder: the project's database, not a second one in src/deep/.kairos.
+        const [status, second] = await Promise.all([
+          kairosAsync(["db", "status", "--json"], { cwd: sub, env }),
+          kairosAsync(["enqueue", "t", "--json"], { cwd: sub, env })
+        ])
+        expect(JSON.parse(status.stdout)).toMatchObject({ running: true, data_dir: dataDir })
         expect(second.code).toBe(0)
         expect(second.stderr).toBe("")
-        expect(JSON.parse(kairos(["queue", "--json"], { cwd, env }).stdout)).toHaveLength(1)
-        expect(JSON.parse(kairos(["db", "stop", "--json"], { cwd, env }).stdout)).toEqual({ stopped: true })
+        expect(JSON.parse(kairos(["db", "stop", "--json"], { cwd: sub, env }).stdout)).toEqual({ stopped: true })
         expect(JSON.parse(kairos(["db", "status", "--json"], { cwd, env }).stdout)).toMatchObject({ running: false })
-        // Data is kept: the next command starts it again and finds the item.
+        const started = kairos(["db", "start", "--json"], { cwd: sub, env })
+        expect(JSON.parse(started.stdout)).toEqual({
+          running: true,
+          started: true,
+          url: expect.stringMatching(/^postgres:\/\/postgres@127\.0\.0\.1:\d+\/postgres$/),
+          data_dir: dataDir
+        })
+        // Data is kept: the item enqueued before the stop is there.
         expect(JSON.parse(kairos(["queue", "--json"], { cwd, env }).stdout)).toHaveLength(1)
+        await expect(fs.stat(path.join(sub, ".kairos"))).rejects.toThrow()
       } finally {
         kairos(["db", "stop"], { cwd, env })
         await fs.rm(cwd, { recursive: true, force: true })
       }
     }
   )
+})
+
+describe("kairos --help", () => {
+  /** The description lines under each option (`--name ...`) of a help text. */
+  const descriptions = (help: string): Map<string, Array<string>> => {
+    const out = new Map<string, Array<string>>()
+    let current: Array<string> | undefined
+    for (const line of help.split("\n")) {
+      const header = /^(--[\w-]+)/.exec(line)
+      if (header !== null) out.set(header[1]!, (current = []))
+      else if (/^\S/.test(line)) current = undefined
+      else if (current !== undefined && line.trim() !== "") current.push(line.trim())
+    }
+    return out
+  }
+  // What @effect/cli says of any option: not a description of this one.
+  const generic =
+    /^(A user-defined piece of text\.|An integer\.|A true or false value\.|This setting is optional\.|One of the following: .*)$/
+
+  it("plain text when piped, usage with the whole command, every option described", { timeout: 60_000 }, async () => {
+    const [top, enqueue, worker, dbStatus, other] = await Promise.all([
+      kairosAsync(["--help"]),
+      kairosAsync(["enqueue", "--help"]),
+      kairosAsync(["worker", "--help"]),
+      kairosAsync(["db", "status", "--help"]),
+      kairosAsync(["processed", "--help"])
+    ])
+    for (const r of [top, enqueue, worker, dbStatus, other]) {
+      expect(r.code).toBe(0)
+      expect(r.stdout + r.stderr).not.toContain("\u001b")
+    }
+    expect(top.stdout).toMatch(/^\$ kairos$/m)
+    for (const command of ["migrate", "worker", "enqueue", "queue", "processed", "jobs", "runs", "semaphore"])
+      expect(top.stdout).toMatch(new RegExp(`^  - ${command} `, "m"))
+    for (const command of ["db status", "db start", "db stop"]) expect(top.stdout).toContain(`  - ${command} `)
+    expect(enqueue.stdout).toMatch(/^\$ kairos enqueue \[--database-url URL\]/m)
+    expect(dbStatus.stdout).toMatch(/^\$ kairos db status \[--json\] \[--verbose\]$/m)
+    expect(other.stdout).toMatch(/^\$ kairos processed /m)
+    const expected: ReadonlyArray<[string, ReadonlyArray<string>]> = [
+      [enqueue.stdout, ["--database-url", "--schema", "--json", "--verbose", "--priority", "--max-runs", "--thread"]],
+      [
+        worker.stdout,
+        [
+          "--tasks",
+          "--concurrency",
+          "--interval",
+          "--batch",
+          "--rate-limit",
+          "--timeout",
+          "--lease",
+          "--grace",
+          "--quiet",
+          "--verbose"
+        ]
+      ],
+      [dbStatus.stdout, ["--json", "--verbose"]]
+    ]
+    for (const [help, flags] of expected) {
+      const described = descriptions(help)
+      for (const flag of flags) {
+        expect(
+          (described.get(flag) ?? []).filter((l) => !generic.test(l)),
+          flag
+        ).not.toEqual([])
+      }
+    }
+  })
 })

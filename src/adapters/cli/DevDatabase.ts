@@ -36,13 +36,31 @@ const traversableByOthers = async (dir: string): Promise<boolean> => {
 }
 
 /**
- * `./.kairos`, or — as root, when the `postgres` user cannot reach it (a project under a 0700 home) — a folder under
+ * The project folder of `cwd`: the nearest folder, from `cwd` up, that holds a `.kairos` folder or a
+ * `package.json`; `cwd` itself when none does. A command run from `src/` thus finds the project's development
+ * database instead of starting a second one in `src/.kairos`.
+ */
+export const projectRoot = async (cwd: string): Promise<string> => {
+  let current = path.resolve(cwd)
+  while (true) {
+    for (const marker of [".kairos", "package.json"]) {
+      if ((await fs.stat(path.join(current, marker)).catch(() => undefined)) !== undefined) return current
+    }
+    const parent = path.dirname(current)
+    if (parent === current) return path.resolve(cwd)
+    current = parent
+  }
+}
+
+/**
+ * `.kairos` in the project folder (see `projectRoot`), or — as root, when the `postgres` user cannot reach it (a project under a 0700 home) — a folder under
  * the system temporary directory named after the project path.
  */
 export const locate = async (cwd: string): Promise<Location> => {
-  const local = path.join(cwd, ".kairos")
-  if (process.getuid?.() !== 0 || (await traversableByOthers(cwd))) return { dir: local }
-  const hash = createHash("sha1").update(path.resolve(cwd)).digest("hex").slice(0, 12)
+  const root = await projectRoot(cwd)
+  const local = path.join(root, ".kairos")
+  if (process.getuid?.() !== 0 || (await traversableByOthers(root))) return { dir: local }
+  const hash = createHash("sha1").update(root).digest("hex").slice(0, 12)
   const dir = path.join(os.tmpdir(), `kairos-dev-${hash}`)
   return { dir, note: `the postgres user cannot reach ${local}: the development database lives in ${dir}` }
 }

@@ -63,3 +63,10 @@ export const table = (columns: ReadonlyArray<string>, rows: ReadonlyArray<Readon
       .trimEnd()
   return [line(columns), ...text.map(line)].join("\n")
 }
+
+/** `taskType` → `task_type`: the tables' style, used for every key of the CLI's JSON. */
+export const snakeCase = (key: string): string => key.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)
+
+/** A read model's fields under snake_case keys (one level: values stay as they are). */
+export const snakeKeys = (value: object): Record<string, unknown> =>
+  Object.fromEntries(Object.entries(value).map(([key, v]) => [snakeCase(key), v]))

@@ -1,6 +1,6 @@
 /**
  * `kairos`: the command line. Every command takes `--database-url` (default `$DATABASE_URL`, else the embedded
- * development database in `./.kairos`), `--schema` and `--json`.
+ * development database in the project's `.kairos`), `--schema` and `--json` (snake_case keys, like the tables).
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
@@ -11,9 +11,10 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Cause from "effect/Cause"
-import * as Data from "effect/Data"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as HashMap from "effect/HashMap"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
@@ -23,7 +24,7 @@ import path from "node:path"
 import { existsSync } from "node:fs"
 import * as DurationInput from "../../domain/DurationInput.js"
 import * as Schedule from "../../domain/Schedule.js"
-import { migrate, MigrationError } from "../postgres/migrations.js"
+import { migrate } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
@@ -33,21 +34,31 @@ import * as Runner from "../../runtime/Runner.js"
 import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
 import { importTasks } from "./importTasks.js"
-import { escapeControls, table, terminalSafeJson } from "./format.js"
+import { checkUrl, CliError, describe, explain } from "./errors.js"
+import { escapeControls, snakeKeys, table, terminalSafeJson } from "./format.js"
+import { withCliConsole } from "./help.js"
 
-/** A user error: printed as one line, exit code 1, no stack trace. */
-export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
+export { CliError } from "./errors.js"
+
+/** Set from `--verbose` (read anywhere on the command line, before parsing): full causes on errors and in logs. */
+let verbose = false
 
 const common = {
   databaseUrl: Options.text("database-url").pipe(
-    Options.withDescription("Postgres URL (default: $DATABASE_URL, else the embedded development database)"),
+    Options.withPseudoName("URL"),
+    Options.withDescription(
+      "the database, postgres://user:password@host:port/db (default: $DATABASE_URL, else the development database in the project's .kairos folder, started on first use)"
+    ),
     Options.optional
   ),
   schema: Options.text("schema").pipe(
-    Options.withDescription("schema of kairos's tables"),
+    Options.withPseudoName("NAME"),
+    Options.withDescription("the schema of kairos's tables (default: public)"),
     Options.withDefault("public")
   ),
-  json: Options.boolean("json").pipe(Options.withDescription("machine-readable output"))
+  json: Options.boolean("json").pipe(Options.withDescription("print JSON with snake_case keys instead of text")),
+  // Read from the raw arguments by `main` (it also applies to usage errors); declared here to be listed in --help.
+  verbose: Options.boolean("verbose").pipe(Options.withDescription("on an error, also print its full cause"))
 }
 
 interface Common {
@@ -57,77 +68,38 @@ interface Common {
 }
 
 /** Prints the JSON document with --json, the human text otherwise (its values escaped by whoever built it). */
-const output = (c: Common, human: string, json: unknown) =>
+const output = (c: { readonly json: boolean }, human: string, json: unknown) =>
   Effect.sync(() => process.stdout.write((c.json ? terminalSafeJson(JSON.stringify(json)) : human) + "\n"))
 
 const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
-    if (Option.isSome(c.databaseUrl)) return c.databaseUrl.value
-    const env = process.env["DATABASE_URL"]
-    if (env !== undefined && env.length > 0) return env
-    const dev = yield* Effect.tryPromise({
-      try: () => DevDatabase.ensure(process.cwd()),
-      catch: (e) => new CliError({ message: `could not start the development database: ${describe(e)}` })
-    })
-    if (dev.started) {
-      process.stderr.write(`kairos: started the development database (${dev.dataDir}); \`kairos db stop\` stops it\n`)
-      if (dev.note !== undefined) process.stderr.write(`kairos: ${dev.note}\n`)
+    if (Option.isSome(c.databaseUrl)) {
+      const bad = checkUrl(c.databaseUrl.value, "--database-url")
+      return bad === undefined ? c.databaseUrl.value : yield* Effect.fail(bad)
     }
+    const env = process.env["DATABASE_URL"]
+    if (env !== undefined && env.length > 0) {
+      const bad = checkUrl(env, "DATABASE_URL")
+      return bad === undefined ? env : yield* Effect.fail(bad)
+    }
+    const dev = yield* ensureDev
     return dev.url
   })
 
-const describe = (e: unknown): string => {
-  const cause = (e as { cause?: unknown }).cause
-  const inner = cause instanceof Error ? cause.message : undefined
-  const message = e instanceof Error ? e.message : String(e)
-  return inner !== undefined && inner !== message && !message.includes(inner) ? `${message}: ${inner}` : message
-}
-
-/**
- * The database's own error under `e`: the first cause in its chain that carries a `code` (Postgres's SQLSTATE, or
- * Node's `ECONNREFUSED`...), else the innermost cause. Stores' errors wrap an `SqlError`, which wraps the driver's.
- */
-const databaseCause = (e: unknown): { readonly code?: unknown; readonly message?: unknown } | undefined => {
-  let innermost: object | undefined
-  let cause = (e as { cause?: unknown } | null | undefined)?.cause
-  for (let depth = 0; depth < 5 && typeof cause === "object" && cause !== null; depth++) {
-    if (typeof (cause as { code?: unknown }).code === "string") return cause
-    innermost = cause
-    cause = (cause as { cause?: unknown }).cause
+/** The development database, started if needed (saying so on stderr). */
+const ensureDev = Effect.gen(function* () {
+  const dev = yield* Effect.tryPromise({
+    try: () => DevDatabase.ensure(process.cwd()),
+    catch: (e) => new CliError({ message: `could not start the development database: ${describe(e)}` })
+  })
+  if (dev.started) {
+    process.stderr.write(`kairos: started the development database (${dev.dataDir}); \`kairos db stop\` stops it\n`)
+    if (dev.note !== undefined) process.stderr.write(`kairos: ${dev.note}\n`)
   }
-  return innermost
-}
+  return dev
+})
 
-/** Turns database failures into one clear line. */
-const explain = (c: Common, url: string) => (e: unknown) => {
-  // Its message already names the migration and carries the database's reason (a code below would mislead:
-  // 42P01 during `migrate` does not mean "run kairos migrate").
-  if (e instanceof MigrationError && e.reason === "Failed") return new CliError({ message: e.message })
-  const cause = databaseCause(e)
-  const code = cause?.code
-  const where = (() => {
-    try {
-      const u = new URL(url)
-      return `${u.hostname}:${u.port || 5432}${u.pathname}`
-    } catch {
-      return "the database"
-    }
-  })()
-  if (code === "42P01")
-    return new CliError({ message: `kairos's tables are missing in schema "${c.schema}": run \`kairos migrate\`` })
-  if (code === "42703")
-    return new CliError({ message: `kairos's tables in schema "${c.schema}" are out of date: run \`kairos migrate\`` })
-  if (code === "28P01" || code === "28000")
-    return new CliError({ message: `cannot log in to ${where}: ${String(cause?.message)}` })
-  if (code === "ECONNREFUSED" || code === "ENOTFOUND" || /connect|ECONNREFUSED|timeout/i.test(String(cause?.message)))
-    return new CliError({
-      message: `cannot reach the database at ${where}: ${typeof cause?.message === "string" ? cause.message : describe(e)}`
-    })
-  if (e instanceof CliError) return e
-  // Its message already names what failed and why.
-  if (e instanceof PgInspect.InspectError) return new CliError({ message: e.message })
-  return new CliError({ message: describe(e) })
-}
+const targetOf = (c: Common) => ({ schema: c.schema, flagUrl: Option.getOrUndefined(c.databaseUrl) })
 
 /** Runs `f` with a client on the resolved database. */
 const withDb = <A, E>(
@@ -149,7 +121,7 @@ const withDb = <A, E>(
     return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => f(sql.withoutTransforms(), schema)).pipe(
       Effect.provide(client),
       Effect.scoped,
-      Effect.mapError(explain(c, url))
+      Effect.mapError(explain(targetOf(c), url))
     )
   })
 
@@ -164,17 +136,33 @@ const migrateCommand = Command.make("migrate", common, (c) =>
       })
     })
   )
-).pipe(Command.withDescription("create or upgrade the tables"))
+).pipe(Command.withDescription("create or upgrade kairos's tables in the schema"))
 
 const enqueueCommand = Command.make(
   "enqueue",
   {
     ...common,
-    taskType: Args.text({ name: "taskType" }),
-    payload: Args.text({ name: "payload" }).pipe(Args.optional),
-    priority: Options.integer("priority").pipe(Options.withDefault(0)),
-    maxRuns: Options.integer("max-runs").pipe(Options.withDefault(1)),
-    thread: Options.choice("thread", ["0", "1"]).pipe(Options.withDefault("0" as const))
+    taskType: Args.text({ name: "taskType" }).pipe(Args.withDescription("the task type: which handler runs the item")),
+    payload: Args.text({ name: "payload" }).pipe(
+      Args.withDescription("the text the handler gets as job.payload, usually JSON (default: empty)"),
+      Args.optional
+    ),
+    priority: Options.integer("priority").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription("higher runs first (default 0)"),
+      Options.withDefault(0)
+    ),
+    maxRuns: Options.integer("max-runs").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription("how many times the item runs: N times, -1 forever (default 1; 0 means 1)"),
+      Options.withDefault(1)
+    ),
+    thread: Options.choice("thread", ["0", "1"]).pipe(
+      Options.withDescription(
+        "0: items of this task type run one at a time, in order, across all workers; 1: side by side (default 0)"
+      ),
+      Options.withDefault("0" as const)
+    )
   },
   (c) =>
     withDb(c, (_sql, schema) =>
@@ -193,14 +181,17 @@ const enqueueCommand = Command.make(
         yield* output(
           c,
           `enqueued ${item.id} (${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
-          item
+          snakeKeys(item)
         )
       })
     )
 ).pipe(Command.withDescription("add a queue item"))
 
-/** "yes", or why nobody will run it: no live worker lists its task type. */
-const handledCell = (handled: boolean) => (handled ? "yes" : "no (no live worker)")
+/**
+ * "yes", or why nobody will run it: no live worker at all, or live workers none of which lists its task type.
+ */
+const handledCell = (handled: boolean, anyLiveWorker: boolean) =>
+  handled ? "yes" : anyLiveWorker ? "no (no live worker handles it)" : "no (no live worker)"
 
 /** Runs `f` with the inspection reads of the schema. */
 const withInspect = <A, E>(c: Common, f: (inspect: PgInspect.PgInspect) => Effect.Effect<A, E>) =>
@@ -210,6 +201,7 @@ const queueCommand = Command.make("queue", common, (c) =>
   withInspect(c, (inspect) =>
     Effect.gen(function* () {
       const items = yield* inspect.queue()
+      const live = c.json ? 0 : (yield* inspect.workers()).length
       yield* output(
         c,
         table(
@@ -222,42 +214,33 @@ const queueCommand = Command.make("queue", common, (c) =>
             item.runsLeft === -1 ? "forever" : item.runsLeft,
             item.thread,
             item.createdAt,
-            handledCell(item.handled)
+            handledCell(item.handled, live > 0)
           ])
         ),
-        items.map((item) => ({
-          id: item.id,
-          task_type: item.taskType,
-          status: item.status,
-          priority: item.priority,
-          runs_left: item.runsLeft,
-          thread: item.thread,
-          created_at: item.createdAt,
-          handled: item.handled
-        }))
+        items.map(snakeKeys)
       )
     })
   )
-).pipe(Command.withDescription("pending and processing items"))
+).pipe(Command.withDescription("pending and processing queue items, in the order they are claimed"))
 
-const processedCommand = Command.make(
-  "processed",
-  { ...common, n: Args.integer({ name: "N" }).pipe(Args.withDefault(20)) },
-  (c) =>
-    withInspect(c, (inspect) =>
-      Effect.gen(function* () {
-        const executions = yield* inspect.processed(c.n)
-        yield* output(
-          c,
-          table(
-            ["id", "item", "task_type", "status", "duration_ms", "started_at", "error"],
-            executions.map((p) => [p.id, p.queueItemId, p.taskType, p.status, p.durationMs, p.startedAt, p.errorMsg])
-          ),
-          executions
-        )
-      })
-    )
-).pipe(Command.withDescription("the last N executions (default 20)"))
+const count = (what: string) =>
+  Args.integer({ name: "N" }).pipe(Args.withDescription(`how many ${what} (default 20)`), Args.withDefault(20))
+
+const processedCommand = Command.make("processed", { ...common, n: count("executions") }, (c) =>
+  withInspect(c, (inspect) =>
+    Effect.gen(function* () {
+      const executions = yield* inspect.processed(c.n)
+      yield* output(
+        c,
+        table(
+          ["id", "item", "task_type", "status", "duration_ms", "started_at", "error"],
+          executions.map((p) => [p.id, p.queueItemId, p.taskType, p.status, p.durationMs, p.startedAt, p.errorMsg])
+        ),
+        executions.map(snakeKeys)
+      )
+    })
+  )
+).pipe(Command.withDescription("the last N executions of queue items, newest first"))
 
 /** A job's schedule as people read it; a stored value that does not decode is shown as it is. */
 const scheduleCell = (schedule: PgInspect.StoredSchedule) =>
@@ -267,6 +250,7 @@ const jobsCommand = Command.make("jobs", common, (c) =>
   withInspect(c, (inspect) =>
     Effect.gen(function* () {
       const jobs = yield* inspect.jobs()
+      const live = c.json ? 0 : (yield* inspect.workers()).length
       yield* output(
         c,
         table(
@@ -278,59 +262,39 @@ const jobsCommand = Command.make("jobs", common, (c) =>
             scheduleCell(job.schedule),
             job.enabled ? "yes" : "no",
             job.nextRunAt,
-            handledCell(job.handled)
+            handledCell(job.handled, live > 0)
           ])
         ),
-        jobs.map((job) => ({
-          id: job.id,
-          name: job.name,
-          task_type: job.taskType,
-          schedule: job.schedule.stored,
-          enabled: job.enabled,
-          next_run_at: job.nextRunAt,
-          handled: job.handled
-        }))
+        jobs.map((job) => snakeKeys({ ...job, schedule: job.schedule.stored }))
       )
     })
   )
-).pipe(Command.withDescription("scheduled jobs"))
+).pipe(Command.withDescription("scheduled jobs, their next slot and whether a live worker runs them"))
 
-const runsCommand = Command.make(
-  "runs",
-  { ...common, n: Args.integer({ name: "N" }).pipe(Args.withDefault(20)) },
-  (c) =>
-    withInspect(c, (inspect) =>
-      Effect.gen(function* () {
-        const runs = yield* inspect.runs(c.n)
-        yield* output(
-          c,
-          table(
-            ["id", "job", "scheduled_for", "attempt", "status", "started_at", "finished_at", "error"],
-            runs.map((run) => [
-              run.id,
-              run.job,
-              run.scheduledFor,
-              run.attempt,
-              run.status,
-              run.startedAt,
-              run.finishedAt,
-              run.error
-            ])
-          ),
-          runs.map((run) => ({
-            id: run.id,
-            job: run.job,
-            scheduled_for: run.scheduledFor,
-            attempt: run.attempt,
-            status: run.status,
-            started_at: run.startedAt,
-            finished_at: run.finishedAt,
-            error: run.error
-          }))
-        )
-      })
-    )
-).pipe(Command.withDescription("the last N job runs (default 20)"))
+const runsCommand = Command.make("runs", { ...common, n: count("runs") }, (c) =>
+  withInspect(c, (inspect) =>
+    Effect.gen(function* () {
+      const runs = yield* inspect.runs(c.n)
+      yield* output(
+        c,
+        table(
+          ["id", "job", "scheduled_for", "attempt", "status", "started_at", "finished_at", "error"],
+          runs.map((run) => [
+            run.id,
+            run.job,
+            run.scheduledFor,
+            run.attempt,
+            run.status,
+            run.startedAt,
+            run.finishedAt,
+            run.error
+          ])
+        ),
+        runs.map(snakeKeys)
+      )
+    })
+  )
+).pipe(Command.withDescription("the last N runs of scheduled jobs, newest first"))
 
 const semaphoreCommand = Command.make(
   "semaphore",
@@ -342,7 +306,7 @@ const semaphoreCommand = Command.make(
         ["red", "red"]
       ] as const,
       { name: "green|red" }
-    ).pipe(Args.optional)
+    ).pipe(Args.withDescription("green: work runs; red: nothing new starts (without it: show)"), Args.optional)
   },
   (c) =>
     withDb(c, (_sql, schema) =>
@@ -355,22 +319,29 @@ const semaphoreCommand = Command.make(
         })
       })
     )
-).pipe(Command.withDescription("show or set the kill switch (takes effect on the next tick)"))
+).pipe(Command.withDescription("show or set the kill switch (every worker obeys it on its next tick)"))
 
-const truncateCommand = Command.make("truncate", { ...common, yes: Options.boolean("yes") }, (c) =>
-  c.yes
-    ? withInspect(c, (inspect) =>
-        Effect.gen(function* () {
-          yield* inspect.truncate()
-          yield* output(c, "emptied queue_items, processed_items and job_runs (jobs and settings stay)", {
-            truncated: ["queue_items", "processed_items", "job_runs"]
+const truncateCommand = Command.make(
+  "truncate",
+  { ...common, yes: Options.boolean("yes").pipe(Options.withDescription("confirm: without it nothing is deleted")) },
+  (c) =>
+    c.yes
+      ? withInspect(c, (inspect) =>
+          Effect.gen(function* () {
+            yield* inspect.truncate()
+            yield* output(c, "emptied queue_items, processed_items and job_runs (jobs and settings stay)", {
+              truncated: ["queue_items", "processed_items", "job_runs"]
+            })
           })
-        })
-      )
-    : Effect.fail(
-        new CliError({ message: "truncate deletes every queue item, execution and run: add --yes to confirm" })
-      )
-).pipe(Command.withDescription("empty queue_items, processed_items and job_runs"))
+        )
+      : Effect.fail(
+          new CliError({ message: "truncate deletes every queue item, execution and run: add --yes to confirm" })
+        )
+).pipe(
+  Command.withDescription(
+    "empty queue_items, processed_items and job_runs (jobs and settings stay); results still in flight are refused"
+  )
+)
 
 const workersCommand = Command.make("workers", common, (c) =>
   withInspect(c, (inspect) =>
@@ -382,53 +353,187 @@ const workersCommand = Command.make("workers", common, (c) =>
           ["id", "task_types", "started_at", "heartbeat_at"],
           workers.map((worker) => [worker.id, worker.taskTypes, worker.startedAt, worker.heartbeatAt])
         ),
-        workers.map((worker) => ({
-          id: worker.id,
-          task_types: worker.taskTypes,
-          started_at: worker.startedAt,
-          heartbeat_at: worker.heartbeatAt
-        }))
+        workers.map(({ liveUntil: _, ...worker }) => snakeKeys(worker))
       )
     })
   )
 ).pipe(Command.withDescription("live workers, their task types and last heartbeat"))
 
-const dbStatus = Command.make("status", { json: common.json }, (c) =>
+const dbOptions = { json: common.json, verbose: common.verbose }
+
+const dbStatus = Command.make("status", dbOptions, (c) =>
   Effect.gen(function* () {
     const s = yield* Effect.promise(() => DevDatabase.status(process.cwd()))
     yield* output(
-      { ...c, databaseUrl: Option.none(), schema: "public" },
+      c,
       s.running ? `running: ${s.url} (data in ${s.dataDir})` : `not running (data in ${s.dataDir})`,
-      s
+      snakeKeys(s)
     )
   })
-)
-const dbStop = Command.make("stop", { json: common.json }, (c) =>
+).pipe(Command.withDescription("whether the development database runs, its URL and data folder"))
+
+const dbStart = Command.make("start", dbOptions, (c) =>
+  Effect.gen(function* () {
+    const dev = yield* ensureDev
+    yield* output(c, `running: ${dev.url} (data in ${dev.dataDir})`, {
+      running: true,
+      started: dev.started,
+      url: dev.url,
+      data_dir: dev.dataDir
+    })
+  })
+).pipe(Command.withDescription("start the development database (if it is not running) and print its URL"))
+
+const dbStop = Command.make("stop", dbOptions, (c) =>
   Effect.gen(function* () {
     const stopped = yield* Effect.promise(() => DevDatabase.stop(process.cwd()))
-    yield* output(
-      { ...c, databaseUrl: Option.none(), schema: "public" },
-      stopped ? "stopped the development database" : "the development database was not running",
-      { stopped }
+    yield* output(c, stopped ? "stopped the development database" : "the development database was not running", {
+      stopped
+    })
+  })
+).pipe(Command.withDescription("stop the development database (its data stays)"))
+
+const dbCommand = Command.make("db").pipe(
+  Command.withSubcommands([dbStatus, dbStart, dbStop]),
+  Command.withDescription(
+    "the development database: an embedded Postgres in the project's .kairos folder, used when no URL is given"
+  )
+)
+
+/** A duration flag: absent, or a positive duration read like `--interval` (`500ms`, `30s`, `5m`, `"5 minutes"`). */
+const durationFlag = (flag: string, value: Option.Option<string>) =>
+  Option.match(value, {
+    onNone: () => Either.right(undefined),
+    onSome: (text) => Either.mapLeft(DurationInput.decodeField(flag, text), (e) => new CliError({ message: e.message }))
+  })
+
+/** A log message as text: Effect passes the arguments of `Effect.log(a, b)` as an array. */
+const logText = (message: unknown): string =>
+  (Array.isArray(message) ? message : [message])
+    .map((part) => {
+      if (typeof part === "string") return part
+      try {
+        return JSON.stringify(part) ?? String(part)
+      } catch {
+        return String(part)
+      }
+    })
+    .join(" ")
+
+/** A long error message shortened for a one-line report (the full text is in processed_items / job_runs). */
+const shortError = (message: string): string => (message.length > 300 ? `${message.slice(0, 297)}...` : message)
+
+/**
+ * The worker's logger: handler logs (`Effect.log` inside a handler) and the runner's own, one line each. With
+ * --json, an event on stdout like every other; otherwise info and below on stdout, warnings and errors on stderr,
+ * prefixed with the task type and id of the execution that logged it.
+ */
+const workerLogger = (json: boolean, write: (line: string, stream: NodeJS.WriteStream) => void) =>
+  Logger.make(({ annotations, cause, date, logLevel, message }) => {
+    const fields = Object.fromEntries(HashMap.toEntries(annotations))
+    const text = logText(message)
+    const detail = Cause.isEmpty(cause) ? undefined : verbose ? Cause.pretty(cause) : undefined
+    if (json) {
+      write(
+        terminalSafeJson(
+          JSON.stringify({
+            event: "log",
+            level: logLevel.label.toLowerCase(),
+            message: text,
+            ...snakeKeys(fields),
+            ...(detail === undefined ? {} : { cause: detail }),
+            at: date.toISOString()
+          })
+        ),
+        process.stdout
+      )
+      return
+    }
+    const taskType = fields["taskType"]
+    const jobId = fields["jobId"]
+    const prefix = typeof taskType === "string" ? `[${taskType}${jobId === undefined ? "" : ` ${String(jobId)}`}] ` : ""
+    const line = `${logLevel.label.toLowerCase()}: ${prefix}${text}`
+    write(
+      escapeControls(line) + (detail === undefined ? "" : `\n${detail}`),
+      LogLevel.greaterThanEqual(logLevel, LogLevel.Warning) ? process.stderr : process.stdout
     )
   })
-)
-const dbCommand = Command.make("db").pipe(
-  Command.withSubcommands([dbStatus, dbStop]),
-  Command.withDescription("the embedded development database")
-)
+
+/** One execution as a line ("Completed send_email item 12 (attempt 1) in 3ms") or a JSON event. */
+const executionLine = (r: Runner.ExecutionReport): { readonly human: string; readonly event: object } => {
+  const job = r.job
+  const what = `${job.taskType} ${job.kind === "queue" ? `item ${job.id}` : `job ${job.name}`} (attempt ${job.attempt})`
+  const human =
+    r.outcome === "ok"
+      ? `Completed ${what} in ${r.durationMs}ms`
+      : r.outcome === "failed"
+        ? `Failed ${what} after ${r.durationMs}ms: ${shortError(r.error ?? "")}`
+        : r.outcome === "lost"
+          ? `Lost ${what}: its lease was lost, the result is discarded (it runs again)`
+          : `Interrupted ${what}: handed back for another worker`
+  return {
+    human,
+    event: {
+      event: "execution",
+      kind: job.kind,
+      task_type: job.taskType,
+      id: job.id,
+      name: job.name,
+      attempt: job.attempt,
+      outcome: r.outcome,
+      duration_ms: r.durationMs ?? null,
+      error: r.error === undefined ? null : shortError(r.error)
+    }
+  }
+}
+
+const duration = (flag: string, description: string) =>
+  Options.text(flag).pipe(Options.withPseudoName("DURATION"), Options.withDescription(description), Options.optional)
 
 const workerCommand = Command.make(
   "worker",
   {
     ...common,
     tasks: Options.text("tasks").pipe(
-      Options.withDescription("module exporting { taskType: handler } (and schedules)")
+      Options.withPseudoName("MODULE"),
+      Options.withDescription(
+        "the tasks module (.js or .ts): its default export is { taskType: handler, ... }; it may export schedules, upserted by name at start"
+      )
     ),
-    concurrency: Options.integer("concurrency").pipe(Options.withDefault(4)),
-    interval: Options.text("interval").pipe(Options.withDefault("5s")),
-    batch: Options.integer("batch").pipe(Options.withDefault(20)),
-    rateLimit: Options.integer("rate-limit").pipe(Options.withDefault(0))
+    concurrency: Options.integer("concurrency").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription("executions run at once by this worker (default 4)"),
+      Options.withDefault(4)
+    ),
+    interval: Options.text("interval").pipe(
+      Options.withPseudoName("DURATION"),
+      Options.withDescription(
+        "the poll interval, e.g. 500ms, 5s, 1m (default 5s); new items wake the worker at once, and a scheduler.interval_seconds setting overrides it"
+      ),
+      Options.withDefault("5s")
+    ),
+    batch: Options.integer("batch").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription("most items claimed in one statement (default 20)"),
+      Options.withDefault(20)
+    ),
+    rateLimit: Options.integer("rate-limit").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription("most queue items started per poll interval; 0: no limit (default 0)"),
+      Options.withDefault(0)
+    ),
+    timeout: duration("timeout", "how long one execution may run before it is interrupted and fails (default 15m)"),
+    lease: duration(
+      "lease",
+      "how long a claim holds without renewal; renewed every third of it, and another worker takes the work over once it expires (default 30s)"
+    ),
+    grace: duration(
+      "grace",
+      "how long a stop waits for running handlers before it interrupts them and hands their work back (default 30s)"
+    ),
+    quiet: Options.boolean("quiet").pipe(
+      Options.withDescription("no line per execution and no info logs: status lines, warnings and errors only")
+    )
   },
   (c) =>
     Effect.gen(function* () {
@@ -436,64 +541,92 @@ const workerCommand = Command.make(
         DurationInput.decodeField("--interval", c.interval),
         (e) => new CliError({ message: e.message })
       )
+      const timeout = yield* durationFlag("--timeout", c.timeout)
+      const leaseDuration = yield* durationFlag("--lease", c.lease)
+      const gracePeriod = yield* durationFlag("--grace", c.grace)
       const mod = yield* loadTasks(c.tasks)
       const url = yield* resolveUrl(c)
+      const tty = process.stdout.isTTY === true && !c.json
+      // On a terminal a status line is redrawn in place: clear it before printing a line of its own.
+      const write = (line: string, stream: NodeJS.WriteStream = process.stdout) =>
+        void stream.write((tty ? "\r\u001b[2K" : "") + line + "\n")
+      /** An event: with --json a JSON line on stdout, otherwise the human text (escaped here). */
+      const emit = (event: Record<string, unknown>, human: string, stream: NodeJS.WriteStream = process.stdout) =>
+        c.json
+          ? write(terminalSafeJson(JSON.stringify({ ...event, at: new Date().toISOString() })))
+          : write(escapeControls(human), stream)
       const Live = PgKairos.layer({
         url,
         schema: c.schema,
         workers: c.concurrency,
         interval,
         batchSize: c.batch,
-        rateLimit: c.rateLimit
+        rateLimit: c.rateLimit,
+        timeout,
+        leaseDuration,
+        gracePeriod,
+        // Without a listener the runner builds nothing per execution (--quiet at thousands a second).
+        onExecution: c.quiet
+          ? undefined
+          : (report) => {
+              const line = executionLine(report)
+              emit(line.event as Record<string, unknown>, line.human)
+            }
       })
-      const log = (event: Record<string, unknown>) =>
-        Effect.sync(() =>
-          process.stdout.write(
-            (c.json
-              ? terminalSafeJson(JSON.stringify({ ...event, at: new Date().toISOString() }))
-              : escapeControls(`${event["message"] ?? JSON.stringify(event)}`)) + "\n"
-          )
-        )
       yield* Effect.gen(function* () {
         const runner = yield* Runner.Runner
         for (const [taskType, handler] of Object.entries(mod.handlers)) yield* runner.register(taskType, handler)
         if (mod.schedules.length > 0) yield* runner.defineJobs(mod.schedules)
         yield* runner.start
-        yield* log({
-          event: "started",
-          owner: runner.owner,
-          taskTypes: Object.keys(mod.handlers),
-          message: `kairos worker ${runner.owner}: ${Object.keys(mod.handlers).join(", ")} (Ctrl-C stops, twice forces)`
-        })
-        // A second SIGINT does not wait for the grace period.
+        const types = Object.keys(mod.handlers)
+        emit(
+          {
+            event: "started",
+            owner: runner.owner,
+            task_types: types,
+            concurrency: runner.config.workers,
+            timeout_ms: Duration.toMillis(runner.config.timeout),
+            lease_ms: Duration.toMillis(runner.config.leaseDuration),
+            grace_ms: Duration.toMillis(runner.config.gracePeriod)
+          },
+          `kairos worker ${runner.owner}: ${types.join(", ")} (Ctrl-C stops, twice forces)`
+        )
+        // The first signal starts the graceful stop (runMain interrupts this program); say at once what it waits
+        // for. A second SIGINT does not wait for the grace period.
         let interrupts = 0
-        process.on("SIGINT", () => {
-          if (++interrupts >= 2) {
-            process.stderr.write("\nkairos: forced stop\n")
+        let announced = false
+        const onSignal = (signal: "SIGINT" | "SIGTERM") => () => {
+          if (signal === "SIGINT" && ++interrupts >= 2) {
+            write("kairos: forced stop", process.stderr)
             process.exit(130)
           }
-        })
+          if (announced) return
+          announced = true
+          const running = Effect.runSync(runner.running)
+          emit(
+            { event: "stopping", signal, running },
+            `stopping: waiting for ${running} running${signal === "SIGINT" ? " (Ctrl-C again forces)" : ""}`
+          )
+        }
+        process.on("SIGINT", onSignal("SIGINT"))
+        process.on("SIGTERM", onSignal("SIGTERM"))
         const queue = yield* QueueStore
-        const tty = process.stdout.isTTY === true && !c.json
-        // A live status line on a terminal; a structured line every few seconds otherwise.
+        // A live status line on a terminal; a structured line every few seconds otherwise. The queue depth is
+        // unknown ("?", null) while the database cannot be reached.
         yield* Effect.gen(function* () {
           const stats = yield* runner.stats
-          const depth = yield* queue.pendingCount().pipe(Effect.orElseSucceed(() => -1))
+          const depth = Option.getOrNull(yield* queue.pendingCount().pipe(Effect.option))
+          const shown = depth === null ? "?" : String(depth)
           const running = yield* runner.running
           if (tty) {
             process.stdout.write(
-              `\r\x1b[2Kclaimed ${stats.started}  ok ${stats.ok}  failed ${stats.failed}  running ${running}  queue ${depth}`
+              `\r\u001b[2Kclaimed ${stats.started}  ok ${stats.ok}  failed ${stats.failed}  running ${running}  queue ${shown}`
             )
           } else {
-            yield* log({
-              event: "status",
-              claimed: stats.started,
-              ok: stats.ok,
-              failed: stats.failed,
-              running,
-              queue: depth,
-              message: `status claimed=${stats.started} ok=${stats.ok} failed=${stats.failed} running=${running} queue=${depth}`
-            })
+            emit(
+              { event: "status", claimed: stats.started, ok: stats.ok, failed: stats.failed, running, queue: depth },
+              `status claimed=${stats.started} ok=${stats.ok} failed=${stats.failed} running=${running} queue=${shown}`
+            )
           }
         }).pipe(Effect.repeat(RetryPolicy.spaced(tty ? "1 second" : "5 seconds")), Effect.forkScoped)
         yield* Effect.addFinalizer(() =>
@@ -501,18 +634,27 @@ const workerCommand = Command.make(
             // Stop first (waiting for running handlers), so the counters below are final.
             yield* runner.stop
             const stats = yield* runner.stats
-            if (tty) process.stdout.write("\n")
-            yield* log({
-              event: "stopped",
-              ...stats,
-              message: `stopped: ${stats.started} claimed, ${stats.ok} ok, ${stats.failed} failed`
-            })
+            emit(
+              { event: "stopped", claimed: stats.started, ok: stats.ok, failed: stats.failed },
+              `stopped: ${stats.started} claimed, ${stats.ok} ok, ${stats.failed} failed`
+            )
           })
         )
         yield* Effect.never
-      }).pipe(Effect.provide(Live), Effect.scoped, Effect.mapError(explain(c, url)))
+      }).pipe(
+        Effect.provide(Live),
+        Effect.scoped,
+        Effect.mapError(explain(targetOf(c), url)),
+        // Handler logs are shown (info), unless --quiet; --verbose adds debug.
+        Logger.withMinimumLogLevel(c.quiet ? LogLevel.Warning : verbose ? LogLevel.Debug : LogLevel.Info),
+        Effect.provide(Logger.replace(Logger.defaultLogger, workerLogger(c.json, write)))
+      )
     })
-).pipe(Command.withDescription("run a worker until SIGINT/SIGTERM (graceful stop)"))
+).pipe(
+  Command.withDescription(
+    "run a worker until SIGINT/SIGTERM: one line per execution, handler logs, a status line; Ctrl-C stops gracefully, twice forces"
+  )
+)
 
 const loadTasks = (
   file: string
@@ -568,6 +710,9 @@ const loadTasks = (
   })
 
 const root = Command.make("kairos").pipe(
+  Command.withDescription(
+    "a durable job scheduler on Postgres. Run `kairos <command> --help` for a command's options; durations read like 200ms, 1s, 30s, 5m, 1h"
+  ),
   Command.withSubcommands([
     migrateCommand,
     workerCommand,
@@ -587,7 +732,7 @@ const cli = Command.run(root, { name: "kairos", version: "0.1.0" })
 
 /** Runs the CLI on `argv` (as `process.argv`), exiting with 0, or 1 after one clear line. */
 export const main = (argv: ReadonlyArray<string>): void => {
-  const verbose = argv.includes("--verbose")
+  verbose = argv.includes("--verbose")
   const args = argv.filter((a) => a !== "--verbose")
   const program = cli(args).pipe(
     Effect.catchAllCause((cause) => {
@@ -605,6 +750,7 @@ export const main = (argv: ReadonlyArray<string>): void => {
         process.exitCode = 1
       })
     }),
+    withCliConsole(args.slice(2)),
     Effect.provide(NodeContext.layer),
     Logger.withMinimumLogLevel(verbose ? LogLevel.Debug : LogLevel.Warning)
   )

@@ -14,7 +14,7 @@ export class DatabaseConnectionError extends Data.TaggedError("DatabaseConnectio
 export const where = (url: string): string => {
   try {
     const u = new URL(url)
-    return `${u.hostname}:${u.port || 5432}${u.pathname}`
+    return `${u.hostname || "localhost"}:${u.port || 5432}${u.pathname || "/"}`
   } catch {
     return "the database"
   }

@@ -1,0 +1,43 @@
+/**
+ * What @effect/cli prints (help, usage errors) as kairos shows it: plain text when the stream is not a terminal
+ * (or NO_COLOR is set), since @effect/printer-ansi always colours; and usage lines that start with the whole
+ * command (`$ kairos db status`, where @effect/cli writes `$ status`).
+ */
+import * as Effect from "effect/Effect"
+
+const ANSI = /\u001b\[[0-9;]*m/g
+
+/** Whether `stream` may get colours: a terminal, and NO_COLOR unset (https://no-color.org). */
+const colours = (stream: NodeJS.WriteStream): boolean =>
+  stream.isTTY === true && (process.env["NO_COLOR"] ?? "") === "" && process.env["TERM"] !== "dumb"
+
+/** The command words of `args` (the arguments after the script): those before the first option. */
+export const commandPath = (args: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const end = args.findIndex((a) => a.startsWith("-"))
+  return end === -1 ? args : args.slice(0, end)
+}
+
+/** `text` with usage lines (`$ enqueue ...`) starting `$ kairos` and the command words before the one shown. */
+export const fullUsage = (text: string, path: ReadonlyArray<string>): string =>
+  text.replace(/^\$ ([^\s\u001b]+)/gm, (line, first: string) => {
+    if (first === "kairos") return line
+    const at = path.indexOf(first)
+    return `$ ${["kairos", ...(at === -1 ? [first] : path.slice(0, at + 1))].join(" ")}`
+  })
+
+const render = (value: unknown, stream: NodeJS.WriteStream, path: ReadonlyArray<string>): unknown =>
+  typeof value === "string" ? fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path) : value
+
+/** Runs `self` with a Console whose `log` and `error` print @effect/cli's text as described above. */
+export const withCliConsole =
+  (args: ReadonlyArray<string>) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
+    const path = commandPath(args)
+    return Effect.flatMap(Effect.console, (console) =>
+      Effect.withConsole(self, {
+        ...console,
+        log: (...values) => console.log(...values.map((v) => render(v, process.stdout, path))),
+        error: (...values) => console.error(...values.map((v) => render(v, process.stderr, path)))
+      })
+    )
+  }
