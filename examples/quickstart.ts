@@ -6,7 +6,7 @@
  *   KAIROS_QUICKSTART_SECONDS=15 (default)  KAIROS_SCHEMA=public (default)
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Logger, LogLevel } from "effect"
+import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { PgKairos, QueueStore, Runner, Schedule } from "kairos"
 import { EmbeddedPostgres } from "kairos/dev"
 
@@ -136,19 +136,23 @@ const redacted = (url: string): string => {
 const main = (url: string) => {
   // Say where it writes: with DATABASE_URL set, that is your database (its `public` schema unless KAIROS_SCHEMA).
   console.log(`quickstart: database ${redacted(url)}, schema "${schema}"`)
-  return Effect.runPromise(
+  return Effect.runPromiseExit(
     program.pipe(
       Effect.provide(PgKairos.layer({ url, schema, workers: 4, interval: "1 second" })),
       Effect.scoped,
       Logger.withMinimumLogLevel(LogLevel.Warning)
     )
-  ).then(() => console.log("\nstopped gracefully."))
+  ).then((exit) => {
+    // kairos's own error (it says what to fix), not Effect's FiberFailure wrapper and its stack.
+    if (Exit.isFailure(exit)) throw Cause.squash(exit.cause)
+    console.log("\nstopped gracefully.")
+  })
 }
 
 EmbeddedPostgres.withDatabaseUrl(main, { log: console.log }).then(
   () => process.exit(0),
-  (e) => {
-    console.error(e)
+  (e: unknown) => {
+    console.error(`quickstart: ${e instanceof Error ? e.message : String(e)}`)
     process.exit(1)
   }
 )

@@ -3,6 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
+import net from "node:net"
 import fs from "node:fs"
 import path from "node:path"
 import pg from "pg"
@@ -45,6 +46,29 @@ describe("examples", () => {
     expect(run.stdout).toMatch(/^\d+ runs:/)
     expect(run.stdout).toMatch(/heartbeat +\S+ +attempt 1 +success +\{"beat":/)
     expect(run.stdout).toContain("next morning-report: ")
+  })
+
+  it("quickstart.ts against a port where nothing listens: one line that says what to fix, exit 1", async () => {
+    const port = await new Promise<number>((resolve) => {
+      const server = net.createServer().listen(0, "127.0.0.1", () => {
+        const { port } = server.address() as net.AddressInfo
+        server.close(() => resolve(port))
+      })
+    })
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
+      {
+        cwd: projectRoot,
+        encoding: "utf8",
+        env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
+        timeout: 60_000
+      }
+    )
+    expect(run.status).toBe(1)
+    expect(run.stderr).toBe(
+      `quickstart: cannot reach the database at 127.0.0.1:${port}/app: connection refused (is Postgres running there? check the URL's host and port)\n`
+    )
   })
 
   it(
