@@ -850,3 +850,42 @@ describe("kairos --help", () => {
     }
   })
 })
+
+describe("a tasks module outside any project", () => {
+  it.each(["tasks.ts", "tasks.mjs"])(
+    "%s imports kairos and effect, which it never installed: they resolve from the CLI's package and it runs",
+    { timeout: 60_000 },
+    async (file) => {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-outside-"))
+      const inSchema = uniqueSchemaName("outside")
+      try {
+        const typed = file.endsWith(".ts")
+        await fs.writeFile(
+          path.join(dir, file),
+          `import { Effect } from "effect"
+import { Schedule } from "kairos"
+export const schedules = [{ name: "hourly", taskType: "hello", schedule: Schedule.interval({ every: "1 hour" }) }]
+export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.log("hello " + job.payload) }
+`
+        )
+        expect(db(["migrate"], inSchema).code).toBe(0)
+        expect(db(["enqueue", "hello", "outside"], inSchema).code).toBe(0)
+        const worker = live(["worker", "--tasks", path.join(dir, file), "--database-url", url, "--schema", inSchema])
+        try {
+          // The handler's Effect.log line: effect resolved, and the module's handler ran the item.
+          await worker.waitFor(/hello outside/)
+          await worker.waitFor(/Completed hello item \d+/)
+        } finally {
+          worker.child.kill("SIGTERM")
+        }
+        expect((await exited(worker.child)).code).toBe(0)
+        expect(worker.err()).toBe("")
+        // Its schedule (built with kairos's Schedule) was defined.
+        expect((json(["jobs"], inSchema) as Array<{ name: string }>).map((j) => j.name)).toEqual(["hourly"])
+      } finally {
+        await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, inSchema)
+        await fs.rm(dir, { recursive: true, force: true })
+      }
+    }
+  )
+})
