@@ -58,9 +58,19 @@ const cell = (text: string) => text.replaceAll("|", "\\|")
 
 export const generate = async (): Promise<string> => {
   const top = sections(await help([]))
+  // "  - jobs [options] run [options] <name>   description": the words left once options and arguments are gone.
   const commands = (top.get("COMMANDS") ?? [])
-    .map((line) => /^\s+- ((?:[a-z]+ ?)+?)(?=\s|\[|<|$)/.exec(line)?.[1]?.trim())
-    .filter((c): c is string => c !== undefined)
+    .filter((line) => /^\s+- /.test(line))
+    .map((line) =>
+      line
+        .replace(/^\s+- /, "")
+        .split(/\s{2,}/)[0]!
+        .replace(/\[[^\]]*\]|<[^>]*>|--\S+(?: [A-Z]+)?/g, " ")
+        .trim()
+        .split(/\s+/)
+        .join(" ")
+    )
+    .filter((c) => c !== "")
   const texts = await Promise.all(commands.map((c) => help(c.split(" "))))
   const blocks: Array<string> = []
   let common: Array<{ name: string; text: string }> = []

@@ -7,11 +7,13 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as PgKairos from "./PgKairos.js"
 import type { QueueItem } from "../domain/QueueItem.js"
-import type { ScheduledJob } from "../domain/ScheduledJob.js"
+import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
+import { JobStore } from "../ports/JobStore.js"
 import { now } from "../ports/Clock.js"
 import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
@@ -36,6 +38,12 @@ export interface Kairos {
   readonly start: () => Promise<void>
   /** Stops gracefully (running handlers get the grace period) and closes the pool. */
   readonly stop: () => Promise<void>
+  /** Pauses a job by name: its slots stop starting (running ones finish); re-defining it keeps it paused. */
+  readonly pauseJob: (name: string) => Promise<ScheduledJob>
+  /** Resumes a paused job; slots missed meanwhile follow its `missedSlots` policy. */
+  readonly resumeJob: (name: string) => Promise<ScheduledJob>
+  /** Fires a job now, as an extra slot beside its schedule (every runner on the database is woken). */
+  readonly runJob: (name: string) => Promise<JobRun>
   /** Executions started, succeeded and failed so far. */
   readonly stats: () => Promise<RunnerStats>
   /**
@@ -50,6 +58,12 @@ export interface Kairos {
    */
   readonly onIdle: (listener: () => void, options?: { readonly checkEvery?: Duration.DurationInput }) => () => void
 }
+
+/** Raised by `pauseJob`, `resumeJob` and `runJob` for a name no job has. */
+export class JobNotFoundError extends Data.TaggedError("JobNotFoundError")<{
+  readonly name: string
+  readonly message: string
+}> {}
 
 /** Raised by `drain` when its timeout passes first. */
 export class DrainTimeoutError extends Data.TaggedError("DrainTimeoutError")<{ readonly message: string }> {}
@@ -67,6 +81,19 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
     await runtime.dispose()
     throw error
   })
+  // A job change by name, then a wake-up of this runner (others hear the database's NOTIFY).
+  const control = <A, E>(
+    name: string,
+    change: (store: JobStore["Type"], now: Date) => Effect.Effect<Option.Option<A>, E>
+  ) =>
+    Effect.gen(function* () {
+      const store = yield* JobStore
+      const result = yield* change(store, yield* now)
+      if (Option.isNone(result))
+        return yield* Effect.fail(new JobNotFoundError({ name, message: `no job named ${JSON.stringify(name)}` }))
+      yield* runner.wake
+      return result.value
+    })
   // onIdle's watches: stopped by `stop`, so none outlives the pool.
   const watchers = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
   // Nothing running here (no query), then nothing in the queue.
@@ -92,6 +119,9 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
       await run(runner.stop)
       await runtime.dispose()
     },
+    pauseJob: (name) => run(control(name, (store, at) => store.setJobEnabled(name, false, at))),
+    resumeJob: (name) => run(control(name, (store, at) => store.setJobEnabled(name, true, at))),
+    runJob: (name) => run(control(name, (store, at) => store.runJobNow(name, at))),
     stats: () => run(runner.stats),
     drain: (drainOptions) => {
       const waitIdle = idle.pipe(

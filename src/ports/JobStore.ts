@@ -141,6 +141,22 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
       moves: ReadonlyArray<{ readonly jobId: string; readonly nextRunAt: Date }>,
       now: Date
     ) => Effect.Effect<void, JobStoreError>
+    /**
+     * Pauses (`enabled = false`) or resumes a job by name; returns it as stored, none when no job has that name.
+     * A paused job stays paused when code defines it again (`upsertJobs` never changes `enabled`); its slots
+     * missed while paused follow its `missedSlots` policy once resumed. Wakes the runners.
+     */
+    readonly setJobEnabled: (
+      name: string,
+      enabled: boolean,
+      now: Date
+    ) => Effect.Effect<Option.Option<ScheduledJob>, JobStoreError>
+    /**
+     * Fires a job now, as an extra slot beside its schedule: a pending first attempt at `scheduledFor = now`, due now
+     * (its `next_run_at` does not move). A paused job's extra slot waits until it is resumed; an overlap-skip job's
+     * waits while another run of it goes. None when no job has that name. Wakes the runners.
+     */
+    readonly runJobNow: (name: string, now: Date) => Effect.Effect<Option.Option<JobRun>, JobStoreError>
     /** Disables a job (`enabled = false`). */
     readonly disableJob: (jobId: string, now: Date) => Effect.Effect<void, JobStoreError>
     /**

@@ -128,8 +128,9 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     /**
      * Calls `wake` whenever work may have arrived or a live setting changed (an item inserted, even by plain SQL;
      * the semaphore, `scheduler.paused`, `scheduler.enabled` or the interval changed), until the scope closes. A
-     * hint only: the poll stays the source of truth.
+     * hint only: the poll stays the source of truth. `topic` is "jobs" when an operator changed a job (paused,
+     * resumed or fired it: the runner then reads the job tables whatever it last knew of them), else "queue".
      */
-    readonly subscribe: (wake: () => void) => Effect.Effect<void, never, Scope.Scope>
+    readonly subscribe: (wake: (topic: "queue" | "jobs") => void) => Effect.Effect<void, never, Scope.Scope>
   }
 >() {}

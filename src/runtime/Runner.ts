@@ -453,7 +453,11 @@ export const make = (
       yield* Effect.addFinalizer(() => Effect.sync(() => void process.off("exit", lastWord))).pipe(Scope.extend(scope))
       // New items and settings changes wake the idle runner at once; the poll stays the fallback.
       yield* Scope.extend(
-        queueStore.subscribe(() => signalNow(wake)),
+        queueStore.subscribe((topic) => {
+          // An operator changed a job: the next tick reads the job tables whatever they were last known to hold.
+          if (topic === "jobs") lookEverywhere = true
+          signalNow(wake)
+        }),
         scope
       )
       yield* Effect.forkIn(supervised("heartbeat", heartbeatRound), scope)

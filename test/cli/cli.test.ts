@@ -889,3 +889,63 @@ export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.l
     }
   )
 })
+
+describe("kairos jobs run|pause|resume", () => {
+  it(
+    "a live worker polling every 30 s runs a fired job at once; pause keeps its slots from starting, resume lets them",
+    { timeout: 90_000 },
+    async () => {
+      const inSchema = uniqueSchemaName("jobctl")
+      try {
+        expect(db(["migrate"], inSchema).code).toBe(0)
+        // examples/tasks.ts defines nightly-cleanup (daily at 03:00 Berlin) and heartbeat (every 10 s).
+        const worker = live([
+          "worker",
+          "--tasks",
+          "examples/tasks.ts",
+          "--interval",
+          "30s",
+          "--database-url",
+          url,
+          "--schema",
+          inSchema
+        ])
+        try {
+          await worker.waitFor(/kairos worker /)
+          // Pause the heartbeat before its first slot is due (10 s after the worker defined it).
+          const paused = db(["jobs", "pause", "heartbeat"], inSchema)
+          expect(paused.stderr).toBe("")
+          expect(paused.stdout).toMatch(/^paused heartbeat: /)
+          const listed = json(["jobs"], inSchema) as Array<{ name: string; enabled: boolean }>
+          expect(listed.map((j) => [j.name, j.enabled]).sort()).toEqual([
+            ["heartbeat", false],
+            ["nightly-cleanup", true]
+          ])
+          // Fired now: the worker is woken (NOTIFY), long before its next 30 s poll.
+          const fired = json(["jobs", "run", "nightly-cleanup"], inSchema) as { run_id: string; status: string }
+          expect(fired.status).toBe("pending")
+          const firedAt = Date.now()
+          await worker.waitFor(/Completed cleanup job nightly-cleanup \(attempt 1\)/, "out", 20_000)
+          expect(Date.now() - firedAt).toBeLessThan(10_000)
+          // The heartbeat stays paused: no run of it, though its 10 s slot has passed.
+          await until(async () => Date.now() - firedAt > 11_000, 15_000, "the heartbeat's first slot to pass")
+          const before = (await query(
+            `SELECT count(*)::int AS n FROM $schema.job_runs r JOIN $schema.scheduled_jobs j ON j.id = r.job_id WHERE j.name = 'heartbeat'`,
+            inSchema
+          )) as Array<{ n: number }>
+          expect(before[0]!.n).toBe(0)
+          expect(db(["jobs", "resume", "heartbeat"], inSchema).stdout).toMatch(/^resumed heartbeat: next slot /)
+          await worker.waitFor(/Completed cleanup job heartbeat/, "out", 20_000)
+        } finally {
+          worker.child.kill("SIGTERM")
+        }
+        expect((await exited(worker.child)).code).toBe(0)
+        const unknown = db(["jobs", "run", "no-such-job"], inSchema)
+        expect(unknown.code).toBe(1)
+        expect(unknown.stderr).toBe('kairos: no job named "no-such-job": `kairos jobs` lists them\n')
+      } finally {
+        await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, inSchema)
+      }
+    }
+  )
+})

@@ -178,6 +178,49 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         })
     )
 
+    it.effect(
+      "setJobEnabled pauses and resumes by name; a paused job is not due, and a re-definition keeps it paused",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const taskType = unique("pause")
+          const d = def({ taskType, nextRunAt: at(10) })
+          const [job] = yield* store.upsertJobs([d], T0)
+          const paused = yield* store.setJobEnabled(d.name, false, at(1))
+          expect(Option.map(paused, (j) => [j.id, j.enabled])).toEqual(Option.some([job!.id, false]))
+          expect(yield* store.listDue(at(20), 10, [taskType])).toEqual([])
+          yield* store.upsertJobs([{ ...d, payload: "v2" }], at(2))
+          expect(yield* store.listDue(at(20), 10, [taskType])).toEqual([])
+          const resumed = yield* store.setJobEnabled(d.name, true, at(3))
+          expect(Option.map(resumed, (j) => [j.enabled, j.payload])).toEqual(Option.some([true, "v2"]))
+          expect((yield* store.listDue(at(20), 10, [taskType])).map((due) => due.job.id)).toEqual([job!.id])
+          expect(yield* store.setJobEnabled(unique("no-such-job"), false, at(4))).toEqual(Option.none())
+        })
+    )
+
+    it.effect(
+      "runJobNow adds a pending first attempt at now, due now, beside the schedule; none for an unknown name",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const taskType = unique("run-now")
+          const d = def({ taskType, nextRunAt: at(3600) })
+          const [job] = yield* store.upsertJobs([d], T0)
+          const run = yield* store.runJobNow(d.name, at(5))
+          expect(Option.map(run, (r) => [r.jobId, iso(r.scheduledFor), r.attempt, r.status, iso(r.dueAt)])).toEqual(
+            Option.some([job!.id, iso(at(5)), 1, "pending", iso(at(5))])
+          )
+          const retries = yield* store.listDueRetries(at(5), 10, [taskType])
+          expect(retries.map((r) => [r.job.id, iso(r.run.scheduledFor)])).toEqual([[job!.id, iso(at(5))]])
+          // The schedule's own slot did not move.
+          expect(iso((yield* Effect.flatMap(StoreInspector, (i) => i.job(job!.id)))?.nextRunAt)).toBe(iso(at(3600)))
+          // Paused, its extra slot waits.
+          yield* store.setJobEnabled(d.name, false, at(6))
+          expect(yield* store.listDueRetries(at(7), 10, [taskType])).toEqual([])
+          expect(yield* store.runJobNow(unique("no-such-job"), at(5))).toEqual(Option.none())
+        })
+    )
+
     it.effect("upsertJobs takes 8,000 definitions in one call, inserting and then updating them", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

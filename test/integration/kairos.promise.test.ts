@@ -5,7 +5,7 @@
 import net from "node:net"
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
-import { DatabaseConnectionError, Kairos } from "../../src/index.js"
+import { DatabaseConnectionError, Kairos, Schedule } from "../../src/index.js"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 
 const schemas: Array<string> = []
@@ -106,5 +106,34 @@ describe("Kairos.create", () => {
     expect((notUrl as Error).message).toBe(
       `"foo" is not a Postgres URL: write postgres://user:password@host:5432/database`
     )
+  })
+
+  it("pauseJob, resumeJob and runJob by name; an unknown name rejects with JobNotFoundError", async () => {
+    const kairos = await Kairos.create({ url: databaseUrl(), schema: fresh("promise_jobs"), interval: "30 seconds" })
+    try {
+      const ran: Array<string> = []
+      await kairos.register("report", (job) => void ran.push(job.scheduledFor.toISOString()))
+      await kairos.defineJobs([
+        { name: "daily-report", taskType: "report", schedule: Schedule.daily({ hour: 3, minute: 0 }) }
+      ])
+      await kairos.start()
+      expect((await kairos.pauseJob("daily-report")).enabled).toBe(false)
+      expect((await kairos.resumeJob("daily-report")).enabled).toBe(true)
+      const run = await kairos.runJob("daily-report")
+      expect([run.status, run.attempt]).toEqual(["pending", 1])
+      // Woken at once, not at the 30 s poll.
+      await kairos.drain({ timeout: "1 second" })
+      const deadline = Date.now() + 10_000
+      while (ran.length === 0 && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 20))
+      expect(ran).toEqual([run.scheduledFor.toISOString()])
+      const missing = await kairos.runJob("no-such-job").then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect(missing).toBeInstanceOf(Kairos.JobNotFoundError)
+      expect((missing as Error).message).toBe('no job named "no-such-job"')
+    } finally {
+      await kairos.stop()
+    }
   })
 })

@@ -26,6 +26,7 @@ import * as DurationInput from "../../domain/DurationInput.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
+import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import { schemaName } from "../postgres/PgSchema.js"
@@ -246,6 +247,59 @@ const processedCommand = Command.make("processed", { ...common, n: count("execut
 const scheduleCell = (schedule: PgInspect.StoredSchedule) =>
   schedule._tag === "Valid" ? Schedule.format(schedule.schedule) : `invalid: ${JSON.stringify(schedule.stored)}`
 
+/** The database's time: an operator's change is stamped by the clock every runner judges time by. */
+const databaseNow = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ now: Date }>`SELECT clock_timestamp() AS now`, (rows) => new Date(rows[0]!.now))
+
+const jobName = Args.text({ name: "name" }).pipe(Args.withDescription("the job's name (as `kairos jobs` lists it)"))
+const noSuchJob = (name: string) =>
+  new CliError({ message: `no job named ${JSON.stringify(escapeControls(name))}: \`kairos jobs\` lists them` })
+
+/** `kairos jobs pause|resume <name>`. */
+const setEnabledCommand = (verb: "pause" | "resume") =>
+  Command.make(verb, { ...common, name: jobName }, (c) =>
+    withDb(c, (sql, schema) =>
+      Effect.gen(function* () {
+        const store = yield* PgJobStore.make({ schema })
+        const job = yield* store.setJobEnabled(c.name, verb === "resume", yield* databaseNow(sql))
+        if (Option.isNone(job)) return yield* Effect.fail(noSuchJob(c.name))
+        const name = escapeControls(job.value.name)
+        yield* output(
+          c,
+          verb === "pause"
+            ? `paused ${name}: no slot of it starts until \`kairos jobs resume ${name}\` (a re-definition in code keeps it paused)`
+            : `resumed ${name}: next slot ${job.value.nextRunAt?.toISOString() ?? "computed by the next runner"}`,
+          { name: job.value.name, enabled: job.value.enabled, next_run_at: job.value.nextRunAt }
+        )
+      })
+    )
+  ).pipe(
+    Command.withDescription(
+      verb === "pause"
+        ? "pause a job: its slots stop starting (running ones finish); code that defines it again keeps it paused"
+        : "resume a paused job; slots missed meanwhile follow its missedSlots policy"
+    )
+  )
+
+const jobsRunCommand = Command.make("run", { ...common, name: jobName }, (c) =>
+  withDb(c, (sql, schema) =>
+    Effect.gen(function* () {
+      const store = yield* PgJobStore.make({ schema })
+      const run = yield* store.runJobNow(c.name, yield* databaseNow(sql))
+      if (Option.isNone(run)) return yield* Effect.fail(noSuchJob(c.name))
+      yield* output(
+        c,
+        `fired ${escapeControls(c.name)}: run ${run.value.id} for ${run.value.scheduledFor.toISOString()}, due now (\`kairos runs\` shows it)`,
+        { run_id: run.value.id, job: c.name, scheduled_for: run.value.scheduledFor, status: run.value.status }
+      )
+    })
+  )
+).pipe(
+  Command.withDescription(
+    "fire a job now, as an extra slot beside its schedule (it waits while the job is paused, or while another run of an overlap-skip job goes)"
+  )
+)
+
 const jobsCommand = Command.make("jobs", common, (c) =>
   withInspect(c, (inspect) =>
     Effect.gen(function* () {
@@ -269,7 +323,10 @@ const jobsCommand = Command.make("jobs", common, (c) =>
       )
     })
   )
-).pipe(Command.withDescription("scheduled jobs, their next slot and whether a live worker runs them"))
+).pipe(
+  Command.withDescription("scheduled jobs, their next slot and whether a live worker runs them"),
+  Command.withSubcommands([jobsRunCommand, setEnabledCommand("pause"), setEnabledCommand("resume")])
+)
 
 const runsCommand = Command.make("runs", { ...common, n: count("runs") }, (c) =>
   withInspect(c, (inspect) =>

@@ -244,6 +244,26 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
         Effect.sync(() => {
           for (const { jobId, nextRunAt } of moves) replaceJob(jobId, { nextRunAt, updatedAt: now })
         }),
+      setJobEnabled: (name, enabled, now) =>
+        Effect.sync(() => {
+          const job = jobs.find((j) => j.name === name)
+          if (job === undefined) return Option.none()
+          replaceJob(job.id, { enabled, updatedAt: now })
+          return Option.fromNullable(jobs.find((j) => j.id === job.id))
+        }),
+      runJobNow: (name, now) =>
+        Effect.suspend(() => {
+          const job = jobs.find((j) => j.name === name)
+          return job === undefined
+            ? Effect.succeed(Option.none())
+            : Effect.map(
+                insertRun(
+                  { jobId: job.id, scheduledFor: now, attempt: 1 },
+                  { ...none, status: "pending", startedAt: null, finishedAt: null, dueAt: now }
+                ),
+                Option.some
+              )
+        }),
       disableJob: (jobId, now) => Effect.sync(() => replaceJob(jobId, { enabled: false, updatedAt: now })),
       nextWakeAt: (now, taskTypes) =>
         Effect.sync(() => {

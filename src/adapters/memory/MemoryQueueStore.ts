@@ -258,15 +258,17 @@ export const make: Effect.Effect<
           .filter((w) => w.liveUntil.getTime() > now.getTime())
           .sort((a, b) => (a.id < b.id ? -1 : 1))
       ),
-    subscribe: (wake) =>
-      Effect.zipRight(
+    subscribe: (wake) => {
+      const onQueue = () => wake("queue")
+      return Effect.zipRight(
         Effect.acquireRelease(
-          Effect.sync(() => listeners.add(wake)),
-          () => Effect.sync(() => listeners.delete(wake))
+          Effect.sync(() => listeners.add(onQueue)),
+          () => Effect.sync(() => listeners.delete(onQueue))
         ),
         // Settings changes wake the runner too, as the NOTIFY trigger on scheduler_meta does in Postgres.
-        meta.subscribe(wake)
+        meta.subscribe(onQueue)
       )
+    }
   })
 
   const memory = MemoryQueue.of({

@@ -33,6 +33,9 @@ export const store: JobStore["Type"] = JobStore.of({
   startRuns: (slots, { now }) =>
     Effect.succeed(slots.map((slot) => ({ run: row(slot, "running", now), lease: { runId: "0", token: "" } }))),
   startRetry: () => Effect.succeed(Option.none()),
+  // It holds no jobs: there is none of that name.
+  setJobEnabled: () => Effect.succeed(Option.none()),
+  runJobNow: () => Effect.succeed(Option.none()),
   recordSkipped: () => Effect.void,
   recordFailed: () => Effect.void,
   scheduleRetry: (slot, _dueAt, now) => Effect.succeed(row(slot, "pending", now)),

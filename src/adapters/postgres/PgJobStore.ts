@@ -15,7 +15,7 @@ import type { ScheduledJob } from "../../domain/ScheduledJob.js"
 import { type JobDefinition, JobStore, JobStoreError, type RunSlot } from "../../ports/JobStore.js"
 import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, type RunRow, toJob, toRun } from "./jobRows.js"
 import { mapPgErrors, type PgFailure, transactionWith } from "./PgErrors.js"
-import { type PgOptions, schemaName, table } from "./PgSchema.js"
+import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
 
 const toStoreError = (f: PgFailure): JobStoreError =>
   new JobStoreError({ reason: f.reason === "Invalid" ? "Unknown" : f.reason, message: f.message, cause: f.cause })
@@ -64,6 +64,9 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             (rows) => new Set(rows.map((r) => r.job_id))
           )
     const transaction = transactionWith(sql.withTransaction, toStoreError)
+    // Every runner on the schema listens on this channel (the queue's wake-ups): an operator's change is seen at
+    // once, not a poll later.
+    const wakeRunners = sql`SELECT pg_notify(${channel(schema)}, 'jobs')`
 
     const jobsById = (ids: ReadonlyArray<string>) =>
       ids.length === 0
@@ -252,6 +255,24 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
       advanceJob: (jobId, nextRunAt, now) => advanceJobs([{ jobId, nextRunAt }], now),
 
       advanceJobs,
+
+      setJobEnabled: (name, enabled, now) =>
+        sql`UPDATE ${jobs} SET enabled = ${enabled}, updated_at = ${now} WHERE name = ${name} RETURNING ${jobCols}`.pipe(
+          Effect.flatMap(decodeJobs),
+          Effect.tap(() => wakeRunners),
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toJob)),
+          orStoreError
+        ),
+
+      runJobNow: (name, now) =>
+        sql`INSERT INTO ${runs} (job_id, scheduled_for, attempt, status, due_at)
+            SELECT id, ${now}, 1, 'pending', ${now} FROM ${jobs} WHERE name = ${name}
+            RETURNING ${runCols}`.pipe(
+          Effect.flatMap(decodeRuns),
+          Effect.tap(() => wakeRunners),
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), toRun)),
+          orStoreError
+        ),
 
       disableJob: (jobId, now) =>
         sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(

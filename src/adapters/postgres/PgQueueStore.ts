@@ -397,9 +397,13 @@ export const make = (
 
       subscribe: (wake) => {
         const url = pg.config.url ?? Redacted.make(urlFromParts(pg.config))
-        return PgListener.make({ url, channel: wakeChannel, onNotify: () => wake(), onReconnect: wake }).pipe(
-          Effect.asVoid
-        )
+        return PgListener.make({
+          url,
+          channel: wakeChannel,
+          onNotify: (payload) => wake(payload === "jobs" ? "jobs" : "queue"),
+          // Notifications sent while it was away are lost: look at everything.
+          onReconnect: () => wake("jobs")
+        }).pipe(Effect.asVoid)
       }
     })
   })
