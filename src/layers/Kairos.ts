@@ -44,6 +44,13 @@ export interface Kairos {
   readonly resumeJob: (name: string) => Promise<ScheduledJob>
   /** Fires a job now, as an extra slot beside its schedule (every runner on the database is woken). */
   readonly runJob: (name: string) => Promise<JobRun>
+  /**
+   * Cancels a queue item, pending or processing (a running execution's result is then refused); resolves to the
+   * status it had, or rejects with ItemNotFoundError.
+   */
+  readonly cancel: (itemId: string) => Promise<"pending" | "processing">
+  /** Enqueues again the item an execution ran (its task type and payload); rejects with ItemNotFoundError. */
+  readonly retry: (processedId: string) => Promise<QueueItem>
   /** Executions started, succeeded and failed so far. */
   readonly stats: () => Promise<RunnerStats>
   /**
@@ -62,6 +69,12 @@ export interface Kairos {
 /** Raised by `pauseJob`, `resumeJob` and `runJob` for a name no job has. */
 export class JobNotFoundError extends Data.TaggedError("JobNotFoundError")<{
   readonly name: string
+  readonly message: string
+}> {}
+
+/** Raised by `cancel` and `retry` for an id no item (or execution) has. */
+export class ItemNotFoundError extends Data.TaggedError("ItemNotFoundError")<{
+  readonly id: string
   readonly message: string
 }> {}
 
@@ -122,6 +135,29 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
     pauseJob: (name) => run(control(name, (store, at) => store.setJobEnabled(name, false, at))),
     resumeJob: (name) => run(control(name, (store, at) => store.setJobEnabled(name, true, at))),
     runJob: (name) => run(control(name, (store, at) => store.runJobNow(name, at))),
+    cancel: (itemId) =>
+      run(
+        Effect.flatMap(QueueStore, (queue) => queue.cancel(itemId)).pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () => Effect.fail(new ItemNotFoundError({ id: itemId, message: `no queue item ${itemId}` })),
+              onSome: Effect.succeed
+            })
+          )
+        )
+      ),
+    retry: (processedId) =>
+      run(
+        Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.retryExecution(processedId, at))).pipe(
+          Effect.flatMap(
+            Option.match({
+              onNone: () =>
+                Effect.fail(new ItemNotFoundError({ id: processedId, message: `no execution ${processedId}` })),
+              onSome: Effect.succeed
+            })
+          )
+        )
+      ),
     stats: () => run(runner.stats),
     drain: (drainOptions) => {
       const waitIdle = idle.pipe(

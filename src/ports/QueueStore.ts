@@ -132,5 +132,18 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * resumed or fired it: the runner then reads the job tables whatever it last knew of them), else "queue".
      */
     readonly subscribe: (wake: (topic: "queue" | "jobs") => void) => Effect.Effect<void, never, Scope.Scope>
+    /**
+     * Cancels an item: deletes it whether pending or processing, and returns the status it had; none when no item
+     * has that id. A running execution of it finishes, but its result is refused (nothing is logged for it).
+     */
+    readonly cancel: (itemId: string) => Effect.Effect<Option.Option<"pending" | "processing">, QueueStoreError>
+    /**
+     * Enqueues again the item an execution ran: a new item with that execution's task type and payload (default
+     * priority, one run, sequential), created at `createdAt`; none when no execution has that id.
+     */
+    readonly retryExecution: (
+      processedId: string,
+      createdAt: Date
+    ) => Effect.Effect<Option.Option<QueueItem>, QueueStoreError>
   }
 >() {}

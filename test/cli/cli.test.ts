@@ -949,3 +949,47 @@ describe("kairos jobs run|pause|resume", () => {
     }
   )
 })
+
+describe("kairos cancel and retry", () => {
+  it("cancel removes a pending item; retry enqueues an execution's task type and payload again; bad ids", async () => {
+    const inSchema = uniqueSchemaName("cancel")
+    try {
+      expect(db(["migrate"], inSchema).code).toBe(0)
+      const item = json(["enqueue", "mail", '{"to":"ada"}'], inSchema) as { id: string }
+      const cancelled = db(["cancel", item.id], inSchema)
+      expect([cancelled.code, cancelled.stderr, cancelled.stdout]).toEqual([
+        0,
+        "",
+        `cancelled item ${item.id} (it was pending)\n`
+      ])
+      expect(json(["queue"], inSchema)).toEqual([])
+      const again = db(["cancel", item.id], inSchema)
+      expect([again.code, again.stderr]).toEqual([
+        1,
+        `kairos: no queue item ${item.id}: \`kairos queue\` lists the pending and processing ones\n`
+      ])
+      // An execution, written as a worker would have; retry makes a new item of it.
+      await query(
+        `INSERT INTO $schema.processed_items (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+         VALUES (41, 'mail', '{"to":"grace"}', 'error', 'smtp down', now(), now(), 3)`,
+        inSchema
+      )
+      const [execution] = (await query(`SELECT id::text AS id FROM $schema.processed_items`, inSchema)) as Array<{
+        id: string
+      }>
+      const retried = json(["retry", execution!.id], inSchema) as { id: string; task_type: string; payload: string }
+      expect([retried.task_type, retried.payload]).toEqual(["mail", '{"to":"grace"}'])
+      expect((json(["queue"], inSchema) as Array<{ id: string }>).map((i) => i.id)).toEqual([retried.id])
+      const missing = db(["retry", "999999"], inSchema)
+      expect([missing.code, missing.stderr]).toEqual([
+        1,
+        "kairos: no execution 999999: `kairos processed` lists them\n"
+      ])
+      const notANumber = db(["cancel", "abc"], inSchema)
+      expect(notANumber.code).toBe(1)
+      expect(notANumber.stderr).toContain('<item> must be a number (an id), not "abc"')
+    } finally {
+      await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, inSchema)
+    }
+  })
+})

@@ -3,7 +3,7 @@
  * Each test uses task types of its own, so the tests of one suite never see each other's items.
  */
 import { expect, layer } from "@effect/vitest"
-import { Deferred, Effect, type Layer } from "effect"
+import { Deferred, Effect, type Layer, Option } from "effect"
 import { QueueStore, type QueueClaim } from "../../src/index.js"
 import { gaveUpMessage, MAX_UNFINISHED } from "../../src/domain/QueueItem.js"
 
@@ -50,6 +50,42 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
             runAfter: null
           })
         }
+      })
+    )
+
+    it.effect("cancel deletes a pending or processing item; a result still in flight for it is refused", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("cancel")
+        const running = yield* q.enqueue({ taskType: t, payload: "a", thread: 1 }, T0)
+        const [claim] = yield* q.claimBatch(claimOpts([t], 1))
+        expect(claim!.item.id).toBe(running.id)
+        const waiting = yield* q.enqueue({ taskType: t, payload: "b", thread: 1 }, T0)
+        expect(yield* q.cancel(running.id)).toEqual(Option.some("processing"))
+        expect(yield* q.cancel(waiting.id)).toEqual(Option.some("pending"))
+        expect(yield* q.cancel(waiting.id)).toEqual(Option.none())
+        expect(yield* q.recordResults([done(claim!)])).toEqual([false])
+        expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
+      })
+    )
+
+    it.effect("retryExecution enqueues a new item with the execution's task type and payload", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry")
+        const original = yield* q.enqueue({ taskType: t, payload: `{"to":"ada"}`, priority: 5 }, T0)
+        const [claim] = yield* q.claimBatch(claimOpts([t]))
+        expect(yield* q.recordResults([done(claim!, at(0), at(1), "boom")])).toEqual([true])
+        const execution = (yield* q.recentProcessed(50)).find((p) => p.queueItemId === original.id)!
+        const again = yield* q.retryExecution(execution.id, at(2))
+        expect(Option.map(again, (i) => [i.taskType, i.payload, i.status, i.priority, i.maxRuns])).toEqual(
+          Option.some([t, `{"to":"ada"}`, "pending", 0, 1])
+        )
+        expect(Option.getOrThrow(again).id).not.toBe(original.id)
+        expect((yield* q.claimBatch(claimOpts([t], 10, "w1", at(3)))).map((c) => c.item.payload)).toEqual([
+          `{"to":"ada"}`
+        ])
+        expect(yield* q.retryExecution("987654321", at(4))).toEqual(Option.none())
       })
     )
 

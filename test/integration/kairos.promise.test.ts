@@ -136,4 +136,41 @@ describe("Kairos.create", () => {
       await kairos.stop()
     }
   })
+
+  it("cancel and retry by id; unknown ids reject with ItemNotFoundError", async () => {
+    const kairos = await Kairos.create({ url: databaseUrl(), schema: fresh("promise_cancel"), interval: "30 seconds" })
+    try {
+      let fail = true
+      await kairos.register("flaky", () => {
+        if (fail) throw new Error("down")
+      })
+      const doomed = await kairos.enqueue({ taskType: "flaky", payload: "never" })
+      expect(await kairos.cancel(doomed.id)).toBe("pending")
+      await kairos.enqueue({ taskType: "flaky", payload: "again" })
+      await kairos.start()
+      await kairos.drain({ timeout: "10 seconds" })
+      expect(await kairos.stats()).toMatchObject({ ok: 0, failed: 1 })
+      const client = new pg.Client({ connectionString: databaseUrl() })
+      await client.connect()
+      const schema = schemas[schemas.length - 1]!
+      const rows = (await client.query(`SELECT id::text AS id FROM "${schema}".processed_items`)).rows as Array<{
+        id: string
+      }>
+      await client.end()
+      fail = false
+      const retried = await kairos.retry(rows[0]!.id)
+      expect([retried.taskType, retried.payload]).toEqual(["flaky", "again"])
+      await kairos.drain({ timeout: "10 seconds" })
+      expect(await kairos.stats()).toMatchObject({ ok: 1, failed: 1 })
+      for (const attempt of [() => kairos.cancel("987654"), () => kairos.retry("987654")]) {
+        const error = await attempt().then(
+          () => undefined,
+          (e: unknown) => e
+        )
+        expect(error).toBeInstanceOf(Kairos.ItemNotFoundError)
+      }
+    } finally {
+      await kairos.stop()
+    }
+  })
 })

@@ -4,6 +4,7 @@
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
@@ -246,6 +247,67 @@ const processedCommand = Command.make("processed", { ...common, n: count("execut
 /** A job's schedule as people read it; a stored value that does not decode is shown as it is. */
 const scheduleCell = (schedule: PgInspect.StoredSchedule) =>
   schedule._tag === "Valid" ? Schedule.format(schedule.schedule) : `invalid: ${JSON.stringify(schedule.stored)}`
+
+/** A numeric id argument: anything else is one clear error, before the database sees it. */
+const idArgument = (name: string, description: string) =>
+  Args.text({ name }).pipe(
+    Args.withDescription(description),
+    Args.mapEffect((text) =>
+      /^[1-9][0-9]{0,18}$/.test(text)
+        ? Effect.succeed(text)
+        : Effect.fail(HelpDoc.p(`<${name}> must be a number (an id), not ${JSON.stringify(escapeControls(text))}`))
+    )
+  )
+
+const cancelCommand = Command.make(
+  "cancel",
+  { ...common, item: idArgument("item", "the queue item's id (as `kairos queue` lists it)") },
+  (c) =>
+    withDb(c, (_sql, schema) =>
+      Effect.gen(function* () {
+        const queue = yield* PgQueueStore.make({ schema })
+        const status = yield* queue.cancel(c.item)
+        if (Option.isNone(status))
+          return yield* Effect.fail(
+            new CliError({ message: `no queue item ${c.item}: \`kairos queue\` lists the pending and processing ones` })
+          )
+        yield* output(
+          c,
+          status.value === "processing"
+            ? `cancelled item ${c.item}: it was running; that execution finishes but its result is not recorded`
+            : `cancelled item ${c.item} (it was pending)`,
+          { item: c.item, cancelled: true, was: status.value }
+        )
+      })
+    )
+).pipe(
+  Command.withDescription("cancel a queue item, pending or processing (a running execution's result is then refused)")
+)
+
+const retryCommand = Command.make(
+  "retry",
+  { ...common, execution: idArgument("execution", "the execution's id (the id column of `kairos processed`)") },
+  (c) =>
+    withDb(c, (sql, schema) =>
+      Effect.gen(function* () {
+        const queue = yield* PgQueueStore.make({ schema })
+        const item = yield* queue.retryExecution(c.execution, yield* databaseNow(sql))
+        if (Option.isNone(item))
+          return yield* Effect.fail(
+            new CliError({ message: `no execution ${c.execution}: \`kairos processed\` lists them` })
+          )
+        yield* output(
+          c,
+          `enqueued ${item.value.id} (${escapeControls(item.value.taskType)}, the payload of execution ${c.execution})`,
+          snakeKeys({ ...item.value })
+        )
+      })
+    )
+).pipe(
+  Command.withDescription(
+    "enqueue again the item an execution ran: a new item with its task type and payload (priority 0, one run)"
+  )
+)
 
 /** The database's time: an operator's change is stamped by the clock every runner judges time by. */
 const databaseNow = (sql: SqlClient.SqlClient) =>
@@ -781,6 +843,8 @@ const root = Command.make("kairos").pipe(
     semaphoreCommand,
     truncateCommand,
     workersCommand,
+    cancelCommand,
+    retryCommand,
     dbCommand
   ])
 )

@@ -268,7 +268,24 @@ export const make: Effect.Effect<
         // Settings changes wake the runner too, as the NOTIFY trigger on scheduler_meta does in Postgres.
         meta.subscribe(onQueue)
       )
-    }
+    },
+    cancel: (itemId) =>
+      Effect.sync(() => {
+        const i = rows.findIndex((r) => r.item.id === itemId)
+        if (i < 0) return Option.none()
+        const [row] = rows.splice(i, 1)
+        // Its leases go with it, as ON DELETE CASCADE does: a result still in flight is refused.
+        for (let j = leases.length - 1; j >= 0; j--) if (leases[j]!.itemId === itemId) leases.splice(j, 1)
+        return Option.some(row!.inFlight > 0 ? ("processing" as const) : ("pending" as const))
+      }),
+    retryExecution: (processedId, createdAt) =>
+      Effect.sync(() => {
+        const execution = log.find((p) => p.id === processedId)
+        if (execution === undefined) return Option.none()
+        const item = insert({ taskType: execution.taskType, payload: execution.payload }, createdAt)
+        wakeAll()
+        return Option.some(item)
+      })
   })
 
   const memory = MemoryQueue.of({

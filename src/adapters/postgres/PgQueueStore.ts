@@ -404,7 +404,24 @@ export const make = (
           // Notifications sent while it was away are lost: look at everything.
           onReconnect: () => wake("jobs")
         }).pipe(Effect.asVoid)
-      }
+      },
+
+      cancel: (itemId) =>
+        // Its leases go with it (ON DELETE CASCADE): a result still in flight finds none and is refused.
+        sql<{ status: string }>`DELETE FROM ${items} WHERE id = ${itemId}::bigint RETURNING status`.pipe(
+          Effect.map((rows) =>
+            Option.map(Option.fromNullable(rows[0]), (r) => (r.status === "processing" ? "processing" : "pending"))
+          ),
+          orStoreError
+        ),
+
+      retryExecution: (processedId, createdAt) =>
+        sql`INSERT INTO ${items} (task_type, payload, created_at, updated_at)
+            SELECT task_type, payload, ${createdAt}, ${createdAt} FROM ${processed} WHERE id = ${processedId}::bigint
+            RETURNING ${itemCols}`.pipe(
+          Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => toItem(row as unknown as ItemRow))),
+          orStoreError
+        )
     })
   })
 
