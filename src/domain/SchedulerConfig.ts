@@ -4,7 +4,8 @@
 import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as DurationInput from "./DurationInput.js"
-import type { InvalidConfigError } from "./errors.js"
+import * as Retention from "./Retention.js"
+import { InvalidConfigError } from "./errors.js"
 
 /** What to do with slots missed while no runner was up (or while paused). */
 export type MissedSlotPolicy = "latest" | "skip"
@@ -44,6 +45,18 @@ export interface SchedulerConfigInput {
    * It counts as live for three heartbeats. Default 30 seconds.
    */
   readonly heartbeatInterval?: DurationInput.Input | undefined
+  /**
+   * What a started runner prunes, every `every` (default 10 minutes), in batches of 1,000 that never block claims:
+   * `processedItems` (the execution log, kept for ever by default) and `jobRuns` (finished runs, kept for ever by
+   * default), each by `maxAge` and/or `keepLast`. See domain/Retention.
+   */
+  readonly retention?:
+    | {
+        readonly processedItems?: Retention.PolicyInput | undefined
+        readonly jobRuns?: Retention.PolicyInput | undefined
+        readonly every?: DurationInput.Input | undefined
+      }
+    | undefined
 }
 
 /** The configuration with every default filled in. */
@@ -61,6 +74,11 @@ export interface SchedulerConfig {
   readonly leaseDuration: Duration.Duration
   readonly missedSlots: MissedSlotPolicy
   readonly heartbeatInterval: Duration.Duration
+  readonly retention: {
+    readonly processedItems: Retention.Policy | undefined
+    readonly jobRuns: Retention.Policy | undefined
+    readonly every: Duration.Duration
+  }
 }
 
 /** The defaults `withDefaults` fills in. */
@@ -77,7 +95,8 @@ export const defaults: SchedulerConfig = {
   gracePeriod: Duration.seconds(30),
   leaseDuration: Duration.seconds(30),
   missedSlots: "latest",
-  heartbeatInterval: Duration.seconds(30)
+  heartbeatInterval: Duration.seconds(30),
+  retention: { processedItems: undefined, jobRuns: undefined, every: Duration.minutes(10) }
 }
 
 const durationFields = [
@@ -120,7 +139,15 @@ export const withDefaults = (input: SchedulerConfigInput = {}): SchedulerConfig 
   gracePeriod: positiveDuration(input.gracePeriod, defaults.gracePeriod),
   leaseDuration: positiveDuration(input.leaseDuration, defaults.leaseDuration),
   missedSlots: input.missedSlots === "skip" ? "skip" : defaults.missedSlots,
-  heartbeatInterval: positiveDuration(input.heartbeatInterval, defaults.heartbeatInterval)
+  heartbeatInterval: positiveDuration(input.heartbeatInterval, defaults.heartbeatInterval),
+  retention: {
+    // Leniently too: a policy that does not decode prunes nothing (validate refuses it).
+    processedItems: Either.getOrUndefined(
+      Retention.decode("retention.processedItems", input.retention?.processedItems)
+    ),
+    jobRuns: Either.getOrUndefined(Retention.decode("retention.jobRuns", input.retention?.jobRuns)),
+    every: positiveDuration(input.retention?.every, defaults.retention.every)
+  }
 })
 
 /**
@@ -134,6 +161,19 @@ export const validate = (input: SchedulerConfigInput = {}): Either.Either<Schedu
     if (value === undefined) continue
     const decoded = DurationInput.decodeField(field, value)
     if (Either.isLeft(decoded)) return Either.left(decoded.left)
+  }
+  const retention = input.retention
+  if (retention?.every !== undefined) {
+    const decoded = DurationInput.decodeField("retention.every", retention.every)
+    if (Either.isLeft(decoded)) return Either.left(decoded.left)
+  }
+  for (const [field, policy] of [
+    ["retention.processedItems", retention?.processedItems],
+    ["retention.jobRuns", retention?.jobRuns]
+  ] as const) {
+    const decoded = Retention.decode(field, policy)
+    if (Either.isLeft(decoded))
+      return Either.left(new InvalidConfigError({ field, value: policy, message: decoded.left }))
   }
   return Either.right(withDefaults(input))
 }

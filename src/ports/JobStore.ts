@@ -3,6 +3,7 @@
  * claimed slot, its run row and the advanced `next_run_at` commit together: two instances can never take one slot
  * twice. Each change of a run's state has a method of its own.
  */
+import type { PruneBatch } from "../domain/Retention.js"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
@@ -157,6 +158,11 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
      * waits while another run of it goes. None when no job has that name. Wakes the runners.
      */
     readonly runJobNow: (name: string, now: Date) => Effect.Effect<Option.Option<JobRun>, JobStoreError>
+    /**
+     * Deletes one batch of finished runs (success, failed, skipped) under a retention policy (see domain/Retention),
+     * oldest first; returns how many went. Pending and running runs stay. Nothing without an age or a count.
+     */
+    readonly pruneRuns: (batch: PruneBatch) => Effect.Effect<number, JobStoreError>
     /** Disables a job (`enabled = false`). */
     readonly disableJob: (jobId: string, now: Date) => Effect.Effect<void, JobStoreError>
     /**

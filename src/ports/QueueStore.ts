@@ -2,6 +2,7 @@
  * The in-database queue: `queue_items`, the insert-only `processed_items` log, per-execution leases, the live
  * workers and the semaphore.
  */
+import type { PruneBatch } from "../domain/Retention.js"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
@@ -145,5 +146,10 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       processedId: string,
       createdAt: Date
     ) => Effect.Effect<Option.Option<QueueItem>, QueueStoreError>
+    /**
+     * Deletes one batch of the execution log under a retention policy (see domain/Retention), oldest first; returns
+     * how many rows went. The only deletion the log allows; a batch with neither an age nor a count deletes nothing.
+     */
+    readonly pruneProcessed: (batch: PruneBatch) => Effect.Effect<number, QueueStoreError>
   }
 >() {}

@@ -21,6 +21,7 @@ import fs from "node:fs"
 import os from "node:os"
 import { randomBytes } from "node:crypto"
 import * as Result from "../domain/Result.js"
+import * as Retention from "../domain/Retention.js"
 import type { ScheduledJob } from "../domain/ScheduledJob.js"
 import { validate, withDefaults, type SchedulerConfig, type SchedulerConfigInput } from "../domain/SchedulerConfig.js"
 import type { InvalidConfigError } from "../domain/errors.js"
@@ -170,6 +171,7 @@ export const make = (
     const config = yield* validate(input)
     const settings = yield* Settings
     const queueStore = yield* QueueStore
+    const jobStore = yield* JobStore
     const scope = yield* Effect.scope
     const owner = `${os.hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`
     const leaseMs = Duration.toMillis(config.leaseDuration)
@@ -419,6 +421,40 @@ export const make = (
       yield* Effect.raceFirst(Effect.sleep(config.heartbeatInterval), Queue.take(handlersChanged))
     })
 
+    // Retention, when configured: batches of a thousand rows (each its own short statement, skipping rows another
+    // instance is pruning) until one comes back short, then a sleep of `retention.every`.
+    const pruneAll = <E extends { readonly message: string }>(
+      prune: (b: Retention.PruneBatch) => Effect.Effect<number, E>,
+      policy: Retention.Policy
+    ) =>
+      Effect.gen(function* () {
+        const now = yield* clockNow
+        let total = 0
+        while (true) {
+          const n = yield* prune(Retention.batch(policy, now))
+          total += n
+          if (n < Retention.BATCH) return total
+          yield* Effect.yieldNow()
+        }
+      })
+    const retentionRound = Effect.gen(function* () {
+      const { jobRuns, processedItems } = config.retention
+      const executions = Retention.isActive(processedItems)
+        ? yield* pruneAll(queueStore.pruneProcessed, processedItems)
+        : 0
+      const runs = Retention.isActive(jobRuns) ? yield* pruneAll(jobStore.pruneRuns, jobRuns) : 0
+      if (executions + runs > 0)
+        yield* Effect.logInfo(`retention: pruned ${executions} execution(s), ${runs} job run(s)`)
+      yield* Effect.sleep(config.retention.every)
+    }).pipe(
+      Effect.catchAll((e) =>
+        Effect.zipRight(
+          Effect.logWarning(`retention failed (trying again later): ${e.message}`),
+          Effect.sleep(config.retention.every)
+        )
+      )
+    )
+
     yield* Effect.forkIn(supervised("lease renewal", renewalRound), scope)
     yield* Effect.forkIn(supervised("results writer", writerRound), scope)
     yield* Effect.forkIn(supervised("timeout watch", timeoutRound), scope)
@@ -461,6 +497,8 @@ export const make = (
         scope
       )
       yield* Effect.forkIn(supervised("heartbeat", heartbeatRound), scope)
+      if (Retention.isActive(config.retention.processedItems) || Retention.isActive(config.retention.jobRuns))
+        yield* Effect.forkIn(supervised("retention", retentionRound), scope)
       // Not in the scope: its finalizers run in reverse order, so a loop forked into it here would be interrupted
       // before `stop` (registered earlier) runs — mid-tick, after a claim committed and before its executions
       // started, leaving them leased and never run. `stop`, the scope's finalizer, ends the loop instead.

@@ -129,7 +129,8 @@ describe("kairos commands", () => {
           "0003_pipeline",
           "0004_lean_leases",
           "0005_bad_rows",
-          "0006_unfinished_runs"
+          "0006_unfinished_runs",
+          "0008_retention"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })
@@ -988,6 +989,35 @@ describe("kairos cancel and retry", () => {
       const notANumber = db(["cancel", "abc"], inSchema)
       expect(notANumber.code).toBe(1)
       expect(notANumber.stderr).toContain('<item> must be a number (an id), not "abc"')
+    } finally {
+      await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, inSchema)
+    }
+  })
+})
+
+describe("kairos prune", () => {
+  it("deletes the oldest executions beyond --log-keep (the log refuses any other DELETE); needs a policy", async () => {
+    const inSchema = uniqueSchemaName("prune")
+    try {
+      expect(db(["migrate"], inSchema).code).toBe(0)
+      await query(
+        `INSERT INTO $schema.processed_items (queue_item_id, task_type, payload, status, started_at, finished_at, duration_ms)
+         SELECT n, 'mail', 'p' || n, 'ok', now(), now(), 1 FROM generate_series(1, 5) AS n`,
+        inSchema
+      )
+      await expect(query(`DELETE FROM $schema.processed_items`, inSchema)).rejects.toThrow(/insert-only/)
+      expect(json(["prune", "--log-keep", "2"], inSchema)).toEqual({ executions: 3, job_runs: 0 })
+      expect((json(["processed"], inSchema) as Array<{ payload: string }>).map((p) => p.payload)).toEqual(["p5", "p4"])
+      const none = db(["prune"], inSchema)
+      expect([none.code, none.stderr]).toEqual([
+        1,
+        "kairos: nothing to prune: give --log-age, --log-keep, --runs-age or --runs-keep\n"
+      ])
+      const bad = db(["prune", "--runs-age", "soon"], inSchema)
+      expect([bad.code, bad.stderr]).toEqual([
+        1,
+        'kairos: --runs-age: "soon" is not a duration (use e.g. "30 seconds" or "30s")\n'
+      ])
     } finally {
       await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, inSchema)
     }

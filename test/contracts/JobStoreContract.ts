@@ -644,4 +644,34 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         expect(yield* wake).toEqual(Option.some(iso(at(20))))
       })
     )
+    // Last: it prunes the whole (shared) table of runs.
+    it.effect(
+      "pruneRuns deletes finished runs beyond keepLast and before olderThan; pending and running runs stay",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* JobStore
+          const job = yield* addJob({ taskType: unique("prune") })
+          yield* store.recordSkipped(slot(job.id, at(100)), "overlap", at(100))
+          yield* store.recordFailed(slot(job.id, at(200)), "bad", at(200))
+          yield* store.recordSkipped(slot(job.id, at(300)), "overlap", at(300))
+          yield* store.scheduleRetry(slot(job.id, at(400), 2), at(400), at(400))
+          yield* start(job.id, at(500))
+          expect(yield* store.pruneRuns({ olderThan: undefined, keepLast: undefined, limit: 1000 })).toBe(0)
+          // Everything finished but the newest one, in two batches: the first stops at its limit.
+          const first = yield* store.pruneRuns({ olderThan: undefined, keepLast: 1, limit: 1 })
+          expect(first).toBe(1)
+          yield* store.pruneRuns({ olderThan: undefined, keepLast: 1, limit: 100_000 })
+          const left = yield* runsOf(job.id)
+          expect(left.map((r) => [iso(r.scheduledFor), r.status]).sort()).toEqual([
+            [iso(at(300)), "skipped"],
+            [iso(at(400)), "pending"],
+            [iso(at(500)), "running"]
+          ])
+          // By age: the last finished run is older than a cutoff far ahead; pending and running stay.
+          expect(
+            yield* store.pruneRuns({ olderThan: new Date("2200-01-01T00:00:00Z"), keepLast: undefined, limit: 10 })
+          ).toBe(1)
+          expect((yield* runsOf(job.id)).map((r) => r.status).sort()).toEqual(["pending", "running"])
+        })
+    )
   })

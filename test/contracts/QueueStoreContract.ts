@@ -510,4 +510,31 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           yield* q.recordResults(next.map((c) => done(c, at(9000), at(9001))))
         })
     )
+    // Last: it prunes the whole (shared) log.
+    it.effect(
+      "pruneProcessed deletes the oldest executions beyond keepLast and before olderThan, in bounded batches",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const t = type("prune")
+          for (const payload of ["p1", "p2", "p3"]) {
+            yield* q.enqueue({ taskType: t, payload }, T0)
+            const [claim] = yield* q.claimBatch(claimOpts([t]))
+            expect(yield* q.recordResults([done(claim!)])).toEqual([true])
+          }
+          const all = yield* q.recentProcessed(1_000_000)
+          expect(yield* q.pruneProcessed({ olderThan: undefined, keepLast: undefined, limit: 1000 })).toBe(0)
+          expect(
+            yield* q.pruneProcessed({ olderThan: new Date("2000-01-01T00:00:00Z"), keepLast: undefined, limit: 1000 })
+          ).toBe(0)
+          expect(yield* q.pruneProcessed({ olderThan: undefined, keepLast: 2, limit: 1000 })).toBe(all.length - 2)
+          const left = yield* q.recentProcessed(1_000_000)
+          expect(left.map((p) => p.payload)).toEqual(["p3", "p2"])
+          // A batch stops at its limit, oldest first.
+          const later = new Date("2200-01-01T00:00:00Z")
+          expect(yield* q.pruneProcessed({ olderThan: later, keepLast: undefined, limit: 1 })).toBe(1)
+          expect((yield* q.recentProcessed(10)).map((p) => p.payload)).toEqual(["p3"])
+          expect(yield* q.pruneProcessed({ olderThan: later, keepLast: 1, limit: 10 })).toBe(0)
+        })
+    )
   })

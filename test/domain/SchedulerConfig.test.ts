@@ -182,6 +182,32 @@ describe("SchedulerConfig.validate", () => {
   )
 })
 
+describe("SchedulerConfig retention", () => {
+  it("is off by default, decodes ages and counts, and validate refuses a bad one naming it", () => {
+    expect(SchedulerConfig.withDefaults({}).retention).toEqual({
+      processedItems: undefined,
+      jobRuns: undefined,
+      every: Duration.minutes(10)
+    })
+    const on = SchedulerConfig.withDefaults({
+      retention: { processedItems: { maxAge: "30d", keepLast: 100 }, jobRuns: { keepLast: 5 }, every: "1h" }
+    }).retention
+    expect(on.processedItems).toEqual({ maxAge: Duration.days(30), keepLast: 100 })
+    expect(on.jobRuns).toEqual({ maxAge: undefined, keepLast: 5 })
+    expect(on.every).toEqual(Duration.hours(1))
+    const badAge = SchedulerConfig.validate({
+      retention: { processedItems: { maxAge: "5 sekunds" as DurationInput.Input } }
+    })
+    expect(Either.isLeft(badAge) && badAge.left.message).toBe(
+      'retention.processedItems.maxAge: "5 sekunds" is not a duration (use e.g. "30 seconds" or "30s")'
+    )
+    const badCount = SchedulerConfig.validate({ retention: { jobRuns: { keepLast: -1 } } })
+    expect(Either.isLeft(badCount) && badCount.left.message).toBe(
+      "retention.jobRuns.keepLast: -1 is not a count (a whole number, 0 or more)"
+    )
+  })
+})
+
 describe("SchedulerConfig.retryDelay", () => {
   const c = SchedulerConfig.withDefaults({ retryBackoff: "1 minute", retryBackoffMax: "5 minutes" })
   it("doubles per retry, capped, times the jitter clamped to [0.9, 1.1]", () => {

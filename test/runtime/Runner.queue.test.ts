@@ -210,4 +210,24 @@ describe("Runner queue limits and workers", () => {
       expect(yield* queue.liveWorkers(at("2026-01-01T00:25:00Z"))).toEqual([])
     }).pipe(Effect.provide(testLayer({ interval: "1 day", heartbeatInterval: "10 minutes" })))
   )
+  it.scoped("retention: a started runner prunes the execution log to keepLast at start, then every `every`", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("mail", () => undefined)
+      for (const payload of ["a", "b", "c", "d", "e"]) yield* queue.enqueue({ taskType: "mail", payload }, new Date())
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
+      // The first round ran at start, before anything was logged: five rows until the next round, an hour later.
+      yield* FakeClock.advance("59 minutes")
+      expect((yield* memory.processed).length).toBe(5)
+      yield* FakeClock.advance("1 minute")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      expect((yield* memory.processed).map((p) => p.payload)).toEqual(["d", "e"])
+    }).pipe(
+      Effect.provide(testLayer({ interval: "1 day", retention: { processedItems: { keepLast: 2 }, every: "1 hour" } }))
+    )
+  )
 })

@@ -24,6 +24,7 @@ import * as RetryPolicy from "effect/Schedule"
 import path from "node:path"
 import { existsSync } from "node:fs"
 import * as DurationInput from "../../domain/DurationInput.js"
+import * as Retention from "../../domain/Retention.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
@@ -306,6 +307,75 @@ const retryCommand = Command.make(
 ).pipe(
   Command.withDescription(
     "enqueue again the item an execution ran: a new item with its task type and payload (priority 0, one run)"
+  )
+)
+
+const retentionOption = (name: string, pseudo: string, description: string) =>
+  Options.text(name).pipe(Options.withPseudoName(pseudo), Options.withDescription(description), Options.optional)
+
+const pruneCommand = Command.make(
+  "prune",
+  {
+    ...common,
+    logAge: retentionOption("log-age", "DURATION", "delete executions (processed_items) older than this, e.g. 30d"),
+    logKeep: retentionOption("log-keep", "N", "keep at least the newest N executions, whatever their age"),
+    runsAge: retentionOption("runs-age", "DURATION", "delete finished job runs older than this, e.g. 7d"),
+    runsKeep: retentionOption("runs-keep", "N", "keep at least the newest N finished job runs")
+  },
+  (c) =>
+    Effect.gen(function* () {
+      const policy = (prefix: string, age: Option.Option<string>, keep: Option.Option<string>) =>
+        Option.isSome(keep) && !/^\d+$/.test(keep.value)
+          ? Either.left(
+              new CliError({
+                message: `--${prefix}-keep: ${JSON.stringify(escapeControls(keep.value))} is not a count (a whole number, 0 or more)`
+              })
+            )
+          : Either.mapLeft(
+              Retention.decode(
+                prefix,
+                {
+                  // Checked by decode, like every duration: a string that is none fails there with a clear message.
+                  maxAge: Option.getOrUndefined(age) as DurationInput.Input | undefined,
+                  keepLast: Option.getOrUndefined(Option.map(keep, Number))
+                },
+                { maxAge: `--${prefix}-age`, keepLast: `--${prefix}-keep` }
+              ),
+              (message) => new CliError({ message })
+            )
+      const log = yield* policy("log", c.logAge, c.logKeep)
+      const runs = yield* policy("runs", c.runsAge, c.runsKeep)
+      if (!Retention.isActive(log) && !Retention.isActive(runs))
+        return yield* Effect.fail(
+          new CliError({ message: "nothing to prune: give --log-age, --log-keep, --runs-age or --runs-keep" })
+        )
+      yield* withDb(c, (sql, schema) =>
+        Effect.gen(function* () {
+          const queue = yield* PgQueueStore.make({ schema })
+          const jobs = yield* PgJobStore.make({ schema })
+          const now = yield* databaseNow(sql)
+          // Batch after batch (each its own short statement), until one comes back short.
+          const drain = (prune: (b: Retention.PruneBatch) => Effect.Effect<number, unknown>, p: Retention.Policy) =>
+            Effect.gen(function* () {
+              let total = 0
+              while (true) {
+                const n = yield* prune(Retention.batch(p, now))
+                total += n
+                if (n < Retention.BATCH) return total
+              }
+            })
+          const executions = Retention.isActive(log) ? yield* drain(queue.pruneProcessed, log) : 0
+          const jobRuns = Retention.isActive(runs) ? yield* drain(jobs.pruneRuns, runs) : 0
+          yield* output(c, `pruned ${executions} execution(s) and ${jobRuns} job run(s)`, {
+            executions,
+            job_runs: jobRuns
+          })
+        })
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "delete old executions and finished job runs once, in small batches (nothing else may delete from the execution log)"
   )
 )
 
@@ -845,6 +915,7 @@ const root = Command.make("kairos").pipe(
     workersCommand,
     cancelCommand,
     retryCommand,
+    pruneCommand,
     dbCommand
   ])
 )

@@ -1,6 +1,7 @@
 /**
  * An in-memory JobStore that behaves like the Postgres one, and lets tests add jobs and inspect every run.
  */
+import * as Retention from "../../domain/Retention.js"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -263,6 +264,20 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
                 ),
                 Option.some
               )
+        }),
+      pruneRuns: (batch) =>
+        Effect.sync(() => {
+          if (batch.olderThan === undefined && batch.keepLast === undefined) return 0
+          const finished = runs
+            .filter((r) => r.status === "success" || r.status === "failed" || r.status === "skipped")
+            .sort((a, b) => Number(a.id) - Number(b.id))
+          const doomed = new Set(
+            finished
+              .filter((r, i) => Retention.prunes(batch, r.finishedAt ?? r.scheduledFor, finished.length - 1 - i))
+              .slice(0, batch.limit)
+          )
+          for (let i = runs.length - 1; i >= 0; i--) if (doomed.has(runs[i]!)) runs.splice(i, 1)
+          return doomed.size
         }),
       disableJob: (jobId, now) => Effect.sync(() => replaceJob(jobId, { enabled: false, updatedAt: now })),
       nextWakeAt: (now, taskTypes) =>

@@ -8,6 +8,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
+import * as Retention from "../../domain/Retention.js"
 import {
   FOREVER,
   gaveUpMessage,
@@ -70,6 +71,7 @@ export const make: Effect.Effect<
   const workers = new Map<string, WorkerInfo>()
   const listeners = new Set<() => void>()
   let nextId = 1
+  let nextLogId = 1
   let nextSeq = 1
   let nextLease = 1
   const wakeAll = () => {
@@ -89,7 +91,8 @@ export const make: Effect.Effect<
     const [lease] = leases.splice(i, 1)
     const failed = result.error !== undefined
     log.push({
-      id: String(log.length + 1),
+      // Never reused, as a sequence: pruning shortens the log.
+      id: String(nextLogId++),
       queueItemId: lease!.itemId,
       taskType: claim.item.taskType,
       payload: claim.item.payload,
@@ -217,7 +220,8 @@ export const make: Effect.Effect<
         // Items whose executions keep ending without a result: that run is given up, recorded as an error.
         for (const r of rows.filter((x) => x.unfinished >= MAX_UNFINISHED && x.inFlight === 0)) {
           log.push({
-            id: String(log.length + 1),
+            // Never reused, as a sequence: pruning shortens the log.
+            id: String(nextLogId++),
             queueItemId: r.item.id,
             taskType: r.item.taskType,
             payload: r.item.payload,
@@ -285,6 +289,16 @@ export const make: Effect.Effect<
         const item = insert({ taskType: execution.taskType, payload: execution.payload }, createdAt)
         wakeAll()
         return Option.some(item)
+      }),
+    pruneProcessed: (batch) =>
+      Effect.sync(() => {
+        if (batch.olderThan === undefined && batch.keepLast === undefined) return 0
+        // The log is in insertion (id) order: the i-th row has log.length - 1 - i newer ones.
+        const doomed = new Set(
+          log.filter((p, i) => Retention.prunes(batch, p.createdAt, log.length - 1 - i)).slice(0, batch.limit)
+        )
+        for (let i = log.length - 1; i >= 0; i--) if (doomed.has(log[i]!)) log.splice(i, 1)
+        return doomed.size
       })
   })
 

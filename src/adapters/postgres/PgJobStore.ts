@@ -274,6 +274,15 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           orStoreError
         ),
 
+      pruneRuns: ({ keepLast, limit, olderThan }) =>
+        olderThan === undefined && keepLast === undefined
+          ? Effect.succeed(0)
+          : sql<{ n: number }>`SELECT ${sql(schema)}.kairos_prune_runs(
+              ${olderThan ?? null}::timestamptz, ${keepLast ?? null}::bigint, ${limit}::int) AS n`.pipe(
+              Effect.map((rows) => rows[0]?.n ?? 0),
+              orStoreError
+            ),
+
       disableJob: (jobId, now) =>
         sql`UPDATE ${jobs} SET enabled = false, updated_at = ${now} WHERE id = ${jobId}::bigint`.pipe(
           Effect.asVoid,

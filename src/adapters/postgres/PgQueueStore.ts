@@ -421,7 +421,16 @@ export const make = (
             RETURNING ${itemCols}`.pipe(
           Effect.map((rows) => Option.map(Option.fromNullable(rows[0]), (row) => toItem(row as unknown as ItemRow))),
           orStoreError
-        )
+        ),
+
+      pruneProcessed: ({ keepLast, limit, olderThan }) =>
+        olderThan === undefined && keepLast === undefined
+          ? Effect.succeed(0)
+          : sql<{ n: number }>`SELECT ${sql(schema)}.kairos_prune_processed(
+              ${olderThan ?? null}::timestamptz, ${keepLast ?? null}::bigint, ${limit}::int) AS n`.pipe(
+              Effect.map((rows) => rows[0]?.n ?? 0),
+              orStoreError
+            )
     })
   })
 

@@ -491,6 +491,74 @@ const migration0006 = (schema: string) =>
     yield* sql`ALTER TABLE ${s}.queue_items ADD COLUMN unfinished int NOT NULL DEFAULT 0`
   })
 
+const migration0008 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // Retention: the one sanctioned path past processed_items' insert-only rule. The prune functions set a
+    // transaction-local flag the trigger lets a DELETE through with; every other UPDATE or DELETE is still refused.
+    yield* sql`
+      CREATE OR REPLACE FUNCTION ${s}.kairos_processed_items_insert_only() RETURNS trigger LANGUAGE plpgsql AS $fn$
+      BEGIN
+        IF TG_OP = 'DELETE' AND current_setting('kairos.pruning', true) = 'on' THEN
+          RETURN OLD;
+        END IF;
+        RAISE EXCEPTION 'processed_items is insert-only: % refused', TG_OP USING ERRCODE = 'insufficient_privilege';
+      END
+      $fn$`
+    yield* sql`CREATE INDEX processed_items_created ON ${s}.processed_items (created_at, id)`
+    yield* sql`CREATE INDEX job_runs_finished ON ${s}.job_runs (finished_at, id)
+      WHERE status IN ('success', 'failed', 'skipped')`
+    // One batch: rows older than `older_than` (NULL: any age) and not among the newest `keep_last` (NULL: no floor),
+    // oldest first, at most `batch`; rows another pruner holds are skipped, so instances pruning at once do not wait.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_prune_processed(older_than timestamptz, keep_last bigint, batch int)
+      RETURNS int LANGUAGE plpgsql AS $fn$
+      DECLARE
+        keep_from bigint;
+        n int;
+      BEGIN
+        IF keep_last IS NOT NULL THEN
+          SELECT id INTO keep_from FROM ${s}.processed_items ORDER BY id DESC OFFSET greatest(keep_last, 0) LIMIT 1;
+          -- No more than keep_last rows: none is beyond them.
+          IF keep_from IS NULL THEN RETURN 0; END IF;
+        END IF;
+        PERFORM set_config('kairos.pruning', 'on', true);
+        DELETE FROM ${s}.processed_items WHERE id IN (
+          SELECT id FROM ${s}.processed_items
+          WHERE (older_than IS NULL OR created_at < older_than)
+            AND (keep_from IS NULL OR id <= keep_from)
+          ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        PERFORM set_config('kairos.pruning', 'off', true);
+        RETURN n;
+      END
+      $fn$`
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_prune_runs(older_than timestamptz, keep_last bigint, batch int)
+      RETURNS int LANGUAGE plpgsql AS $fn$
+      DECLARE
+        keep_from bigint;
+        n int;
+      BEGIN
+        IF keep_last IS NOT NULL THEN
+          SELECT id INTO keep_from FROM ${s}.job_runs WHERE status IN ('success', 'failed', 'skipped')
+            ORDER BY id DESC OFFSET greatest(keep_last, 0) LIMIT 1;
+          IF keep_from IS NULL THEN RETURN 0; END IF;
+        END IF;
+        -- Finished runs only: a pending or running run (and the slot it stands for) is never pruned.
+        DELETE FROM ${s}.job_runs WHERE id IN (
+          SELECT id FROM ${s}.job_runs
+          WHERE status IN ('success', 'failed', 'skipped')
+            AND (older_than IS NULL OR finished_at < older_than)
+            AND (keep_from IS NULL OR id <= keep_from)
+          ORDER BY id LIMIT batch FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS n = ROW_COUNT;
+        RETURN n;
+      END
+      $fn$`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": named("0001_scheduled_jobs", migration0001(schema)),
@@ -498,7 +566,8 @@ export const migrations = (schema: string) => ({
   "0003_pipeline": named("0003_pipeline", migration0003(schema)),
   "0004_lean_leases": named("0004_lean_leases", migration0004(schema)),
   "0005_bad_rows": named("0005_bad_rows", migration0005(schema)),
-  "0006_unfinished_runs": named("0006_unfinished_runs", migration0006(schema))
+  "0006_unfinished_runs": named("0006_unfinished_runs", migration0006(schema)),
+  "0008_retention": named("0008_retention", migration0008(schema))
 })
 
 /**
