@@ -27,6 +27,7 @@ export {
 export { Settings, SettingsError, SettingKeys, SettingsWriter, type Switches } from "./ports/Settings.js"
 export { QueueStore, QueueStoreError, type EnqueueInput, type QueueClaim, type WorkerInfo } from "./ports/QueueStore.js"
 export * as Runner from "./runtime/Runner.js"
+export * as Metrics from "./runtime/Metrics.js"
 export type { RecurringJob } from "./runtime/ScheduledSource.js"
 export { HandlerTimeoutError, type Handler, type HandlerOptions } from "./runtime/Handler.js"
 export * as PgJobStore from "./adapters/postgres/PgJobStore.js"

@@ -10,6 +10,7 @@ import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Metric from "effect/Metric"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -22,6 +23,7 @@ import os from "node:os"
 import { randomBytes } from "node:crypto"
 import * as Result from "../domain/Result.js"
 import * as Retention from "../domain/Retention.js"
+import * as Metrics from "./Metrics.js"
 import type { ScheduledJob } from "../domain/ScheduledJob.js"
 import { validate, withDefaults, type SchedulerConfig, type SchedulerConfigInput } from "../domain/SchedulerConfig.js"
 import type { InvalidConfigError } from "../domain/errors.js"
@@ -149,6 +151,14 @@ const supervised = (name: string, round: Effect.Effect<void>): Effect.Effect<nev
     )
   )
 
+/** Every execution counts in the metrics (see Metrics), then reaches the user's listener, if any. */
+const withMetrics =
+  (listener: ((report: ExecutionReport) => void) | undefined) =>
+  (report: ExecutionReport): void => {
+    Metrics.recordExecution(report)
+    listener?.(report)
+  }
+
 /** A listener whose throws cannot reach the runner; undefined stays undefined (nothing to call). */
 const listenSafely = (
   listener: ((report: ExecutionReport) => void) | undefined
@@ -228,7 +238,7 @@ export const make = (
         watchedUntil = atMs
         signalNow(deadlineSooner)
       },
-      executed: listenSafely(input.onExecution)
+      executed: withMetrics(listenSafely(input.onExecution))
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
     const lanes: ReadonlyArray<Lane<TickError>> = [
@@ -418,6 +428,11 @@ export const make = (
       yield* queueStore
         .registerWorker(owner, taskTypes(), now, new Date(now.getTime() + liveFor))
         .pipe(Effect.catchAll((e) => Effect.logWarning(`heartbeat failed: ${e.message}`)))
+      // The queue-depth gauge, refreshed with the heartbeat (one count query per heartbeat, not per tick).
+      yield* queueStore.pendingCount().pipe(
+        Effect.flatMap((n) => Metric.set(Metrics.queueDepth, n)),
+        Effect.ignore
+      )
       yield* Effect.raceFirst(Effect.sleep(config.heartbeatInterval), Queue.take(handlersChanged))
     })
 

@@ -2,6 +2,7 @@
  * Scheduled runs as a work source: claims due slots and retries of the task types this runner handles (planning
  * each due job with the pure `planDue`), takes back runs whose owner died, records outcomes with their retries.
  */
+import * as Metrics from "./Metrics.js"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -153,6 +154,7 @@ export const make = (options: {
                     break
                   }
                   if (plan.missed > 0 && plan.skipped === undefined) {
+                    Metrics.recordMissed(job.taskType, plan.missed)
                     yield* Effect.logWarning(
                       `job "${job.name}": ${plan.missed} slot(s) missed while no runner took them (downtime or a ` +
                         `pause); ${plan.run === undefined ? "none is run (missed slots: skip)" : "the latest is run now"}`

@@ -6,6 +6,7 @@
  * source: it runs each claimed execution's handler in a fiber of the runner, keeps its lease in the runner's one
  * renewal round, and queues its result for the runner's one results writer, which records a batch per statement.
  */
+import * as Metrics from "./Metrics.js"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -309,6 +310,16 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       // An Effect handler runs in a fiber of its own, so a lost lease interrupts this execution only.
       const run = out.pipe(
         Effect.annotateLogs(annotations(job)),
+        // A span per execution of an Effect handler: exported by whatever Tracer the application installs.
+        Effect.withSpan("kairos.execute", {
+          attributes: {
+            "kairos.kind": source.kind,
+            "kairos.task_type": job.taskType,
+            "kairos.id": job.id,
+            "kairos.name": job.name,
+            "kairos.attempt": job.attempt
+          }
+        }),
         Effect.onExit((exit) =>
           Exit.isSuccess(exit)
             ? Effect.sync(() => finish(entry, exit.value, startedAt, now()))
@@ -324,7 +335,9 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const claimAndStart = (request: ClaimRequest) =>
     Effect.gen(function* () {
       if (request.limit <= 0 && source.plansWhenFull !== true) return { started: 0, overlapped: 0, rescued: 0 }
+      const claimStart = performance.now()
       const report = yield* source.claim(request)
+      Metrics.recordClaim(source.kind, performance.now() - claimStart)
       if (report.claimed.length > 0 && active.size === 0) context.leasesHeld()
       const leaseUntilMs = request.leaseUntil.getTime()
       const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - request.now.getTime())

@@ -2,8 +2,8 @@
  * The runner with queue items on the memory adapters, under the fake clock.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Ref } from "effect"
-import { QueueStore, Runner, Schedule } from "../../src/index.js"
+import { Deferred, Effect, Metric, Ref } from "effect"
+import { Metrics, QueueStore, Runner, Schedule } from "../../src/index.js"
 import { FakeClock, FakeStore, MemoryQueueStore } from "../../src/testing.js"
 import { settle, testLayer } from "../support/runner.js"
 
@@ -229,5 +229,54 @@ describe("Runner queue limits and workers", () => {
     }).pipe(
       Effect.provide(testLayer({ interval: "1 day", retention: { processedItems: { keepLast: 2 }, every: "1 hour" } }))
     )
+  )
+  it.scoped(
+    "metrics count executions by kind, task type and outcome; an Effect handler runs in a kairos.execute span",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        // The registry is global: task types of this test's own.
+        const ok = `metrics-ok-${Math.random().toString(36).slice(2)}`
+        const bad = `metrics-bad-${Math.random().toString(36).slice(2)}`
+        const spans = yield* Ref.make<ReadonlyArray<unknown>>([])
+        yield* runner.register(ok, () =>
+          Effect.flatMap(Effect.currentSpan, (span) =>
+            Ref.update(spans, (xs) => [...xs, [span.name, span.attributes.get("kairos.task_type")]])
+          ).pipe(Effect.orDie)
+        )
+        yield* runner.register(bad, () => {
+          throw new Error("no")
+        })
+        for (let i = 0; i < 3; i++) yield* queue.enqueue({ taskType: ok, payload: "" }, new Date())
+        yield* queue.enqueue({ taskType: bad, payload: "" }, new Date())
+        yield* runner.start
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+        const count = (taskType: string, outcome: string) =>
+          Effect.map(
+            Metric.value(
+              Metrics.executions.pipe(
+                Metric.tagged("kind", "queue"),
+                Metric.tagged("task_type", taskType),
+                Metric.tagged("outcome", outcome)
+              )
+            ),
+            (c) => c.count
+          )
+        expect(yield* count(ok, "ok")).toBe(3)
+        expect(yield* count(ok, "failed")).toBe(0)
+        expect(yield* count(bad, "failed")).toBe(1)
+        const durations = yield* Metric.value(
+          Metrics.executionDuration.pipe(Metric.tagged("kind", "queue"), Metric.tagged("task_type", ok))
+        )
+        expect(durations.count).toBe(3)
+        expect(yield* Ref.get(spans)).toEqual([
+          ["kairos.execute", ok],
+          ["kairos.execute", ok],
+          ["kairos.execute", ok]
+        ])
+      }).pipe(Effect.provide(testLayer({ workers: 1, interval: "1 hour" })))
   )
 })

@@ -1,0 +1,77 @@
+/**
+ * kairos's metrics, as Effect `Metric`s in Effect's global registry: `Metric.snapshot` reads them, and
+ * `@effect/opentelemetry`'s metrics exporter exports them unchanged. Updated synchronously on the hot path (one
+ * `unsafeUpdate` per execution), so they cost no fiber.
+ */
+import * as Metric from "effect/Metric"
+import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricLabel from "effect/MetricLabel"
+import type { ExecutionReport } from "./WorkSource.js"
+
+/** Executions by `kind` (queue, scheduled), `task_type` and `outcome` (ok, failed, lost, interrupted). */
+export const executions = Metric.counter("kairos_executions_total", {
+  description: "executions finished or cut short, by kind, task type and outcome",
+  incremental: true
+})
+
+/** How long finished executions took, in milliseconds, by kind and task type. */
+export const executionDuration = Metric.histogram(
+  "kairos_execution_duration_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 18 }),
+  "how long finished executions took (ms)"
+)
+
+/** Executions whose lease was lost while they ran (their result is discarded; they run again). */
+export const leasesLost = Metric.counter("kairos_leases_lost_total", {
+  description: "executions whose lease was lost while running",
+  incremental: true
+})
+
+/** Slots of scheduled jobs that passed while no runner took them, by task type. */
+export const slotsMissed = Metric.counter("kairos_slots_missed_total", {
+  description: "slots of scheduled jobs missed (downtime or a pause)",
+  incremental: true
+})
+
+/** How long one claim took (a statement or transaction), in milliseconds, by kind. */
+export const claimDuration = Metric.histogram(
+  "kairos_claim_duration_ms",
+  MetricBoundaries.exponential({ start: 0.5, factor: 2, count: 14 }),
+  "how long a claim took (ms)"
+)
+
+/** Items pending or processing in the queue, as this runner last saw it (every heartbeat). */
+export const queueDepth = Metric.gauge("kairos_queue_depth", { description: "queue items pending or processing" })
+
+const labels = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+/** The labels of one (kind, task type, outcome), made once: the hot path allocates none. */
+const labelsOf = (kind: string, taskType: string, outcome?: string): ReadonlyArray<MetricLabel.MetricLabel> => {
+  const key = `${kind}\u0000${taskType}\u0000${outcome ?? ""}`
+  let found = labels.get(key)
+  if (found === undefined) {
+    found = [
+      MetricLabel.make("kind", kind),
+      MetricLabel.make("task_type", taskType),
+      ...(outcome === undefined ? [] : [MetricLabel.make("outcome", outcome)])
+    ]
+    // Bounded: a runner handles the task types it registered; outcomes are four.
+    if (labels.size < 10_000) labels.set(key, found)
+  }
+  return found
+}
+
+/** Counts one execution (and its duration, when it finished). */
+export const recordExecution = (report: ExecutionReport): void => {
+  const { kind, taskType } = report.job
+  executions.unsafeUpdate(1, labelsOf(kind, taskType, report.outcome))
+  if (report.durationMs !== undefined) executionDuration.unsafeUpdate(report.durationMs, labelsOf(kind, taskType))
+  if (report.outcome === "lost") leasesLost.unsafeUpdate(1, labelsOf(kind, taskType))
+}
+
+/** Counts slots missed by a job of `taskType`. */
+export const recordMissed = (taskType: string, missed: number): void =>
+  slotsMissed.unsafeUpdate(missed, labelsOf("scheduled", taskType))
+
+/** Records how long a claim of `kind` took. */
+export const recordClaim = (kind: string, ms: number): void =>
+  claimDuration.unsafeUpdate(ms, [MetricLabel.make("kind", kind)])
