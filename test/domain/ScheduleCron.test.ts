@@ -1,10 +1,10 @@
 /**
  * Cron schedules: the expression syntax and its validation, the stored JSON, the description, fixed DST cases
- * (America/New_York 2026, Pacific/Apia 2011, America/Nuuk 2026).
+ * (America/New_York 2026, Pacific/Apia 2011, America/Nuuk 2026) and catching up after long downtime.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Either } from "effect"
-import { InvalidScheduleError, Schedule, ScheduleDecodeError } from "../../src/index.js"
+import { InvalidScheduleError, Schedule, ScheduledJob, ScheduleDecodeError } from "../../src/index.js"
 
 const fires = (schedule: Schedule.Schedule, from: string, n: number): Array<string> => {
   const out: Array<string> = []
@@ -302,5 +302,35 @@ describe("Schedule.cron codec and format", () => {
       `cron "0 9 * * MON-FRI" (Europe/Paris)`
     )
     expect(Schedule.format(Schedule.cron("*/5 * * * *"))).toBe(`cron "*/5 * * * *" (UTC)`)
+  })
+})
+
+describe("a due cron job after long downtime", () => {
+  const decide = (expression: string, slot: string, now: string) =>
+    ScheduledJob.decideDue({
+      schedule: Schedule.cron(expression),
+      slot: new Date(slot),
+      now: new Date(now),
+      missedSlots: "latest",
+      overlap: "skip",
+      previousRunning: false,
+      lateAfterMs: Number.POSITIVE_INFINITY
+    })
+
+  it("runs the latest slot at or before now, never a future one, even when slots are a year apart", () => {
+    const yearly = decide("0 0 1 1 *", "2020-01-01T00:00:00Z", "2026-06-01T00:00:00Z")
+    expect(yearly.run?.toISOString()).toBe("2026-01-01T00:00:00.000Z")
+    expect(yearly.next.toISOString()).toBe("2027-01-01T00:00:00.000Z")
+    expect(yearly.missed).toBe(6)
+  })
+
+  it("a minutely job down for a month: the latest minute, quickly, with the missed minutes counted roughly", () => {
+    const started = performance.now()
+    const d = decide("* * * * *", "2026-01-01T00:00:00Z", "2026-02-01T00:00:30Z")
+    expect(performance.now() - started).toBeLessThan(5_000)
+    expect(d.run?.toISOString()).toBe("2026-02-01T00:00:00.000Z")
+    expect(d.next.toISOString()).toBe("2026-02-01T00:01:00.000Z")
+    expect(d.missed).toBeGreaterThan(44_000)
+    expect(d.missed).toBeLessThan(45_000)
   })
 })
