@@ -156,7 +156,9 @@ export const nextCronWall = (spec: CronSpec, wall: number, limit: number): numbe
     const d = new Date(t)
     const month = d.getUTCMonth() + 1
     if (spec.months[month] !== true) {
-      t = Date.UTC(d.getUTCFullYear(), month, 1) // first day of the next month
+      // The first day of the next month (setUTCMonth, not Date.UTC, which reads years 0-99 as 1900-1999).
+      d.setUTCMonth(month, 1)
+      t = d.setUTCHours(0, 0, 0, 0)
       continue
     }
     if (!dayMatches(spec, d)) {

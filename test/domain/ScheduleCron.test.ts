@@ -324,6 +324,15 @@ describe("a due cron job after long downtime", () => {
     expect(yearly.missed).toBe(6)
   })
 
+  it("a slot from year 1 (a row written by SQL): the latest slot, in the right century", () => {
+    const d = decide("0 3 * 2 *", "0001-02-01T03:00:00Z", "2026-06-01T00:00:00Z")
+    expect(d.run?.toISOString()).toBe("2026-02-28T03:00:00.000Z")
+    expect(d.next.toISOString()).toBe("2027-02-01T03:00:00.000Z")
+    expect(Schedule.next(Schedule.cron("0 0 1 * *"), new Date("0050-01-15T00:00:00Z")).toISOString()).toBe(
+      "0050-02-01T00:00:00.000Z"
+    )
+  })
+
   it("a minutely job down for a month: the latest minute, quickly, with the missed minutes counted roughly", () => {
     const started = performance.now()
     const d = decide("* * * * *", "2026-01-01T00:00:00Z", "2026-02-01T00:00:30Z")
