@@ -368,7 +368,7 @@ const nextCronSlot = (spec: CronSpec, tz: string, fromMs: number): number => {
   throw new ScheduleComputationError({
     message: `Schedule.next: no slot of the cron expression found in ${tz} within 9 years after ${new Date(
       fromMs
-    ).toISOString()}`
+    ).toISOString()}${limit > 8.64e15 ? " (before the last date a Date can hold)" : ""}`
   })
 }
 

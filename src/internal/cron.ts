@@ -151,7 +151,8 @@ const dayMatches = (spec: CronSpec, date: Date): boolean => {
  * undefined when there is none up to `limit`. Skips whole months, days and hours that cannot match.
  */
 export const nextCronWall = (spec: CronSpec, wall: number, limit: number): number | undefined => {
-  let t = Math.ceil(wall / MINUTE) * MINUTE
+  // Not before the first instant a Date can hold (callers look a day back from `from`).
+  let t = Math.max(Math.ceil(wall / MINUTE) * MINUTE, -8.64e15)
   while (t <= limit) {
     const d = new Date(t)
     const month = d.getUTCMonth() + 1

@@ -179,6 +179,21 @@ describe("Schedule.cron fields", () => {
     )
   })
 
+  it("at the ends of the dates a Date can hold: a slot when one fits, else a clear error", () => {
+    expect(Schedule.next(Schedule.cron("0 0 1 1 *"), new Date(-8.64e15)).toISOString()).toBe(
+      "-271820-01-01T00:00:00.000Z"
+    )
+    expect(Schedule.next(Schedule.cron("* * * * *"), new Date(8.64e15 - 30_000)).toISOString()).toBe(
+      "+275760-09-13T00:00:00.000Z"
+    )
+    expect(() => Schedule.next(Schedule.cron("0 0 1 1 *", { tz: "Europe/Paris" }), new Date(8.64e15 - 30_000))).toThrow(
+      expect.objectContaining({
+        _tag: "ScheduleComputationError",
+        message: expect.stringContaining("before the last date a Date can hold")
+      })
+    )
+  })
+
   it("a stored expression that never fires (bypassing validation) fails with a clear error instead of looping", () => {
     const never = { _tag: "Cron", expression: "0 0 31 2 *" } as unknown as Schedule.Schedule
     expect(() => Schedule.next(never, new Date("2026-01-01T00:00:00Z"))).toThrow(
