@@ -26,6 +26,10 @@ describe("examples", () => {
     expect(run.stdout).toContain("2026-03-08T07:30:00Z  02:30 did not exist: shifted by the gap")
     expect(run.stdout).toContain("2026-11-01T05:30:00Z  occurs twice: fired once, at the earlier")
     expect(run.stdout).not.toContain("2026-11-01T06:30:00Z")
+    // Cron: the spring gap's 02:00 and 03:00 are one fire; the repeated hour fires on its first pass only.
+    expect(run.stdout).toContain(`cron "*/30 1-3 * * *" (America/New_York)`)
+    expect(run.stdout).toMatch(/Sun 2026-03-08 03:00 -04:00 +2026-03-08T07:00:00Z\n +Sun 2026-03-08 03:30 -04:00/)
+    expect(run.stdout).toMatch(/Sun 2026-11-01 01:30 -04:00 +2026-11-01T05:30:00Z .*\n +Sun 2026-11-01 02:00 -05:00/)
   })
 
   it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: 90_000 }, () => {

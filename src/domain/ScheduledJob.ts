@@ -75,6 +75,34 @@ export interface SlotDecision {
 }
 
 /**
+ * The latest slot at or before `now`, given that `slot` is one (and is at or before `now`). `next` is monotone, so
+ * the instant `h` after which the next slot passes `now` is found by bisection: about 40 calls, however far back.
+ */
+const latestCronSlot = (schedule: Schedule.Cron, slot: Date, now: Date): Date => {
+  let lo = slot.getTime()
+  let hi = now.getTime()
+  if (Schedule.next(schedule, slot).getTime() > hi) return slot
+  // Invariant: next(lo) <= now < next(hi).
+  while (hi - lo > 1) {
+    const mid = lo + Math.floor((hi - lo) / 2)
+    if (Schedule.next(schedule, new Date(mid)).getTime() <= now.getTime()) lo = mid
+    else hi = mid
+  }
+  return Schedule.next(schedule, new Date(lo))
+}
+
+/** Slots in (from, to], as the walk below counts them: up to 10,000, extrapolated past that (it is only logged). */
+const countCronSlots = (schedule: Schedule.Cron, from: Date, to: Date): number => {
+  const cap = 10_000
+  let t = from
+  for (let n = 0; n < cap; n++) {
+    t = Schedule.next(schedule, t)
+    if (t.getTime() > to.getTime()) return n
+  }
+  return Math.round((cap * (to.getTime() - from.getTime())) / (t.getTime() - from.getTime()))
+}
+
+/**
  * Decides what a due job does: its due slot is `slot` (its `next_run_at`, at or before `now`).
  *
  * - Slots that have passed since are collapsed to the latest one ≤ now (no storm of catch-up runs).
@@ -104,7 +132,11 @@ export const decideDue = (options: {
     // for minutes (about 700 slots a second): start two weeks before now, as the latest slot ≤ now lies within the
     // last week. The slots jumped over are counted by the period, so `missed` is then approximate.
     const horizon = now.getTime() - 2 * WEEK_MS
-    if (slot.getTime() < horizon) {
+    if (schedule._tag === "Cron" && slot.getTime() < horizon) {
+      // A cron's slots can lie years apart (29 February), so "the last week" does not hold: bisect instead.
+      latest = latestCronSlot(schedule, slot, now)
+      passed = countCronSlots(schedule, slot, latest)
+    } else if (slot.getTime() < horizon) {
       const from = Schedule.next(schedule, new Date(horizon))
       passed = Math.max(
         0,

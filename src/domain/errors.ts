@@ -4,12 +4,12 @@
 import * as Data from "effect/Data"
 
 /**
- * A schedule was built with a value it cannot use. Thrown by `Schedule.daily`, `Schedule.weekly` and
- * `Schedule.interval`: an invalid schedule is a programmer error, caught where the schedule is built.
+ * A schedule was built with a value it cannot use. Thrown by `Schedule.daily`, `Schedule.weekly`,
+ * `Schedule.interval` and `Schedule.cron`: an invalid schedule is a programmer error, caught where the schedule is built.
  */
 export class InvalidScheduleError extends Data.TaggedError("InvalidScheduleError")<{
-  /** The offending field: `hour`, `minute`, `weekday`, `tz` or `every`. */
-  readonly field: "hour" | "minute" | "weekday" | "tz" | "every"
+  /** The offending field: `hour`, `minute`, `weekday`, `tz`, `every` or (for a cron schedule) `expression`. */
+  readonly field: "hour" | "minute" | "weekday" | "tz" | "every" | "expression"
   /** The value that was given. */
   readonly value: unknown
   readonly message: string

@@ -44,13 +44,16 @@ export const offsetAt = (zone: string, instant: number): number => Math.round(zo
 /** The wall-clock time at `instant`, expressed as milliseconds of a UTC-based calendar ("local epoch"). */
 export const wallAt = (zone: string, instant: number): number => instant + offsetAt(zone, instant)
 
-interface Segment {
+export interface Segment {
   readonly start: number
   readonly offset: number
 }
 
-/** Constant-offset segments covering [from, to], each starting at the exact transition instant. */
-const segments = (zone: string, from: number, to: number): Array<Segment> => {
+/**
+ * Constant-offset segments covering [from, to], each starting at the exact transition instant (the first one at
+ * `from`).
+ */
+export const segments = (zone: string, from: number, to: number): Array<Segment> => {
   const out: Array<Segment> = [{ start: from, offset: offsetAt(zone, from) }]
   let prev = from
   let prevOffset = out[0]!.offset

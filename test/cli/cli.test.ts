@@ -301,6 +301,11 @@ describe("kairos commands", () => {
       /^kairos: --tasks test\/fixtures\/bad-schedule-tasks\.ts: schedule "broken": hour: hour must be an integer from 0 to 23\n$/
     ],
     [
+      "a --tasks module with an invalid cron schedule",
+      ["worker", "--tasks", "test/fixtures/bad-cron-tasks.ts"],
+      /^kairos: --tasks test\/fixtures\/bad-cron-tasks\.ts: schedule "broken": expression: cron "61 \* \* \* \*": minute: 61 is out of range 0-59\n$/
+    ],
+    [
       "a bad --interval",
       ["worker", "--tasks", "examples/tasks.ts", "--interval", "4 sekunds"],
       /^kairos: --interval: "4 sekunds" is not a duration \(use e\.g\. "30 seconds" or "30s"\)\n$/
@@ -604,7 +609,8 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
     await query(
       `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule) VALUES
          ('report', 'make_report', '{"_tag":"Interval","everyMillis":60000}'),
-         ('broken', 'make_report', '{"_tag":"Hourly"}')`,
+         ('broken', 'make_report', '{"_tag":"Hourly"}'),
+         ('weekdays', 'make_report', '{"_tag":"Cron","expression":"0 9 * * MON-FRI","tz":"Europe/Paris"}')`,
       liveSchema
     )
     const jobs = () => json(["jobs"], liveSchema) as Array<Record<string, unknown>>
@@ -626,6 +632,15 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
         enabled: true,
         next_run_at: null,
         handled: false
+      },
+      {
+        id: expect.any(String),
+        name: "weekdays",
+        task_type: "make_report",
+        schedule: { _tag: "Cron", expression: "0 9 * * MON-FRI", tz: "Europe/Paris" },
+        enabled: true,
+        next_run_at: null,
+        handled: false
       }
     ])
     const unhandled = db(["jobs"], liveSchema)
@@ -633,13 +648,14 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
     expect(header(unhandled)).toEqual(["id", "name", "task_type", "schedule", "enabled", "next_run_at", "handled"])
     expect(line(unhandled, "report")).toMatch(/every 1m.*\sno \(no live worker\)$/)
     expect(line(unhandled, "broken")).toMatch(/invalid: \{"_tag":"Hourly"\}.*\sno \(no live worker\)$/)
+    expect(line(unhandled, "weekdays")).toMatch(/cron "0 9 \* \* MON-FRI" \(Europe\/Paris\).*\sno \(no live worker\)$/)
     // A fresh heartbeat does not make a worker live once its live_until has passed.
     await query(
       `INSERT INTO $schema.scheduler_workers (id, task_types, heartbeat_at, live_until)
        VALUES ('gone', '{make_report}', now(), now() - interval '1 second')`,
       liveSchema
     )
-    expect(jobs().map((j) => j["handled"])).toEqual([false, false])
+    expect(jobs().map((j) => j["handled"])).toEqual([false, false, false])
     // A live worker that lacks the task type: the table says so, apart from "no live worker" at all.
     await query(
       `INSERT INTO $schema.scheduler_workers (id, task_types, live_until)
@@ -653,7 +669,7 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
        VALUES ('live', '{other,make_report}', now() + interval '5 minutes')`,
       liveSchema
     )
-    expect(jobs().map((j) => j["handled"])).toEqual([true, true])
+    expect(jobs().map((j) => j["handled"])).toEqual([true, true, true])
     const handled = db(["jobs"], liveSchema)
     expect(line(handled, "report")).toMatch(/\syes$/)
     await query(`DELETE FROM $schema.scheduler_workers`, liveSchema)
@@ -865,7 +881,10 @@ describe("a tasks module outside any project", () => {
           path.join(dir, file),
           `import { Effect } from "effect"
 import { Schedule } from "kairos"
-export const schedules = [{ name: "hourly", taskType: "hello", schedule: Schedule.interval({ every: "1 hour" }) }]
+export const schedules = [
+  { name: "hourly", taskType: "hello", schedule: Schedule.interval({ every: "1 hour" }) },
+  { name: "weekdays", taskType: "hello", schedule: Schedule.cron("0 9 * * MON-FRI", { tz: "Europe/Paris" }) }
+]
 export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.log("hello " + job.payload) }
 `
         )
@@ -881,8 +900,12 @@ export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.l
         }
         expect((await exited(worker.child)).code).toBe(0)
         expect(worker.err()).toBe("")
-        // Its schedule (built with kairos's Schedule) was defined.
-        expect((json(["jobs"], inSchema) as Array<{ name: string }>).map((j) => j.name)).toEqual(["hourly"])
+        // Its schedules (built with kairos's Schedule, a cron one among them) were defined.
+        const defined = json(["jobs"], inSchema) as Array<{ name: string; schedule: unknown }>
+        expect(defined.map((j) => [j.name, j.schedule])).toEqual([
+          ["hourly", { _tag: "Interval", everyMillis: 3_600_000 }],
+          ["weekdays", { _tag: "Cron", expression: "0 9 * * MON-FRI", tz: "Europe/Paris" }]
+        ])
       } finally {
         await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, inSchema)
         await fs.rm(dir, { recursive: true, force: true })

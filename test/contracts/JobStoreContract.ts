@@ -71,6 +71,25 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
+    it.effect("a cron schedule is stored as its JSON and read back as it, alone or after another schedule", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const inspector = yield* StoreInspector
+        const cron = Schedule.cron("0 9 * * MON-FRI", { tz: "Europe/Paris" })
+        const d = def({ schedule: Schedule.encode(cron), nextRunAt: Schedule.next(cron, T0) })
+        const [job] = yield* store.upsertJobs([d], T0)
+        expect(job!.schedule).toEqual({ _tag: "Cron", expression: "0 9 * * MON-FRI", tz: "Europe/Paris" })
+        expect(Schedule.decode(job!.schedule)).toEqual(Either.right(cron))
+        // 2026-01-01 is a Thursday: 09:00 in Paris (UTC+1).
+        expect(iso(job!.nextRunAt)).toBe("2026-01-01T08:00:00.000Z")
+        expect((yield* inspector.job(job!.id))!.schedule).toEqual(job!.schedule)
+        const every5 = Schedule.encode(Schedule.cron("*/5 * * * *"))
+        const [moved] = yield* store.upsertJobs([{ ...d, schedule: every5, nextRunAt: at(300) }], at(1))
+        expect(moved!.schedule).toEqual({ _tag: "Cron", expression: "*/5 * * * *" })
+        expect(iso(moved!.nextRunAt)).toBe(iso(at(300)))
+      })
+    )
+
     it.effect("upsertJobs never re-enables a disabled job, and still applies the rest of the definition", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

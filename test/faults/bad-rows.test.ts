@@ -198,7 +198,9 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("bad rows wri
         string: `"hello"`,
         "json null": "null",
         array: "[]",
-        "unknown tag": `{"_tag":"Cron","expr":"* * * * *"}`,
+        "unknown tag": `{"_tag":"Monthly","day":1}`,
+        "cron minute 61": `{"_tag":"Cron","expression":"61 * * * *"}`,
+        "cron 31 February": `{"_tag":"Cron","expression":"0 0 31 2 *"}`,
         "hour 25": `{"_tag":"Daily","hour":25,"minute":0}`,
         "hour fraction": `{"_tag":"Daily","hour":9.5,"minute":0}`,
         "weekday 9": `{"_tag":"Weekly","weekday":9,"hour":1,"minute":0}`,
@@ -221,6 +223,8 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("bad rows wri
         VALUES ('hourly since 1970', 'job', '{"_tag":"Interval","everyMillis":3600000}'::jsonb, '1970-01-01T00:00:00Z')`
       yield* sql`INSERT INTO ${jobs} (name, task_type, schedule, next_run_at)
         VALUES ('daily since year 1', 'job', '{"_tag":"Daily","hour":3,"minute":0}'::jsonb, '0001-01-01T00:00:00Z')`
+      yield* sql`INSERT INTO ${jobs} (name, task_type, schedule, next_run_at)
+        VALUES ('cron since year 1', 'job', '{"_tag":"Cron","expression":"0 3 * * *"}'::jsonb, '0001-01-01T03:00:00Z')`
       yield* sql`INSERT INTO ${jobs} (name, task_type, schedule, next_run_at, payload)
         VALUES ('big payload', 'job', ${hourly}::jsonb, ${past}, ${"y".repeat(1024 * 1024)})`
       // Inserted after all of them: proof that the runner kept going.
@@ -247,13 +251,20 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("bad rows wri
       }
       // No next_run_at: its first slot is an hour after its creation, so it has not run yet (but has a slot).
       expect(of("nulls")).toEqual([])
-      for (const name of [HOSTILE, "hourly since 1970", "daily since year 1", "big payload", "after"]) {
+      for (const name of [
+        HOSTILE,
+        "hourly since 1970",
+        "daily since year 1",
+        "cron since year 1",
+        "big payload",
+        "after"
+      ]) {
         expect([name, of(name).map((r) => r.status)]).toEqual([name, ["success"]])
       }
       const state = yield* sql<{ name: string; enabled: boolean; next_run_at: Date | null }>`
         SELECT name, enabled, next_run_at FROM ${jobs} ORDER BY name`
       const job = (name: string) => state.find((j) => j.name === name)!
-      for (const name of ["nulls", "hourly since 1970", "daily since year 1", "after"]) {
+      for (const name of ["nulls", "hourly since 1970", "daily since year 1", "cron since year 1", "after"]) {
         expect([name, new Date(job(name).next_run_at!).getTime() > Date.now() - 1000]).toEqual([name, true])
       }
     })

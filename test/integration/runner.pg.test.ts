@@ -3,7 +3,8 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, Either, Layer } from "effect"
+import { DateTime } from "luxon"
 import { Runner, Schedule } from "../../src/index.js"
 import { TestSchema } from "../support/database.js"
 import { PgStores } from "../support/pgStores.js"
@@ -34,7 +35,7 @@ layer(Live, { timeout: "60 seconds", excludeTestServices: true })("Runner on Pos
       yield* sql`INSERT INTO ${sql(`${schema}.scheduled_jobs`)} (name, task_type, schedule, next_run_at) VALUES
         ('good', 'work', ${Schedule.encodeJson(Schedule.interval({ every: "1 hour" }))}::jsonb, ${past}),
         ('bad', 'work', ${`{"_tag":"Daily","hour":25,"minute":0}`}::jsonb, ${past}),
-        ('worse', 'work', ${`{"_tag":"Cron","expr":"* * * * *"}`}::jsonb, ${past})`
+        ('worse', 'work', ${`{"_tag":"Monthly","day":1}`}::jsonb, ${past})`
       yield* runner.tick
       yield* waitIdle
       yield* runner.tick
@@ -78,6 +79,57 @@ layer(Live, { timeout: "60 seconds", excludeTestServices: true })("Runner on Pos
       expect(runs.length).toBe(1)
       expect(new Date(job!.next_run_at).getTime()).toBeGreaterThan(Date.now())
       expect(new Date(runs[0]!.scheduled_for).getUTCHours()).toBe(9)
+    })
+  )
+
+  it.effect("a cron job is defined, stored as the contract's JSON, and its next_run_at is the next matching time", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const runner = yield* Runner.Runner
+      const schedule = Schedule.cron("0 9 * * MON-FRI", { tz: "Europe/Paris" })
+      const before = new Date()
+      yield* runner.defineJobs([{ name: "cron-weekdays", taskType: "work", schedule }])
+      const after = new Date()
+      const [row] = yield* sql<{ schedule: unknown; tag: string; next_run_at: Date }>`
+        SELECT schedule, schedule->>'_tag' AS tag, next_run_at
+        FROM ${sql(`${schema}.scheduled_jobs`)} WHERE name = 'cron-weekdays'`
+      expect(row!.tag).toBe("Cron")
+      expect(row!.schedule).toEqual({ _tag: "Cron", expression: "0 9 * * MON-FRI", tz: "Europe/Paris" })
+      expect(Schedule.decode(row!.schedule)).toEqual(Either.right(schedule))
+      // The first slot is next() from the definition time (between `before` and `after`).
+      const next = new Date(row!.next_run_at)
+      expect([Schedule.next(schedule, before).getTime(), Schedule.next(schedule, after).getTime()]).toContain(
+        next.getTime()
+      )
+      const paris = DateTime.fromJSDate(next, { zone: "Europe/Paris" })
+      expect([paris.hour, paris.minute, paris.weekday <= 5]).toEqual([9, 0, true])
+    })
+  )
+
+  it.effect("a cron job written by plain SQL in the contract's JSON decodes, runs its latest slot and moves on", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const runner = yield* Runner.Runner
+      yield* runner.register("cron-work", () => ({ ok: true }))
+      yield* sql`INSERT INTO ${sql(`${schema}.scheduled_jobs`)} (name, task_type, schedule, created_at) VALUES
+        ('cron-by-sql', 'cron-work', ${`{"_tag":"Cron","expression":"*/5 * * * *"}`}::jsonb, now() - interval '1 hour')`
+      yield* runner.tick
+      yield* waitIdle
+      const [job] = yield* sql<{ next_run_at: Date; enabled: boolean }>`
+        SELECT next_run_at, enabled FROM ${sql(`${schema}.scheduled_jobs`)} WHERE name = 'cron-by-sql'`
+      const runs = yield* sql<{ scheduled_for: Date; status: string }>`
+        SELECT r.scheduled_for, r.status FROM ${sql(`${schema}.job_runs`)} r
+        JOIN ${sql(`${schema}.scheduled_jobs`)} j ON j.id = r.job_id WHERE j.name = 'cron-by-sql'`
+      expect(job!.enabled).toBe(true)
+      // One run, for the latest five-minute mark already passed; the next slot is the following mark.
+      expect(runs.map((r) => r.status)).toEqual(["success"])
+      const ran = new Date(runs[0]!.scheduled_for)
+      const next = new Date(job!.next_run_at)
+      expect(ran.getTime() % (5 * 60_000)).toBe(0)
+      expect(next.getTime() - ran.getTime()).toBe(5 * 60_000)
+      expect(next.getTime()).toBeGreaterThan(Date.now() - 5_000)
     })
   )
 })
