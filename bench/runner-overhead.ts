@@ -43,6 +43,7 @@ const synthetic = Layer.effect(
                 maxRuns: 1,
                 thread: 1,
                 runAfter: null,
+                uniqueKey: null,
                 createdAt: created,
                 updatedAt: created
               },

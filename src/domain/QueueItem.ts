@@ -25,8 +25,13 @@ export const QueueItem = Schema.Struct({
   /** Runs left: `N` more times, or `-1` forever. */
   maxRuns: Schema.Int,
   thread: Thread,
-  /** The item may not start before this; `null`: at once. A forever-repeating item waits a poll interval after each start. */
+  /**
+   * The item may not start before this (`runAfter` at enqueue delays it); `null`: at once. A forever-repeating item
+   * waits a poll interval after each start.
+   */
   runAfter: Schema.NullOr(Schema.DateFromSelf),
+  /** While this item is queued, enqueueing another with the same key returns this one instead; `null`: no key. */
+  uniqueKey: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 })
@@ -62,3 +67,11 @@ export const normalizePayload = (payload: string | null | undefined): string | n
 /** A priority as stored: an integer, `0` when absent or not an integer. */
 export const normalizePriority = (priority: number | null | undefined): number =>
   typeof priority === "number" && Number.isSafeInteger(priority) ? priority : 0
+
+/** A unique key as stored: the text given, NULL when absent or empty (an empty key would make every keyless-by-mistake enqueue collide). */
+export const normalizeUniqueKey = (key: string | null | undefined): string | null =>
+  typeof key === "string" && key.length > 0 ? key : null
+
+/** A delay as stored: a valid time, NULL (at once) when absent. */
+export const normalizeRunAfter = (runAfter: Date | null | undefined): Date | null =>
+  runAfter instanceof Date && Number.isFinite(runAfter.getTime()) ? runAfter : null

@@ -26,6 +26,13 @@ export interface EnqueueInput {
   readonly priority?: number | undefined
   readonly maxRuns?: number | undefined
   readonly thread?: number | undefined
+  /** The item is not claimed before this time. Absent (or an invalid Date): at once. */
+  readonly runAfter?: Date | undefined
+  /**
+   * While an item with this key is pending or processing, enqueueing another returns that item (its id) and inserts
+   * nothing. Absent or empty: no key.
+   */
+  readonly uniqueKey?: string | undefined
 }
 
 /** One claimed execution of an item, fenced by its lease token. */
@@ -60,11 +67,15 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
   {
     /**
-     * Adds an item, ready to run at once. `createdAt` is only its creation time (ties in priority run oldest
-     * first); it does not delay the item.
+     * Adds an item, ready at once or at `input.runAfter`. `createdAt` is only its creation time (ties in priority run
+     * oldest first); it does not delay the item. With a `uniqueKey` already queued, returns that item instead.
      */
     readonly enqueue: (input: EnqueueInput, createdAt: Date) => Effect.Effect<QueueItem, QueueStoreError>
-    /** Adds many items in one statement, in order; returns their ids. `createdAt` as in `enqueue`. */
+    /**
+     * Adds many items in one statement, in order; returns their ids. `createdAt` as in `enqueue`. An input whose
+     * `uniqueKey` is already queued, or appears earlier in the same batch (the first wins), inserts nothing and gets
+     * the queued item's id.
+     */
     readonly enqueueMany: (
       inputs: ReadonlyArray<EnqueueInput>,
       createdAt: Date
@@ -104,6 +115,14 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * died is taken back at once, not a poll later.
      */
     readonly nextLeaseExpiry: (exceptOwner: string) => Effect.Effect<Option.Option<Date>, QueueStoreError>
+    /**
+     * The earliest `run_after` later than `now` among items of these task types, if any: an idle runner wakes then,
+     * so a delayed item starts when it is due, not a poll later.
+     */
+    readonly nextRunAfter: (
+      taskTypes: ReadonlyArray<string>,
+      now: Date
+    ) => Effect.Effect<Option.Option<Date>, QueueStoreError>
     /** Items pending or processing. */
     readonly pendingCount: () => Effect.Effect<number, QueueStoreError>
     /** The last `n` executions, newest first. */

@@ -36,6 +36,11 @@ export const make = (options: {
     let idle = false
     // When that lease expires: the claim then rescues, however recently it last did.
     let expiryAt = Number.POSITIVE_INFINITY
+    // The last claim took less than it could: nothing else was due, so the runner asks when the next delayed item
+    // (`run_after`) becomes due and wakes then. A claim that filled its limit comes back soon anyway.
+    let drained = false
+    // That claim's time: items due after it (even due by now, between the claim and this question) wake the runner.
+    let claimedAt = new Date(0)
 
     const allowed = (now: number, intervalMs: number): number => {
       if (config.rateLimit <= 0) return Number.POSITIVE_INFINITY
@@ -84,6 +89,7 @@ export const make = (options: {
           windowMs = intervalMs
           const limit = Math.min(request.limit, allowed(now, intervalMs))
           idle = false
+          drained = false
           if (limit <= 0 || request.taskTypes.length === 0) return { claimed: [], overlapped: 0, rescued }
           const claims = yield* store.claimBatch({
             limit,
@@ -95,19 +101,24 @@ export const make = (options: {
           })
           if (config.rateLimit > 0) for (let i = 0; i < claims.length; i++) starts.push(now)
           idle = claims.length === 0
+          drained = claims.length < limit
+          claimedAt = request.now
           return { claimed: claims.map(toClaimed), overlapped: 0, rescued }
         }),
       // New items announce themselves (NOTIFY). Otherwise the queue next has work when the rate limit's window
-      // moves on, or when a lease of a dead owner expires (taken back a moment after).
-      nextWakeAt: () =>
+      // moves on, when a delayed item becomes due, or when a lease of a dead owner expires (taken back a moment
+      // after).
+      nextWakeAt: (_now, taskTypes) =>
         Effect.gen(function* () {
           if (config.rateLimit > 0 && starts.length >= config.rateLimit)
             return Option.some(new Date(starts[0]! + windowMs))
-          if (!idle) return Option.none()
+          const due =
+            drained && taskTypes.length > 0 ? yield* store.nextRunAfter(taskTypes, claimedAt) : Option.none<Date>()
+          if (!idle) return due
           const expiry = yield* store.nextLeaseExpiry(owner)
-          if (Option.isNone(expiry)) return expiry
+          if (Option.isNone(expiry)) return due
           expiryAt = expiry.value.getTime() + EXPIRY_SLACK_MS
-          return Option.some(new Date(expiryAt))
+          return Option.some(new Date(Option.isSome(due) ? Math.min(expiryAt, due.value.getTime()) : expiryAt))
         }),
       renew: (claims, leaseUntil, now) =>
         Effect.map(

@@ -29,14 +29,42 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
   it.effect("queue: claim order, runs left, handled only when a live worker lists the task type", () =>
     Effect.gen(function* () {
       const { sql, t, inspect } = yield* setup
-      yield* sql`INSERT INTO ${t("queue_items")} (task_type, payload, priority, max_runs, thread)
-                 VALUES ('a', NULL, 0, -1, 1), ('b', 'x', 5, 3, 0), ('nobody', '', 0, 1, 0)`
+      yield* sql`INSERT INTO ${t("queue_items")} (task_type, payload, priority, max_runs, thread, run_after, unique_key)
+                 VALUES ('a', NULL, 0, -1, 1, NULL, NULL), ('b', 'x', 5, 3, 0, '2030-01-01T00:00:00Z', 'b-key'),
+                        ('nobody', '', 0, 1, 0, NULL, NULL)`
       yield* sql`UPDATE ${t("queue_items")} SET runs_done = 1 WHERE task_type = 'b'`
       const items = yield* inspect.queue()
       expect(items.map(({ createdAt: _, id: __, ...rest }) => rest)).toEqual([
-        { taskType: "b", status: "pending", priority: 5, runsLeft: 2, thread: 0, handled: false },
-        { taskType: "a", status: "pending", priority: 0, runsLeft: -1, thread: 1, handled: true },
-        { taskType: "nobody", status: "pending", priority: 0, runsLeft: 1, thread: 0, handled: false }
+        {
+          taskType: "b",
+          status: "pending",
+          priority: 5,
+          runsLeft: 2,
+          thread: 0,
+          runAfter: new Date("2030-01-01T00:00:00Z"),
+          uniqueKey: "b-key",
+          handled: false
+        },
+        {
+          taskType: "a",
+          status: "pending",
+          priority: 0,
+          runsLeft: -1,
+          thread: 1,
+          runAfter: null,
+          uniqueKey: null,
+          handled: true
+        },
+        {
+          taskType: "nobody",
+          status: "pending",
+          priority: 0,
+          runsLeft: 1,
+          thread: 0,
+          runAfter: null,
+          uniqueKey: null,
+          handled: false
+        }
       ])
       expect(items.every((item) => item.createdAt instanceof Date && /^\d+$/.test(item.id))).toBe(true)
     })

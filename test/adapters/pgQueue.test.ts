@@ -4,11 +4,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Option } from "effect"
+import { PgClient } from "@effect/sql-pg"
+import { Deferred, Effect, Either, Layer, Option, Redacted } from "effect"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import { type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
-import { TestSchema } from "../support/database.js"
+import { databaseUrl, TestSchema } from "../support/database.js"
 import { PgMigrated } from "../support/pgStores.js"
 
 const PgQueue = (label: string) =>
@@ -196,6 +197,98 @@ layer(PgQueue("queueexpiry"), { timeout: "60 seconds", excludeTestServices: true
       expect(Option.getOrThrow(yield* q.nextLeaseExpiry("a")).getTime()).toBe(now.getTime() + 5_000)
       expect(Option.getOrThrow(yield* q.nextLeaseExpiry("b")).getTime()).toBe(now.getTime() + 10_000)
       expect(Option.getOrThrow(yield* q.nextLeaseExpiry("c")).getTime()).toBe(now.getTime() + 5_000)
+    })
+  )
+})
+
+layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true })("unique items", (it) => {
+  it.effect("twenty connections enqueue one unique key at once: one row, and all get its id", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const items = sql(`${schema}.queue_items`)
+      // Twenty stores, each on a client of its own with a single connection, connected before the race starts.
+      const stores = yield* Effect.forEach(Array.from({ length: 20 }), () =>
+        Effect.gen(function* () {
+          const context = yield* Layer.build(
+            PgClient.layer({ url: Redacted.make(databaseUrl()), maxConnections: 1, applicationName: "kairos-uniq" })
+          )
+          yield* Effect.provide(SqlClient.SqlClient, context).pipe(Effect.flatMap((c) => c`SELECT 1`))
+          return yield* Effect.provide(PgQueueStore.make({ schema }), context)
+        })
+      )
+      for (let round = 0; round < 5; round++) {
+        const key = `race-${round}`
+        const go = yield* Deferred.make<void>()
+        const racers = Effect.forEach(
+          stores,
+          (q, i) =>
+            Effect.zipRight(
+              Deferred.await(go),
+              q.enqueue({ taskType: "uniqrace", payload: String(i), uniqueKey: key }, new Date())
+            ),
+          { concurrency: "unbounded" }
+        )
+        const [got] = yield* Effect.all([racers, Deferred.succeed(go, undefined)], { concurrency: "unbounded" })
+        const rows = yield* sql<{ id: string }>`SELECT id::text AS id FROM ${items} WHERE unique_key = ${key}`
+        expect(rows.length).toBe(1)
+        expect(new Set(got.map((item) => item.id))).toEqual(new Set([rows[0]!.id]))
+      }
+      // Batches racing too, each with two keys (one listed twice): two rows, every batch gets the same ids.
+      const go = yield* Deferred.make<void>()
+      const batches = Effect.forEach(
+        stores,
+        (q, i) =>
+          Effect.zipRight(
+            Deferred.await(go),
+            q.enqueueMany(
+              [
+                { taskType: "uniqrace", payload: `a${i}`, uniqueKey: "batch-a" },
+                { taskType: "uniqrace", payload: `b${i}`, uniqueKey: "batch-b" },
+                { taskType: "uniqrace", payload: `a${i}`, uniqueKey: "batch-a" }
+              ],
+              new Date()
+            )
+          ),
+        { concurrency: "unbounded" }
+      )
+      const [all] = yield* Effect.all([batches, Deferred.succeed(go, undefined)], { concurrency: "unbounded" })
+      const rows = yield* sql<{ id: string; unique_key: string }>`
+        SELECT id::text AS id, unique_key FROM ${items} WHERE unique_key LIKE 'batch-%' ORDER BY unique_key`
+      expect(rows.map((r) => r.unique_key)).toEqual(["batch-a", "batch-b"])
+      for (const ids of all) expect(ids).toEqual([rows[0]!.id, rows[1]!.id, rows[0]!.id])
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("plain SQL sets run_after and unique_key; the partial unique index refuses a second queued key", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const q = yield* QueueStore
+      const items = sql(`${schema}.queue_items`)
+      const now = new Date()
+      yield* sql`INSERT INTO ${items} (task_type, payload, run_after, unique_key)
+                 VALUES ('sqldelay', 'x', now() + interval '1 hour', 'sql-key')`
+      const opts = {
+        limit: 5,
+        taskTypes: ["sqldelay"],
+        owner: "w",
+        leaseUntil: new Date(now.getTime() + 60_000),
+        now,
+        repeatAfter: now
+      }
+      expect(yield* q.claimBatch(opts)).toEqual([])
+      const due = Option.getOrThrow(yield* q.nextRunAfter(["sqldelay"], now))
+      expect(due.getTime()).toBeGreaterThan(now.getTime() + 3_500_000)
+      // The API finds the row SQL inserted; a second plain INSERT of the key fails on the index.
+      const found = yield* q.enqueue({ taskType: "sqldelay", payload: "y", uniqueKey: "sql-key" }, now)
+      expect(found).toMatchObject({ payload: "x", uniqueKey: "sql-key", runAfter: due })
+      const second = yield* Effect.either(
+        sql`INSERT INTO ${items} (task_type, unique_key) VALUES ('sqldelay', 'sql-key')`
+      )
+      expect(Either.isLeft(second)).toBe(true)
+      const claimed = yield* q.claimBatch({ ...opts, now: new Date(due.getTime() + 1) })
+      expect(claimed.map((c) => c.item.id)).toEqual([found.id])
     })
   )
 })

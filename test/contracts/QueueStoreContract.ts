@@ -47,7 +47,8 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
             maxRuns,
             thread,
             priority: 0,
-            runAfter: null
+            runAfter: null,
+            uniqueKey: null
           })
         }
       })
@@ -138,6 +139,135 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         ])
         yield* Deferred.await(woken).pipe(Effect.timeout("5 seconds"))
       }).pipe(Effect.scoped)
+    )
+
+    it.effect("runAfter delays an item: not claimed before it, claimed from it on; an invalid Date means at once", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        for (const thread of [0, 1]) {
+          const t = type(`delay${thread}`)
+          const later = yield* q.enqueue({ taskType: t, payload: "later", thread, runAfter: at(60) }, T0)
+          expect(later).toMatchObject({ runAfter: at(60), status: "pending" })
+          expect(yield* q.claimBatch(claimOpts([t], 5, "w1", at(59)))).toEqual([])
+          const [c] = yield* q.claimBatch(claimOpts([t], 5, "w1", at(60)))
+          expect(c!.item).toMatchObject({ id: later.id, runAfter: at(60) })
+          expect(yield* q.recordResults([done(c!, at(60), at(61))])).toEqual([true])
+        }
+        const t = type("baddate")
+        const now = yield* q.enqueue({ taskType: t, payload: "x", runAfter: new Date(Number.NaN) }, T0)
+        expect(now.runAfter).toBeNull()
+        expect(ids(yield* q.claimBatch(claimOpts([t], 5, "w1", at(0))))).toEqual([now.id])
+      })
+    )
+
+    it.effect("a delayed item of higher priority does not hold back a ready one; enqueueMany honours runAfter", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        for (const thread of [0, 1]) {
+          const t = type(`delayprio${thread}`)
+          const [urgentLater, ready, plainLater] = yield* q.enqueueMany(
+            [
+              { taskType: t, payload: "urgent later", thread, priority: 9, runAfter: at(100) },
+              { taskType: t, payload: "ready", thread },
+              { taskType: t, payload: "later", thread, runAfter: at(50) }
+            ],
+            T0
+          )
+          const first = yield* q.claimBatch(claimOpts([t], 5, "w1", at(1)))
+          expect(ids(first)).toEqual([ready])
+          yield* q.recordResults(first.map((c) => done(c, at(1), at(2))))
+          const second = yield* q.claimBatch(claimOpts([t], 5, "w1", at(50)))
+          expect(ids(second)).toEqual([plainLater])
+          yield* q.recordResults(second.map((c) => done(c, at(50), at(51))))
+          const third = yield* q.claimBatch(claimOpts([t], 5, "w1", at(100)))
+          expect(ids(third)).toEqual([urgentLater])
+          yield* q.recordResults(third.map((c) => done(c, at(100), at(101))))
+        }
+      })
+    )
+
+    it.effect("nextRunAfter: the earliest run_after later than now among items of the given types", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const [a, b, other] = [type("nexta"), type("nextb"), type("nexto")]
+        expect(Option.isNone(yield* q.nextRunAfter([a, b], at(0)))).toBe(true)
+        yield* q.enqueue({ taskType: a, payload: "x", runAfter: at(90) }, T0)
+        yield* q.enqueue({ taskType: b, payload: "x", runAfter: at(30), thread: 1 }, T0)
+        yield* q.enqueue({ taskType: b, payload: "x" }, T0)
+        yield* q.enqueue({ taskType: other, payload: "x", runAfter: at(10) }, T0)
+        expect(yield* q.nextRunAfter([a, b], at(0))).toEqual(Option.some(at(30)))
+        expect(yield* q.nextRunAfter([a], at(0))).toEqual(Option.some(at(90)))
+        // Due already (not later than now): claimable, so no reason to wake.
+        expect(yield* q.nextRunAfter([a, b], at(30))).toEqual(Option.some(at(90)))
+        expect(Option.isNone(yield* q.nextRunAfter([a, b], at(90)))).toBe(true)
+        expect(Option.isNone(yield* q.nextRunAfter([], at(0)))).toBe(true)
+      })
+    )
+
+    it.effect("uniqueKey: while its item is pending or processing, enqueue returns that item and inserts nothing", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("uniq")
+        const key = type("key")
+        const first = yield* q.enqueue({ taskType: t, payload: "first", uniqueKey: key }, T0)
+        expect(first.uniqueKey).toBe(key)
+        const again = yield* q.enqueue({ taskType: t, payload: "second", uniqueKey: key, priority: 5 }, at(1))
+        expect(again).toMatchObject({ id: first.id, payload: "first", priority: 0, uniqueKey: key })
+        // Keyless items and an empty key (no key) are never deduplicated.
+        const plain1 = yield* q.enqueue({ taskType: t, payload: "plain" }, at(2))
+        const plain2 = yield* q.enqueue({ taskType: t, payload: "plain", uniqueKey: "" }, at(3))
+        expect(new Set([first.id, plain1.id, plain2.id]).size).toBe(3)
+        expect(plain2.uniqueKey).toBeNull()
+        const claims = yield* q.claimBatch(claimOpts([t], 10, "w1", at(4)))
+        expect(ids(claims)).toEqual([first.id])
+        expect(claims[0]!.item.uniqueKey).toBe(key)
+        // Processing: still the same item.
+        expect((yield* q.enqueue({ taskType: t, payload: "third", uniqueKey: key }, at(5))).id).toBe(first.id)
+        yield* q.recordResults(claims.map((c) => done(c, at(4), at(5))))
+        // Finished (deleted): the key is free again.
+        const next = yield* q.enqueue({ taskType: t, payload: "fourth", uniqueKey: key }, at(6))
+        expect(next.id).not.toBe(first.id)
+        expect(next.payload).toBe("fourth")
+        // The key is global, not per task type.
+        expect((yield* q.enqueue({ taskType: type("uniqother"), payload: "x", uniqueKey: key }, at(7))).id).toBe(
+          next.id
+        )
+      })
+    )
+
+    it.effect(
+      "enqueueMany with unique keys: the first of a key wins, duplicates (in the batch or queued) get its id",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const t = type("uniqmany")
+          const [k1, k2] = [type("k1"), type("k2")]
+          const queued = yield* q.enqueue({ taskType: t, payload: "queued", uniqueKey: k1 }, T0)
+          const got = yield* q.enqueueMany(
+            [
+              { taskType: t, payload: "dup of queued", uniqueKey: k1 },
+              { taskType: t, payload: "plain a" },
+              { taskType: t, payload: "k2 first", uniqueKey: k2 },
+              { taskType: t, payload: "k2 second", uniqueKey: k2 },
+              { taskType: t, payload: "plain b" }
+            ],
+            at(1)
+          )
+          expect(got.length).toBe(5)
+          expect(got[0]).toBe(queued.id)
+          expect(got[3]).toBe(got[2])
+          expect(new Set(got).size).toBe(4)
+          const claims = yield* q.claimBatch(claimOpts([t], 10, "w1", at(2)))
+          expect(claims.map((c) => c.item.payload)).toEqual(["queued"])
+          yield* q.recordResults(claims.map((c) => done(c, at(2), at(3))))
+          const rest: Array<string | null> = []
+          for (let i = 0; i < 5; i++) {
+            const more = yield* q.claimBatch(claimOpts([t], 10, "w1", at(10 + i)))
+            rest.push(...more.map((c) => c.item.payload))
+            yield* q.recordResults(more.map((c) => done(c, at(10 + i), at(10 + i))))
+          }
+          expect(rest).toEqual(["plain a", "k2 first", "plain b"])
+        })
     )
 
     it.effect("the executions of one item recorded at the same time by separate writers: the item ends deleted", () =>

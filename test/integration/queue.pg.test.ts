@@ -68,3 +68,33 @@ layer(Live, { timeout: "60 seconds", excludeTestServices: true })("the queue on 
     })
   )
 })
+
+// A 30 s poll: an item due in between can only start on time if the idle runner wakes for it.
+const SlowPoll = Runner.layer({ workers: 2, interval: "30 seconds" }).pipe(
+  Layer.provideMerge(Layer.unwrapEffect(Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema })))),
+  Layer.provideMerge(PgStores("queuedelay"))
+)
+
+layer(SlowPoll, { timeout: "60 seconds", excludeTestServices: true })("delayed items on Postgres", (it) => {
+  it.effect(
+    "an idle runner (30 s poll) starts an item delayed by plain SQL within about a second of its run_after",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const runner = yield* Runner.Runner
+        const startedAt = yield* Deferred.make<number>()
+        yield* runner.register("delayed", () => Deferred.succeed(startedAt, Date.now()))
+        yield* runner.start
+        yield* Effect.sleep("300 millis")
+        const [row] = yield* sql<{ run_after: Date }>`
+        INSERT INTO ${sql(`${schema}.queue_items`)} (task_type, payload, run_after)
+        VALUES ('delayed', 'x', now() + interval '2 seconds') RETURNING run_after`
+        const due = new Date(row!.run_after).getTime()
+        const started = yield* Deferred.await(startedAt).pipe(Effect.timeout("10 seconds"))
+        // Not before it is due; and well before the next poll (30 s). A wide bound: this is about waking, not speed.
+        expect(started).toBeGreaterThanOrEqual(due)
+        expect(started - due).toBeLessThan(1_500)
+      })
+  )
+})

@@ -73,6 +73,37 @@ describe("Runner with queue items", () => {
     }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
   )
 
+  it.scoped("an idle runner wakes when a delayed item is due (run_after), not before and not a poll later", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("mail", () => undefined)
+      const t0 = (yield* FakeClock.now).getTime()
+      yield* queue.enqueue({ taskType: "mail", payload: "later", runAfter: new Date(t0 + 90_000) }, new Date(t0))
+      // Due after the other one, and enqueued while the runner sleeps: it must wake for the earlier one still.
+      yield* runner.start
+      yield* settle(Effect.succeed(true))
+      yield* queue.enqueue({ taskType: "mail", payload: "sooner", runAfter: new Date(t0 + 30_000) }, new Date(t0))
+      yield* FakeClock.advance("29 seconds")
+      yield* settle(Effect.succeed(true))
+      expect(yield* memory.processed).toEqual([])
+      yield* FakeClock.advance("1 second")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+      expect((yield* memory.processed)[0]!.payload).toBe("sooner")
+      yield* FakeClock.advance("59 seconds")
+      yield* settle(Effect.succeed(true))
+      expect((yield* memory.processed).length).toBe(1)
+      yield* FakeClock.advance("1 second")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      expect((yield* memory.processed).map((p) => [p.payload, p.startedAt.getTime() - t0])).toEqual([
+        ["sooner", 30_000],
+        ["later", 90_000]
+      ])
+    }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+  )
+
   it.scoped("a failing handler is an error row; max_runs 2 runs twice; unknown types stay queued", () =>
     Effect.gen(function* () {
       yield* FakeClock.set("2026-01-01T00:00:00Z")

@@ -165,30 +165,91 @@ const enqueueCommand = Command.make(
         "0: items of this task type run one at a time, in order, across all workers; 1: side by side (default 0)"
       ),
       Options.withDefault("0" as const)
+    ),
+    runAfter: Options.text("run-after").pipe(
+      Options.withPseudoName("10m|TIME"),
+      Options.withDescription(
+        "not before then: a delay from now (30s, 10m, 2h) or an ISO time (2026-12-01T09:00:00Z) (default: at once)"
+      ),
+      Options.optional
+    ),
+    uniqueKey: Options.text("unique-key").pipe(
+      Options.withPseudoName("KEY"),
+      Options.withDescription(
+        "while an item with this key is pending or processing, add nothing and print that item instead"
+      ),
+      Options.optional
     )
   },
   (c) =>
-    withDb(c, (_sql, schema) =>
-      Effect.gen(function* () {
-        const queue = yield* PgQueueStore.make({ schema })
-        const item = yield* queue.enqueue(
-          {
-            taskType: c.taskType,
-            payload: Option.getOrElse(c.payload, () => ""),
-            priority: c.priority,
-            maxRuns: c.maxRuns,
-            thread: Number(c.thread)
-          },
-          new Date()
-        )
-        yield* output(
-          c,
-          `enqueued ${item.id} (${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread})`,
-          snakeKeys(item)
-        )
+    Effect.gen(function* () {
+      const now = new Date()
+      // Checked before connecting: a bad value is a usage error, whatever the database.
+      const runAfter = yield* Option.match(c.runAfter, {
+        onNone: () => Either.right(undefined),
+        onSome: (text) => parseRunAfter(text, now)
+      })
+      return yield* withDb(c, (_sql, schema) =>
+        Effect.gen(function* () {
+          const queue = yield* PgQueueStore.make({ schema })
+          const item = yield* queue.enqueue(
+            {
+              taskType: c.taskType,
+              payload: Option.getOrElse(c.payload, () => ""),
+              priority: c.priority,
+              maxRuns: c.maxRuns,
+              thread: Number(c.thread),
+              runAfter,
+              uniqueKey: Option.getOrUndefined(c.uniqueKey)
+            },
+            now
+          )
+          // A new row is stamped with this command's time; the item already queued under the key was not.
+          const existing = item.createdAt.getTime() !== now.getTime()
+          const details =
+            `${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread}` +
+            (item.runAfter === null ? "" : `, run after ${item.runAfter.toISOString()}`) +
+            (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`)
+          yield* output(c, `${existing ? "already queued" : "enqueued"} ${item.id} (${details})`, {
+            ...snakeKeys(item),
+            existing
+          })
+        })
+      )
+    })
+).pipe(Command.withDescription("add a queue item"))
+
+/** Matches an ISO 8601 date or date-time, e.g. `2026-12-01`, `2026-12-01T09:00`, `2026-12-01T09:00:00.5+01:00`. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
+
+/**
+ * `--run-after`: a delay from `now` (read like every duration flag) or an ISO time (a time without an offset is
+ * local, as JavaScript reads it). Anything else is one clear usage error.
+ */
+export const parseRunAfter = (text: string, now: Date): Either.Either<Date, CliError> => {
+  const trimmed = text.trim()
+  if (ISO_TIME.test(trimmed)) {
+    const at = new Date(trimmed)
+    if (Number.isFinite(at.getTime())) return Either.right(at)
+  }
+  const delay = DurationInput.parse(trimmed)
+  if (Either.isRight(delay)) return Either.right(new Date(now.getTime() + Duration.toMillis(delay.right)))
+  // A duration that is zero, negative or infinite: say that, as every duration flag does.
+  if (delay.left !== "not a duration")
+    return Either.left(
+      new CliError({
+        message: Either.match(DurationInput.decodeField("--run-after", trimmed), {
+          onLeft: (e) => e.message,
+          onRight: () => `--run-after: ${JSON.stringify(text)} is not a usable delay`
+        })
       })
     )
-).pipe(Command.withDescription("add a queue item"))
+  return Either.left(
+    new CliError({
+      message: `--run-after: ${JSON.stringify(text)} is neither a delay (e.g. 30s, 10m, 2h) nor an ISO time (e.g. 2026-12-01T09:00:00Z)`
+    })
+  )
+}
 
 /**
  * "yes", or why nobody will run it: no live worker at all, or live workers none of which lists its task type.
@@ -208,7 +269,18 @@ const queueCommand = Command.make("queue", common, (c) =>
       yield* output(
         c,
         table(
-          ["id", "task_type", "status", "priority", "runs_left", "thread", "created_at", "handled"],
+          [
+            "id",
+            "task_type",
+            "status",
+            "priority",
+            "runs_left",
+            "thread",
+            "created_at",
+            "run_after",
+            "unique_key",
+            "handled"
+          ],
           items.map((item) => [
             item.id,
             item.taskType,
@@ -217,6 +289,8 @@ const queueCommand = Command.make("queue", common, (c) =>
             item.runsLeft === -1 ? "forever" : item.runsLeft,
             item.thread,
             item.createdAt,
+            item.runAfter ?? "-",
+            item.uniqueKey ?? "-",
             handledCell(item.handled, live > 0)
           ])
         ),

@@ -16,7 +16,9 @@ import {
   normalizeMaxRuns,
   normalizePayload,
   normalizePriority,
+  normalizeRunAfter,
   normalizeThread,
+  normalizeUniqueKey,
   type QueueItem
 } from "../../domain/QueueItem.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
@@ -114,7 +116,11 @@ export const make: Effect.Effect<
     return true
   }
 
+  // A unique key already queued inserts nothing and returns that item, as the partial unique index does in Postgres.
   const insert = (input: EnqueueInput, now: Date): QueueItem => {
+    const uniqueKey = normalizeUniqueKey(input.uniqueKey)
+    const existing = uniqueKey === null ? undefined : rows.find((r) => r.item.uniqueKey === uniqueKey)
+    if (existing !== undefined) return existing.item
     const item: QueueItem = {
       id: String(nextId++),
       taskType: input.taskType,
@@ -123,7 +129,8 @@ export const make: Effect.Effect<
       priority: normalizePriority(input.priority),
       maxRuns: normalizeMaxRuns(input.maxRuns),
       thread: normalizeThread(input.thread),
-      runAfter: null,
+      runAfter: normalizeRunAfter(input.runAfter),
+      uniqueKey,
       createdAt: now,
       updatedAt: now
     }
@@ -239,6 +246,16 @@ export const make: Effect.Effect<
           if (r.item.maxRuns === 0) rows.splice(rows.indexOf(r), 1)
         }
         return lost.length
+      }),
+    nextRunAfter: (taskTypes, now) =>
+      Effect.sync(() => {
+        const types = new Set(taskTypes)
+        const times = rows.flatMap((r) =>
+          types.has(r.item.taskType) && r.item.runAfter !== null && r.item.runAfter.getTime() > now.getTime()
+            ? [r.item.runAfter.getTime()]
+            : []
+        )
+        return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
       }),
     pendingCount: () => Effect.sync(() => rows.length),
     recentProcessed: (n) => Effect.sync(() => [...log].reverse().slice(0, Math.max(0, Math.floor(n)))),

@@ -70,6 +70,9 @@ const QueueRow = Schema.Struct({
   runsLeft: Schema.propertySignature(Schema.Int).pipe(Schema.fromKey("runs_left")),
   thread: Schema.Int,
   createdAt: Schema.propertySignature(Schema.DateFromSelf).pipe(Schema.fromKey("created_at")),
+  /** Not started before this; `null`: at once. */
+  runAfter: Schema.propertySignature(Schema.NullOr(Schema.DateFromSelf)).pipe(Schema.fromKey("run_after")),
+  uniqueKey: Schema.propertySignature(Schema.NullOr(Schema.String)).pipe(Schema.fromKey("unique_key")),
   handled: Schema.Boolean
 })
 
@@ -214,7 +217,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgInspect, never, S
       execute: () => sql`
         SELECT i.id::text AS id, i.task_type, i.status, i.priority,
                CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(i.max_runs - i.runs_done, 0) END AS runs_left,
-               i.thread, i.created_at, ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
+               i.thread, i.created_at, i.run_after, i.unique_key, ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
         FROM ${items} i ORDER BY i.priority DESC, i.seq, i.id`
     })
 

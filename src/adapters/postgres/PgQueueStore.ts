@@ -17,10 +17,18 @@ import {
   normalizeMaxRuns,
   normalizePayload,
   normalizePriority,
+  normalizeRunAfter,
   normalizeThread,
+  normalizeUniqueKey,
   QueueItem
 } from "../../domain/QueueItem.js"
-import { type ExecutionResult, type QueueClaim, QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
+import {
+  type EnqueueInput,
+  type ExecutionResult,
+  type QueueClaim,
+  QueueStore,
+  QueueStoreError
+} from "../../ports/QueueStore.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { mapPgErrors } from "./PgErrors.js"
 import { liveWorker } from "./PgInspect.js"
@@ -38,6 +46,7 @@ const ItemRow = Schema.Struct({
   runs_done: Schema.Int,
   runs_started: Schema.Int,
   run_after: Schema.NullOr(Schema.DateFromSelf),
+  unique_key: Schema.NullOr(Schema.String),
   created_at: Schema.DateFromSelf,
   updated_at: Schema.DateFromSelf
 })
@@ -52,6 +61,7 @@ const toItem = (r: ItemRow): QueueItem => ({
   maxRuns: r.max_runs,
   thread: normalizeThread(r.thread),
   runAfter: r.run_after,
+  uniqueKey: r.unique_key,
   createdAt: r.created_at,
   updatedAt: r.updated_at
 })
@@ -116,7 +126,7 @@ export const make = (
     const workers = sql(table(schema, "scheduler_workers"))
     const itemCols = sql.literal(
       "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started, run_after, " +
-        "created_at, updated_at"
+        "unique_key, created_at, updated_at"
     )
     const wakeChannel = channel(schema)
     const claimFunction = sql(table(schema, "kairos_claim"))
@@ -254,35 +264,95 @@ export const make = (
             orStoreError
           )
 
+    // A unique key already queued makes the insert do nothing (the partial unique index decides, so concurrent
+    // enqueuers never both insert); the queued item is then read in a statement of its own, whose fresh snapshot sees
+    // the winner's committed row. Should that item finish in between (deleted), the insert is tried again.
+    const conflictTarget = sql.literal("ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING")
+    const MAX_KEY_ATTEMPTS = 10
+
+    const enqueue = (input: EnqueueInput, now: Date): Effect.Effect<QueueItem, QueueStoreError> =>
+      Effect.gen(function* () {
+        const key = normalizeUniqueKey(input.uniqueKey)
+        for (let attempt = 1; ; attempt++) {
+          const inserted = yield* sql`
+            INSERT INTO ${items}
+              (task_type, payload, priority, max_runs, thread, run_after, unique_key, created_at, updated_at)
+            VALUES (${input.taskType}, ${normalizePayload(input.payload)}, ${normalizePriority(input.priority)},
+                    ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)},
+                    ${normalizeRunAfter(input.runAfter)}, ${key}, ${now}, ${now})
+            ${conflictTarget}
+            RETURNING ${itemCols}`
+          // The row was just written through the table's types and its normalising trigger: no decode needed.
+          if (inserted.length > 0 || key === null) return toItem(inserted[0] as unknown as ItemRow)
+          const existing = yield* sql`SELECT ${itemCols} FROM ${items} WHERE unique_key = ${key}`
+          if (existing.length > 0) return toItem(existing[0] as unknown as ItemRow)
+          if (attempt >= MAX_KEY_ATTEMPTS)
+            return yield* new QueueStoreError({
+              reason: "Unknown",
+              message: `enqueue with unique key ${JSON.stringify(key)}: the queued item kept disappearing`
+            })
+        }
+      }).pipe(orStoreError)
+
+    // Columns as arrays: one statement and a fixed number of parameters, however many items. Inserted in input
+    // order, so of two inputs with one key the first is inserted and the second conflicts with it.
+    const insertMany = (inputs: ReadonlyArray<EnqueueInput>, now: Date) =>
+      sql<{ id: string; unique_key: string | null }>`
+        INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, run_after, unique_key, created_at, updated_at)
+        SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, x.run_after, x.unique_key, ${now}, ${now}
+        FROM unnest(
+          ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => normalizePayload(i.payload))}::text[],
+          ${inputs.map((i) => normalizePriority(i.priority))}::int[],
+          ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
+          ${inputs.map((i) => normalizeThread(i.thread))}::int[],
+          ${inputs.map((i) => normalizeRunAfter(i.runAfter)?.toISOString() ?? null)}::timestamptz[],
+          ${inputs.map((i) => normalizeUniqueKey(i.uniqueKey))}::text[]
+        ) WITH ORDINALITY AS x(task_type, payload, priority, max_runs, thread, run_after, unique_key, n)
+        ORDER BY x.n
+        ${conflictTarget}
+        RETURNING id::text AS id, unique_key`
+
+    const enqueueMany = (
+      inputs: ReadonlyArray<EnqueueInput>,
+      now: Date
+    ): Effect.Effect<ReadonlyArray<string>, QueueStoreError> =>
+      Effect.gen(function* () {
+        if (inputs.length === 0) return []
+        const rows = yield* insertMany(inputs, now)
+        // Keyless rows come back in input order; keyed ones are matched by key.
+        const keyless = rows.filter((r) => r.unique_key === null).map((r) => r.id)
+        const byKey = new Map<string, string>()
+        for (const r of rows) if (r.unique_key !== null) byKey.set(r.unique_key, r.id)
+        let missing = [...new Set(inputs.flatMap((i) => normalizeUniqueKey(i.uniqueKey) ?? []))].filter(
+          (k) => !byKey.has(k)
+        )
+        for (let attempt = 1; missing.length > 0; attempt++) {
+          const existing = yield* sql<{ id: string; unique_key: string }>`
+            SELECT id::text AS id, unique_key FROM ${items} WHERE unique_key = ANY(${missing}::text[])`
+          for (const r of existing) byKey.set(r.unique_key, r.id)
+          missing = missing.filter((k) => !byKey.has(k))
+          if (missing.length === 0) break
+          if (attempt >= MAX_KEY_ATTEMPTS)
+            return yield* new QueueStoreError({
+              reason: "Unknown",
+              message: `enqueue with unique keys ${JSON.stringify(missing)}: the queued items kept disappearing`
+            })
+          // Those items finished in between: insert them again (the first input of each key).
+          const again = missing.map((k) => inputs.find((i) => normalizeUniqueKey(i.uniqueKey) === k)!)
+          for (const r of yield* insertMany(again, now)) if (r.unique_key !== null) byKey.set(r.unique_key, r.id)
+          missing = missing.filter((k) => !byKey.has(k))
+        }
+        let next = 0
+        return inputs.map((i) => {
+          const key = normalizeUniqueKey(i.uniqueKey)
+          return key === null ? keyless[next++]! : byKey.get(key)!
+        })
+      }).pipe(orStoreError)
+
     return QueueStore.of({
       recordResults,
-      // Columns as arrays: one statement and a fixed number of parameters, however many items.
-      enqueueMany: (inputs, now) =>
-        inputs.length === 0
-          ? Effect.succeed([])
-          : sql<{ id: string }>`
-              INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
-              SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, ${now}, ${now}
-              FROM unnest(
-                ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => normalizePayload(i.payload))}::text[],
-                ${inputs.map((i) => normalizePriority(i.priority))}::int[],
-                ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
-                ${inputs.map((i) => normalizeThread(i.thread))}::int[]
-              ) WITH ORDINALITY AS x(task_type, payload, priority, max_runs, thread, n)
-              ORDER BY x.n
-              RETURNING id::text AS id`.pipe(
-              Effect.map((rows) => rows.map((r) => r.id)),
-              orStoreError
-            ),
-      enqueue: (input, now) =>
-        sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, created_at, updated_at)
-            VALUES (${input.taskType}, ${normalizePayload(input.payload)}, ${normalizePriority(input.priority)},
-                    ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)}, ${now}, ${now})
-            RETURNING ${itemCols}`.pipe(
-          // The row was just written through the table's types and its normalising trigger: no decode needed.
-          Effect.map((rows) => toItem(rows[0] as unknown as ItemRow)),
-          orStoreError
-        ),
+      enqueueMany,
+      enqueue,
 
       claimBatch,
 
@@ -331,6 +401,21 @@ export const make = (
           Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
           orStoreError
         ),
+
+      // Per task type, the first future run_after on the (task_type, run_after) index.
+      nextRunAfter: (taskTypes, now) =>
+        taskTypes.length === 0
+          ? Effect.succeed(Option.none())
+          : sql<{ at: Date | null }>`
+              SELECT min(n.at) AS at FROM unnest(${[...new Set(taskTypes)]}::text[]) AS t(task_type)
+              CROSS JOIN LATERAL (
+                SELECT i.run_after AS at FROM ${items} i
+                WHERE i.task_type = t.task_type AND i.run_after > ${now}
+                ORDER BY i.run_after LIMIT 1
+              ) n`.pipe(
+              Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
+              orStoreError
+            ),
 
       pendingCount: () =>
         sql<{ n: number }>`SELECT count(*)::int AS n FROM ${items}`.pipe(
