@@ -52,6 +52,22 @@ describe("examples", () => {
     expect(run.stdout).toContain("next morning-report: ")
   })
 
+  it("opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry", () => {
+    const run = spawnSync(
+      process.execPath,
+      ["--conditions=kairos-source", "--import", "tsx", "examples/opentelemetry.ts"],
+      { cwd: projectRoot, encoding: "utf8", timeout: 100_000 }
+    )
+    expect(run.stderr).toBe("")
+    expect(run.status).toBe(0)
+    expect(run.stdout.match(/kairos\.execute {2}kind=queue {2}task_type=send_email .* outcome=ok/g)?.length).toBe(2)
+    expect(run.stdout).toMatch(/kairos\.execute .* outcome=failed \(not an address\)/)
+    expect(run.stdout).toContain('kairos_executions_total {"kind":"queue","task_type":"send_email","outcome":"ok"} 2')
+    expect(run.stdout).toContain(
+      'kairos_executions_total {"kind":"queue","task_type":"send_email","outcome":"failed"} 1'
+    )
+  })
+
   it("quickstart.ts against a port where nothing listens: one line that says what to fix, exit 1", async () => {
     const port = await new Promise<number>((resolve) => {
       const server = net.createServer().listen(0, "127.0.0.1", () => {

@@ -310,6 +310,12 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       // An Effect handler runs in a fiber of its own, so a lost lease interrupts this execution only.
       const run = out.pipe(
         Effect.annotateLogs(annotations(job)),
+        // The handler's failure is already a Result here: say it on the span, which would otherwise end "ok".
+        Effect.tap((result) =>
+          Result.isFailure(result)
+            ? Effect.annotateCurrentSpan({ "kairos.outcome": "failed", "kairos.error": result.message })
+            : Effect.annotateCurrentSpan("kairos.outcome", "ok")
+        ),
         // A span per execution of an Effect handler: exported by whatever Tracer the application installs.
         Effect.withSpan("kairos.execute", {
           attributes: {
