@@ -5,6 +5,7 @@
  * job runs are never pruned.
  */
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as DurationInput from "./DurationInput.js"
 
@@ -66,3 +67,22 @@ export const batch = (policy: Policy, now: Date, limit = BATCH): PruneBatch => (
 export const prunes = (b: PruneBatch, at: Date, newerRows: number): boolean =>
   (b.olderThan === undefined || at.getTime() < b.olderThan.getTime()) &&
   (b.keepLast === undefined || newerRows >= b.keepLast)
+
+/**
+ * Prunes under `policy` at `now` batch after batch (each a short statement of its own) until one comes back short;
+ * returns how many rows went. `prune` is a store's `pruneProcessed` or `pruneRuns`.
+ */
+export const pruneAll = <E>(
+  prune: (batch: PruneBatch) => Effect.Effect<number, E>,
+  policy: Policy,
+  now: Date
+): Effect.Effect<number, E> =>
+  Effect.gen(function* () {
+    let total = 0
+    while (true) {
+      const n = yield* prune(batch(policy, now))
+      total += n
+      if (n < BATCH) return total
+      yield* Effect.yieldNow()
+    }
+  })

@@ -78,6 +78,13 @@ export class ItemNotFoundError extends Data.TaggedError("ItemNotFoundError")<{
   readonly message: string
 }> {}
 
+/** The value of a found row, or `notFound`'s error when the store found none. */
+const found = <A, E, R, E2>(
+  self: Effect.Effect<Option.Option<A>, E, R>,
+  notFound: () => E2
+): Effect.Effect<A, E | E2, R> =>
+  Effect.flatMap(self, Option.match({ onNone: () => Effect.fail(notFound()), onSome: Effect.succeed }))
+
 /** Raised by `drain` when its timeout passes first. */
 export class DrainTimeoutError extends Data.TaggedError("DrainTimeoutError")<{ readonly message: string }> {}
 
@@ -101,11 +108,12 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
   ) =>
     Effect.gen(function* () {
       const store = yield* JobStore
-      const result = yield* change(store, yield* now)
-      if (Option.isNone(result))
-        return yield* Effect.fail(new JobNotFoundError({ name, message: `no job named ${JSON.stringify(name)}` }))
+      const result = yield* found(
+        change(store, yield* now),
+        () => new JobNotFoundError({ name, message: `no job named ${JSON.stringify(name)}` })
+      )
       yield* runner.wake
-      return result.value
+      return result
     })
   // onIdle's watches: stopped by `stop`, so none outlives the pool.
   const watchers = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
@@ -137,25 +145,15 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
     runJob: (name) => run(control(name, (store, at) => store.runJobNow(name, at))),
     cancel: (itemId) =>
       run(
-        Effect.flatMap(QueueStore, (queue) => queue.cancel(itemId)).pipe(
-          Effect.flatMap(
-            Option.match({
-              onNone: () => Effect.fail(new ItemNotFoundError({ id: itemId, message: `no queue item ${itemId}` })),
-              onSome: Effect.succeed
-            })
-          )
+        Effect.flatMap(QueueStore, (queue) => queue.cancel(itemId)).pipe((self) =>
+          found(self, () => new ItemNotFoundError({ id: itemId, message: `no queue item ${itemId}` }))
         )
       ),
     retry: (processedId) =>
       run(
         Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.retryExecution(processedId, at))).pipe(
-          Effect.flatMap(
-            Option.match({
-              onNone: () =>
-                Effect.fail(new ItemNotFoundError({ id: processedId, message: `no execution ${processedId}` })),
-              onSome: Effect.succeed
-            })
-          )
+          (self) =>
+            found(self, () => new ItemNotFoundError({ id: processedId, message: `no execution ${processedId}` }))
         )
       ),
     stats: () => run(runner.stats),

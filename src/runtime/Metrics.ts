@@ -73,5 +73,12 @@ export const recordMissed = (taskType: string, missed: number): void =>
   slotsMissed.unsafeUpdate(missed, labelsOf("scheduled", taskType))
 
 /** Records how long a claim of `kind` took. */
-export const recordClaim = (kind: string, ms: number): void =>
-  claimDuration.unsafeUpdate(ms, [MetricLabel.make("kind", kind)])
+export const recordClaim = (kind: string, ms: number): void => claimDuration.unsafeUpdate(ms, kindLabels(kind))
+
+const byKind = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+/** The label of a kind, made once (there are two kinds). */
+const kindLabels = (kind: string): ReadonlyArray<MetricLabel.MetricLabel> => {
+  let found = byKind.get(kind)
+  if (found === undefined) byKind.set(kind, (found = [MetricLabel.make("kind", kind)]))
+  return found
+}

@@ -438,26 +438,13 @@ export const make = (
 
     // Retention, when configured: batches of a thousand rows (each its own short statement, skipping rows another
     // instance is pruning) until one comes back short, then a sleep of `retention.every`.
-    const pruneAll = <E extends { readonly message: string }>(
-      prune: (b: Retention.PruneBatch) => Effect.Effect<number, E>,
-      policy: Retention.Policy
-    ) =>
-      Effect.gen(function* () {
-        const now = yield* clockNow
-        let total = 0
-        while (true) {
-          const n = yield* prune(Retention.batch(policy, now))
-          total += n
-          if (n < Retention.BATCH) return total
-          yield* Effect.yieldNow()
-        }
-      })
     const retentionRound = Effect.gen(function* () {
       const { jobRuns, processedItems } = config.retention
+      const now = yield* clockNow
       const executions = Retention.isActive(processedItems)
-        ? yield* pruneAll(queueStore.pruneProcessed, processedItems)
+        ? yield* Retention.pruneAll(queueStore.pruneProcessed, processedItems, now)
         : 0
-      const runs = Retention.isActive(jobRuns) ? yield* pruneAll(jobStore.pruneRuns, jobRuns) : 0
+      const runs = Retention.isActive(jobRuns) ? yield* Retention.pruneAll(jobStore.pruneRuns, jobRuns, now) : 0
       if (executions + runs > 0)
         yield* Effect.logInfo(`retention: pruned ${executions} execution(s), ${runs} job run(s)`)
       yield* Effect.sleep(config.retention.every)

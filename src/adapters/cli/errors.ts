@@ -4,7 +4,7 @@
  */
 import * as Data from "effect/Data"
 import { MigrationError } from "../postgres/migrations.js"
-import { where } from "../postgres/PgConnect.js"
+import { coded, where } from "../postgres/PgConnect.js"
 import * as PgInspect from "../postgres/PgInspect.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
@@ -49,21 +49,6 @@ export const checkUrl = (url: string, source: string): CliError | undefined => {
   })
 }
 
-/**
- * The database's own error under `e`: the first cause in its chain that carries a `code` (Postgres's SQLSTATE, or
- * Node's `ECONNREFUSED`...), else the innermost cause. Stores' errors wrap an `SqlError`, which wraps the driver's.
- */
-const databaseCause = (e: unknown): { readonly code?: unknown; readonly message?: unknown } | undefined => {
-  let innermost: object | undefined
-  let cause = (e as { cause?: unknown } | null | undefined)?.cause
-  for (let depth = 0; depth < 5 && typeof cause === "object" && cause !== null; depth++) {
-    if (typeof (cause as { code?: unknown }).code === "string") return cause
-    innermost = cause
-    cause = (cause as { cause?: unknown }).cause
-  }
-  return innermost
-}
-
 /** The command that creates the tables where this one looked for them. */
 const migrateCommand = (target: Target): string =>
   [
@@ -79,7 +64,8 @@ export const explain =
     // Its message already names the migration and carries the database's reason (a code below would mislead:
     // 42P01 during `migrate` does not mean "run kairos migrate").
     if (e instanceof MigrationError && e.reason === "Failed") return new CliError({ message: e.message })
-    const cause = databaseCause(e)
+    // The database's own error under `e` (the CLI's errors wrap it).
+    const cause = coded((e as { cause?: unknown } | null | undefined)?.cause)
     const code = cause?.code
     const message = typeof cause?.message === "string" ? cause.message : describe(e)
     const at = where(url)

@@ -7,6 +7,7 @@
  */
 import Module, { register } from "node:module"
 import { fileURLToPath, pathToFileURL } from "node:url"
+import { bare } from "./resolveFallback.js"
 
 let registered = false
 
@@ -14,8 +15,6 @@ interface CjsResolver {
   _resolveFilename: (request: string, parent: unknown, isMain: boolean, options?: unknown) => string
   _nodeModulePaths: (dir: string) => Array<string>
 }
-
-const bare = (specifier: string) => !/^(?:[./]|[a-z][a-z0-9+.-]*:)/i.test(specifier) && !specifier.startsWith("node:")
 
 const requireFallback = () => {
   const resolver = Module as unknown as CjsResolver

@@ -428,18 +428,8 @@ const pruneCommand = Command.make(
           const queue = yield* PgQueueStore.make({ schema })
           const jobs = yield* PgJobStore.make({ schema })
           const now = yield* databaseNow(sql)
-          // Batch after batch (each its own short statement), until one comes back short.
-          const drain = (prune: (b: Retention.PruneBatch) => Effect.Effect<number, unknown>, p: Retention.Policy) =>
-            Effect.gen(function* () {
-              let total = 0
-              while (true) {
-                const n = yield* prune(Retention.batch(p, now))
-                total += n
-                if (n < Retention.BATCH) return total
-              }
-            })
-          const executions = Retention.isActive(log) ? yield* drain(queue.pruneProcessed, log) : 0
-          const jobRuns = Retention.isActive(runs) ? yield* drain(jobs.pruneRuns, runs) : 0
+          const executions = Retention.isActive(log) ? yield* Retention.pruneAll(queue.pruneProcessed, log, now) : 0
+          const jobRuns = Retention.isActive(runs) ? yield* Retention.pruneAll(jobs.pruneRuns, runs, now) : 0
           yield* output(c, `pruned ${executions} execution(s) and ${jobRuns} job run(s)`, {
             executions,
             job_runs: jobRuns

@@ -5,7 +5,8 @@
  */
 import type { ResolveHook } from "node:module"
 
-const bare = (specifier: string) => !/^(?:[./]|[a-z][a-z0-9+.-]*:)/i.test(specifier)
+/** A bare specifier ("kairos", "effect/Effect"): not relative, absolute, or with a scheme such as node: or file:. */
+export const bare = (specifier: string) => !/^(?:[./]|[a-z][a-z0-9+.-]*:)/i.test(specifier)
 
 export const resolve: ResolveHook = async (specifier, context, nextResolve) => {
   try {

@@ -20,8 +20,11 @@ export const where = (url: string): string => {
   }
 }
 
-/** The first error in `e`'s cause chain that carries a `code` (SQLSTATE, or Node's ECONNREFUSED...). */
-const coded = (e: unknown): { readonly code?: unknown; readonly message?: unknown } | undefined => {
+/**
+ * The first error in the chain `e`, `e.cause`, … that carries a `code` (Postgres's SQLSTATE, or Node's
+ * `ECONNREFUSED`...), else the innermost one. Stores' errors wrap an `SqlError`, which wraps the driver's.
+ */
+export const coded = (e: unknown): { readonly code?: unknown; readonly message?: unknown } | undefined => {
   let current: unknown = e
   let innermost: { readonly message?: unknown } | undefined
   for (let depth = 0; depth < 6 && typeof current === "object" && current !== null; depth++) {
