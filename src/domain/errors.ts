@@ -41,3 +41,15 @@ export class InvalidConfigError extends Data.TaggedError("InvalidConfigError")<{
 export class ScheduleComputationError extends Data.TaggedError("ScheduleComputationError")<{
   readonly message: string
 }> {}
+
+/**
+ * A retry policy was written with a value it cannot use. Thrown by `Retry.policy`; a handler registered or an item
+ * enqueued with such a policy is refused with it.
+ */
+export class InvalidRetryError extends Data.TaggedError("InvalidRetryError")<{
+  /** The offending field: `attempts`, `backoff`, or the exponential backoff's `max`. */
+  readonly field: "attempts" | "backoff" | "max"
+  /** The value that was given. */
+  readonly value: unknown
+  readonly message: string
+}> {}

@@ -10,6 +10,8 @@ import type * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
 import type { ProcessedItem } from "../domain/ProcessedItem.js"
 import type { QueueItem } from "../domain/QueueItem.js"
+import type { InvalidRetryError } from "../domain/errors.js"
+import type * as Retry from "../domain/Retry.js"
 
 /** A QueueStore failure. */
 export class QueueStoreError extends Data.TaggedError("QueueStoreError")<{
@@ -33,6 +35,21 @@ export interface EnqueueInput {
    * nothing. Absent or empty: no key.
    */
   readonly uniqueKey?: string | undefined
+  /**
+   * This item's own retry policy; it wins over its task type's. Absent: the task type's (see `recordResults`), and
+   * without one the item is attempted once per run.
+   */
+  readonly retry?: Retry.Input | undefined
+}
+
+/**
+ * A finished execution to record, with the retry policy of its task type (`Retry.none` when absent). The item's own
+ * policy, when it has one, wins.
+ */
+export interface RecordInput {
+  readonly claim: QueueClaim
+  readonly result: ExecutionResult
+  readonly retry?: Retry.Policy | undefined
 }
 
 /** One claimed execution of an item, fenced by its lease token. */
@@ -70,7 +87,10 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * Adds an item, ready at once or at `input.runAfter`. `createdAt` is only its creation time (ties in priority run
      * oldest first); it does not delay the item. With a `uniqueKey` already queued, returns that item instead.
      */
-    readonly enqueue: (input: EnqueueInput, createdAt: Date) => Effect.Effect<QueueItem, QueueStoreError>
+    readonly enqueue: (
+      input: EnqueueInput,
+      createdAt: Date
+    ) => Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError>
     /**
      * Adds many items in one statement, in order; returns their ids. `createdAt` as in `enqueue`. An input whose
      * `uniqueKey` is already queued, or appears earlier in the same batch (the first wins), inserts nothing and gets
@@ -79,7 +99,7 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     readonly enqueueMany: (
       inputs: ReadonlyArray<EnqueueInput>,
       createdAt: Date
-    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
+    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError>
     /**
      * Claims up to `limit` executions of the given task types, highest priority first, then oldest: at most one
      * sequential (`thread = 0`) execution per task type cluster-wide; a concurrent item may run several of its
@@ -102,11 +122,13 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
     /**
      * Records finished executions, each fenced by its own lease token: its `processed_items` row, and the item
-     * deleted (runs exhausted) or pending again. One round of statements for the whole batch. Returns, in order,
-     * whether each was recorded (false, and nothing written, when its lease was lost).
+     * deleted (runs exhausted) or pending again. A failure with an attempt left under the item's retry policy (see
+     * `Retry.settle`) uses up no run: the item waits its backoff (`run_after`), then runs again. One round of
+     * statements for the whole batch. Returns, in order, whether each was recorded (false, and nothing written,
+     * when its lease was lost).
      */
     readonly recordResults: (
-      results: ReadonlyArray<{ readonly claim: QueueClaim; readonly result: ExecutionResult }>
+      results: ReadonlyArray<RecordInput>
     ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>

@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Predicate from "effect/Predicate"
 import type { Job } from "../domain/Job.js"
+import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
 
 /**
@@ -25,6 +26,13 @@ export type Handler<A = unknown, E = unknown, R = never> = (
 export interface HandlerOptions {
   /** How long one execution may run before it is interrupted. Default: the runner's `timeout` (15 minutes). */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Retries for this task type's queue items: `{ attempts: 5 }` tries one run up to five times, waiting an
+   * exponential backoff (1 s, 2 s, 4 s … at most an hour) between attempts; `backoff` sets it (`"30s"` fixed, or
+   * `{ type: "exponential", delay, max }`). An item enqueued with its own `retry` uses that instead. Default: no
+   * retry. Scheduled jobs are not retried this way: their next slot is their retry.
+   */
+  readonly retry?: Retry.Input | undefined
 }
 
 /** An execution ran past its timeout and was interrupted. */

@@ -6,6 +6,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { Job } from "../domain/Job.js"
+import type * as Retry from "../domain/Retry.js"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
 import type { Claimed, WorkSource } from "./WorkSource.js"
@@ -21,9 +22,11 @@ const EXPIRY_SLACK_MS = 10
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
+  /** The retry policy registered for a task type, if any: recorded with each result of its items. */
+  readonly retryOf: (taskType: string) => Retry.Policy | undefined
 }): Effect.Effect<WorkSource<ClaimedItem, QueueStoreError>, never, QueueStore> =>
   Effect.gen(function* () {
-    const { config, owner } = options
+    const { config, owner, retryOf } = options
     const store = yield* QueueStore
     const leaseMs = Duration.toMillis(config.leaseDuration)
     let lastRescue = Number.NEGATIVE_INFINITY
@@ -133,7 +136,8 @@ export const make = (options: {
         store.recordResults(
           finished.map(({ claim, finishedAt, result, startedAt }) => ({
             claim: claim.claim,
-            result: { startedAt, finishedAt, error: result.failed ? result.message : undefined }
+            result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
+            retry: retryOf(claim.claim.item.taskType)
           }))
         ),
       // Everything this owner still holds is handed back (its interrupted executions among them).

@@ -23,10 +23,11 @@ import os from "node:os"
 import { randomBytes } from "node:crypto"
 import * as Result from "../domain/Result.js"
 import * as Retention from "../domain/Retention.js"
+import * as Retry from "../domain/Retry.js"
 import * as Metrics from "./Metrics.js"
 import type { ScheduledJob } from "../domain/ScheduledJob.js"
 import { validate, withDefaults, type SchedulerConfig, type SchedulerConfigInput } from "../domain/SchedulerConfig.js"
-import type { InvalidConfigError } from "../domain/errors.js"
+import type { InvalidConfigError, InvalidRetryError } from "../domain/errors.js"
 import { now as clockNow } from "../ports/Clock.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
@@ -84,12 +85,15 @@ export type TickError = JobStoreError | SettingsError | QueueStoreError
 export class Runner extends Context.Tag("kairos/Runner")<
   Runner,
   {
-    /** Registers the handler of a task type. Registering a type again replaces its handler (and logs a warning). */
+    /**
+     * Registers the handler of a task type. Registering a type again replaces its handler (and logs a warning).
+     * Fails, registering nothing, when `options.retry` is not a valid policy.
+     */
     readonly register: <A, E = never, R = never>(
       taskType: string,
       handler: Handler<A, E, R>,
       options?: HandlerOptions
-    ) => Effect.Effect<void, never, R>
+    ) => Effect.Effect<void, InvalidRetryError, R>
     /** Ticks now and then every interval, in a fiber of the runner's scope. Does nothing when disabled by config. */
     readonly start: Effect.Effect<void>
     /** Stops claiming, waits for running handlers up to the grace period, then interrupts them. */
@@ -243,7 +247,10 @@ export const make = (
     const scheduled = yield* ScheduledSource.make({ config, owner })
     const lanes: ReadonlyArray<Lane<TickError>> = [
       makeLane(scheduled.source, laneContext),
-      makeLane(yield* QueueSource.make({ config, owner }), laneContext)
+      makeLane(
+        yield* QueueSource.make({ config, owner, retryOf: (taskType) => handlers.get(taskType)?.retry }),
+        laneContext
+      )
     ]
 
     const register = <A, E = never, R = never>(taskType: string, handler: Handler<A, E, R>, options?: HandlerOptions) =>
@@ -254,12 +261,13 @@ export const make = (
           return Effect.isEffect(out) ? Effect.provide(out as Effect.Effect<A, E, R>, context) : out
         }
         const takesSignal = handler.length >= 2
+        const retry = options?.retry === undefined ? undefined : yield* Retry.parse(options.retry)
         const timeout =
           options?.timeout === undefined ? config.timeout : withDefaults({ timeout: options.timeout }).timeout
         if (handlers.has(taskType)) {
           yield* Effect.logWarning(`handler for task type "${taskType}" registered again: the new one replaces it`)
         }
-        handlers.set(taskType, { run, timeout, takesSignal })
+        handlers.set(taskType, { run, timeout, takesSignal, retry })
         yield* signal(handlersChanged)
       })
 

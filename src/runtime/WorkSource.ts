@@ -14,6 +14,7 @@ import * as Fiber from "effect/Fiber"
 import type * as Option from "effect/Option"
 import * as RetryPolicy from "effect/Schedule"
 import type { Job, JobKind } from "../domain/Job.js"
+import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
 import type { Task } from "./Capacity.js"
 import { type Handler, HandlerTimeoutError, invoke, PendingPromise, timedOut } from "./Handler.js"
@@ -94,6 +95,8 @@ export interface Registered {
   readonly timeout: Duration.Duration
   /** The handler declares a second parameter: it gets a live `AbortSignal`. */
   readonly takesSignal: boolean
+  /** The task type's retry policy for queue items; absent: attempted once. */
+  readonly retry: Retry.Policy | undefined
 }
 
 /**

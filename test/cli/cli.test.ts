@@ -131,7 +131,8 @@ describe("kairos commands", () => {
           "0005_bad_rows",
           "0006_unfinished_runs",
           "0007_delayed_unique_items",
-          "0008_retention"
+          "0008_retention",
+          "0009_item_retries"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })

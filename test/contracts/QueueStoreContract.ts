@@ -6,6 +6,7 @@ import { expect, layer } from "@effect/vitest"
 import { Deferred, Effect, type Layer, Option } from "effect"
 import { QueueStore, type QueueClaim } from "../../src/index.js"
 import { gaveUpMessage, MAX_UNFINISHED } from "../../src/domain/QueueItem.js"
+import * as Retry from "../../src/domain/Retry.js"
 
 const T0 = new Date("2026-01-01T00:00:00Z")
 const at = (s: number) => new Date(T0.getTime() + s * 1000)
@@ -376,6 +377,143 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           yield* q.recordResults([done(c!, at(10 + i), at(10 + i))])
         }
         expect(attempts).toEqual([1, 2])
+      })
+    )
+
+    it.effect("retry: a failure with attempts left keeps the item, waits the backoff, and uses up no run", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-fixed")
+        const item = yield* q.enqueue({ taskType: t, payload: "p", retry: { attempts: 3, backoff: "10s" } }, T0)
+        // Three attempts at its one run: each failure waits 10 s from its finish.
+        let now = 0
+        for (let attempt = 1; attempt <= 3; attempt++) {
+          const [c] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(now)))
+          expect(c!.item.id).toBe(item.id)
+          expect(c!.item.maxRuns).toBe(1)
+          expect(c!.attempt).toBe(attempt)
+          expect(yield* q.recordResults([done(c!, at(now), at(now + 1), `boom ${attempt}`)])).toEqual([true])
+          if (attempt === 3) break
+          expect(yield* q.nextRunAfter([t], at(now + 1))).toEqual(Option.some(at(now + 11)))
+          expect(yield* q.claimBatch(claimOpts([t], 1, "w1", at(now + 10)))).toEqual([])
+          now += 11
+        }
+        // Out of attempts: the run is used up and the item gone; every attempt is in the log.
+        expect(yield* q.cancel(item.id)).toEqual(Option.none())
+        const log = (yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id)
+        expect(log.map((p) => p.errorMsg)).toEqual(["boom 3", "boom 2", "boom 1"])
+      })
+    )
+
+    it.effect("retry: the task type's policy applies to items without their own; an item's own wins", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-type")
+        const typePolicy = Retry.policy({ attempts: 5, backoff: { type: "fixed", delay: "1m" } })
+        const plain = yield* q.enqueue({ taskType: t, payload: "plain", thread: 1 }, T0)
+        const once = yield* q.enqueue({ taskType: t, payload: "once", thread: 1, retry: { attempts: 1 } }, T0)
+        const claims = yield* q.claimBatch(claimOpts([t]))
+        expect(ids(claims)).toEqual([plain.id, once.id])
+        const recorded = yield* q.recordResults(
+          claims.map((c) => ({ ...done(c, at(1), at(2), "nope"), retry: typePolicy }))
+        )
+        expect(recorded).toEqual([true, true])
+        // `once` (its own policy: no retry) is gone; `plain` waits the type's minute.
+        expect(yield* q.cancel(once.id)).toEqual(Option.none())
+        expect(yield* q.nextRunAfter([t], at(2))).toEqual(Option.some(at(62)))
+        expect(ids(yield* q.claimBatch(claimOpts([t], 1, "w1", at(62))))).toEqual([plain.id])
+      })
+    )
+
+    it.effect("retry: exponential backoff doubles per failure up to its max; a success resets the count", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-exp")
+        const retry = { attempts: 5, backoff: { type: "exponential", delay: "1s", max: "3s" } } as const
+        const item = yield* q.enqueue({ taskType: t, payload: "p", maxRuns: 2, retry }, T0)
+        let now = 0
+        const attempt = (error?: string) =>
+          Effect.gen(function* () {
+            const [c] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(now)))
+            expect(c!.item.id).toBe(item.id)
+            expect(yield* q.recordResults([done(c!, at(now), at(now), error)])).toEqual([true])
+            return c!
+          })
+        const waits: Array<number> = []
+        for (let i = 0; i < 3; i++) {
+          yield* attempt("boom")
+          const next = Option.getOrThrow(yield* q.nextRunAfter([t], at(now)))
+          waits.push((next.getTime() - at(now).getTime()) / 1000)
+          now = (next.getTime() - T0.getTime()) / 1000
+        }
+        expect(waits).toEqual([1, 2, 3])
+        // A success uses up the first run and resets the failures: the second run starts from the first delay.
+        const ok = yield* attempt()
+        expect(ok.item.maxRuns).toBe(2)
+        const c = yield* attempt("again")
+        expect(c.item.maxRuns).toBe(1)
+        expect(yield* q.nextRunAfter([t], at(now))).toEqual(Option.some(at(now + 1)))
+      })
+    )
+
+    it.effect("retry: a forever item retries after its backoff, not its repeat pace", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-forever")
+        yield* q.enqueue({ taskType: t, payload: "f", maxRuns: -1, retry: { attempts: 2, backoff: "3s" } }, T0)
+        const [c] = yield* q.claimBatch(claimOpts([t], 1))
+        expect(yield* q.recordResults([done(c!, at(0), at(1), "boom")])).toEqual([true])
+        // claimOpts paces a forever item 10 s; the retry comes 3 s after the failure.
+        expect(ids(yield* q.claimBatch(claimOpts([t], 1, "w1", at(4))))).toEqual([c!.item.id])
+      })
+    )
+
+    it.effect("retry: repetitions recorded together retry their first failures while attempts last", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-many")
+        const item = yield* q.enqueue(
+          { taskType: t, payload: "m", maxRuns: 3, thread: 1, retry: { attempts: 2, backoff: "5s" } },
+          T0
+        )
+        const claims = yield* q.claimBatch(claimOpts([t], 3))
+        expect(claims.length).toBe(3)
+        // Two failures and a success: one failure retries (the one attempt left), the other and the success use
+        // up runs. One run is left, after the backoff from the last finish.
+        const recorded = yield* q.recordResults([
+          done(claims[0]!, at(0), at(1), "a"),
+          done(claims[1]!, at(0), at(2), "b"),
+          done(claims[2]!, at(0), at(3))
+        ])
+        expect(recorded).toEqual([true, true, true])
+        expect(yield* q.nextRunAfter([t], at(3))).toEqual(Option.some(at(8)))
+        const [last] = yield* q.claimBatch(claimOpts([t], 3, "w1", at(8)))
+        expect(last!.item.id).toBe(item.id)
+        expect(last!.item.maxRuns).toBe(1)
+        yield* q.recordResults([done(last!, at(8), at(9), "c")])
+        // That run's first failure: it retries once more (its failures were reset when a run was used up).
+        expect(yield* q.nextRunAfter([t], at(9))).toEqual(Option.some(at(14)))
+      })
+    )
+
+    it.effect("retry: an invalid policy refuses the item (in a batch, the whole batch) and names the field", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-bad")
+        const bad = yield* Effect.flip(q.enqueue({ taskType: t, payload: "x", retry: { attempts: 0 } }, T0))
+        expect(bad).toMatchObject({ _tag: "InvalidRetryError", field: "attempts" })
+        expect(bad.message).toContain("attempts must be a whole number from 1 to 1000, got 0")
+        const batch = yield* Effect.flip(
+          q.enqueueMany(
+            [
+              { taskType: t, payload: "fine" },
+              { taskType: t, payload: "bad", retry: { attempts: 2, backoff: "soon" as unknown as Retry.BackoffInput } }
+            ],
+            T0
+          )
+        )
+        expect(batch).toMatchObject({ _tag: "InvalidRetryError", field: "backoff" })
+        expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
       })
     )
 

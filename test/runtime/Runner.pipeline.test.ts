@@ -302,7 +302,7 @@ const insertDuringClaimLayer = Runner.layer({ interval: "1 day", heartbeatInterv
               ? Effect.void
               : Effect.sync(() => {
                   inserted = true
-                }).pipe(Effect.zipRight(store.enqueue({ taskType: "t", payload: "late" }, options.now)))
+                }).pipe(Effect.zipRight(Effect.orDie(store.enqueue({ taskType: "t", payload: "late" }, options.now))))
           )
         return Context.make(QueueStore, QueueStore.of({ ...store, claimBatch })).pipe(
           Context.add(MemoryQueueStore.MemoryQueue, memory)

@@ -9,6 +9,8 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import * as Retention from "../../domain/Retention.js"
+import type { InvalidRetryError } from "../../domain/errors.js"
+import * as Retry from "../../domain/Retry.js"
 import {
   FOREVER,
   gaveUpMessage,
@@ -27,6 +29,7 @@ import {
   type ExecutionResult,
   type QueueClaim,
   QueueStore,
+  type RecordInput,
   type WorkerInfo
 } from "../../ports/QueueStore.js"
 import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"
@@ -39,6 +42,10 @@ interface Row {
   runsStarted: number
   /** Executions taken back because their lease expired, since the item's last give-up (see MAX_UNFINISHED). */
   unfinished: number
+  /** The item's own retry policy (`null`: its task type's). */
+  retry: Retry.Policy | null
+  /** Failed attempts at the item's current run (see Retry.settle). */
+  failures: number
 }
 
 interface LeaseRow {
@@ -87,37 +94,66 @@ export const make: Effect.Effect<
     r.item = { ...r.item, status: r.inFlight > 0 ? "processing" : "pending", updatedAt: now }
   }
 
-  const record = (claim: QueueClaim, result: ExecutionResult): boolean => {
-    const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
-    if (i < 0) return false
-    const [lease] = leases.splice(i, 1)
-    const failed = result.error !== undefined
-    log.push({
-      // Never reused, as a sequence: pruning shortens the log.
-      id: String(nextLogId++),
-      queueItemId: lease!.itemId,
-      taskType: claim.item.taskType,
-      payload: claim.item.payload,
-      status: failed ? "error" : "ok",
-      errorMsg: result.error ?? "",
-      startedAt: result.startedAt,
-      finishedAt: result.finishedAt,
-      durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
-      createdAt: result.finishedAt
+  // Like the Postgres store: every execution whose lease is still held is logged; then each item is settled once
+  // for all of its executions in the batch (Retry.settle), and deleted when its last run is used up.
+  const recordBatch = (results: ReadonlyArray<RecordInput>): ReadonlyArray<boolean> => {
+    const byItem = new Map<string, { failed: number; executions: number; lastFinish: Date; retry: Retry.Policy }>()
+    const recorded = results.map(({ claim, result, retry }) => {
+      const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
+      if (i < 0) return false
+      const [lease] = leases.splice(i, 1)
+      const failed = result.error !== undefined
+      log.push(logRow(lease!.itemId, claim, result))
+      const entry = byItem.get(lease!.itemId) ?? {
+        failed: 0,
+        executions: 0,
+        lastFinish: result.finishedAt,
+        retry: retry ?? Retry.none
+      }
+      entry.executions++
+      if (failed) entry.failed++
+      if (result.finishedAt > entry.lastFinish) entry.lastFinish = result.finishedAt
+      byItem.set(lease!.itemId, entry)
+      return true
     })
-    const r = rows.find((x) => x.item.id === lease!.itemId)
-    if (r !== undefined) {
-      r.inFlight = Math.max(0, r.inFlight - 1)
-      r.runsDone++
-      r.item = { ...r.item, maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - 1) }
-      setStatus(r, result.finishedAt)
+    for (const [itemId, done] of byItem) {
+      const r = rows.find((x) => x.item.id === itemId)
+      if (r === undefined) continue
+      const settled = Retry.settle(r.retry ?? done.retry, r.failures, done.failed, done.executions)
+      r.inFlight = Math.max(0, r.inFlight - done.executions)
+      r.runsDone += done.executions
+      r.failures = settled.failuresAfter
+      r.item = {
+        ...r.item,
+        maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - settled.runsUsed),
+        runAfter: settled.retried > 0 ? new Date(done.lastFinish.getTime() + settled.delayMs) : r.item.runAfter
+      }
+      setStatus(r, done.lastFinish)
       if (r.item.maxRuns === 0 && r.inFlight === 0) rows.splice(rows.indexOf(r), 1)
     }
-    return true
+    return recorded
   }
 
+  const logRow = (itemId: string, claim: QueueClaim, result: ExecutionResult): ProcessedItem => ({
+    // Never reused, as a sequence: pruning shortens the log.
+    id: String(nextLogId++),
+    queueItemId: itemId,
+    taskType: claim.item.taskType,
+    payload: claim.item.payload,
+    status: result.error !== undefined ? "error" : "ok",
+    errorMsg: result.error ?? "",
+    startedAt: result.startedAt,
+    finishedAt: result.finishedAt,
+    durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
+    createdAt: result.finishedAt
+  })
+
+  // Validated before anything is written: a bad policy refuses the item (and, in a batch, the whole batch).
+  const policyOf = (input: EnqueueInput): Effect.Effect<Retry.Policy | null, InvalidRetryError> =>
+    input.retry === undefined ? Effect.succeed(null) : Effect.suspend(() => Retry.parse(input.retry!))
+
   // A unique key already queued inserts nothing and returns that item, as the partial unique index does in Postgres.
-  const insert = (input: EnqueueInput, now: Date): QueueItem => {
+  const insert = (input: EnqueueInput, now: Date, retry: Retry.Policy | null): QueueItem => {
     const uniqueKey = normalizeUniqueKey(input.uniqueKey)
     const existing = uniqueKey === null ? undefined : rows.find((r) => r.item.uniqueKey === uniqueKey)
     if (existing !== undefined) return existing.item
@@ -134,20 +170,20 @@ export const make: Effect.Effect<
       createdAt: now,
       updatedAt: now
     }
-    rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0, unfinished: 0 })
+    rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0, unfinished: 0, retry, failures: 0 })
     return item
   }
 
   const store = QueueStore.of({
     enqueueMany: (inputs, now) =>
-      Effect.sync(() => {
-        const ids = inputs.map((input) => insert(input, now).id)
+      Effect.map(Effect.forEach(inputs, policyOf), (policies) => {
+        const ids = inputs.map((input, i) => insert(input, now, policies[i]!).id)
         if (ids.length > 0) wakeAll()
         return ids
       }),
     enqueue: (input, now) =>
-      Effect.sync(() => {
-        const item = insert(input, now)
+      Effect.map(policyOf(input), (retry) => {
+        const item = insert(input, now, retry)
         wakeAll()
         return item
       }),
@@ -206,7 +242,7 @@ export const make: Effect.Effect<
           return [lease.id]
         })
       ),
-    recordResults: (results) => Effect.sync(() => results.map(({ claim, result }) => record(claim, result))),
+    recordResults: (results) => Effect.sync(() => recordBatch(results)),
     nextLeaseExpiry: (exceptOwner) =>
       Effect.sync(() => {
         const times = leases.filter((l) => l.owner !== exceptOwner).map((l) => l.leaseUntil.getTime())
@@ -240,6 +276,7 @@ export const make: Effect.Effect<
             createdAt: now
           })
           r.unfinished = 0
+          r.failures = 0
           r.runsDone++
           r.item = { ...r.item, maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - 1) }
           setStatus(r, now)
@@ -303,7 +340,7 @@ export const make: Effect.Effect<
       Effect.sync(() => {
         const execution = log.find((p) => p.id === processedId)
         if (execution === undefined) return Option.none()
-        const item = insert({ taskType: execution.taskType, payload: execution.payload }, createdAt)
+        const item = insert({ taskType: execution.taskType, payload: execution.payload }, createdAt, null)
         wakeAll()
         return Option.some(item)
       }),

@@ -10,7 +10,9 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
+import type { InvalidRetryError } from "../../domain/errors.js"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
+import * as Retry from "../../domain/Retry.js"
 import {
   gaveUpMessage,
   MAX_UNFINISHED,
@@ -26,6 +28,7 @@ import {
   type EnqueueInput,
   type ExecutionResult,
   type QueueClaim,
+  type RecordInput,
   QueueStore,
   QueueStoreError
 } from "../../ports/QueueStore.js"
@@ -131,6 +134,8 @@ export const make = (
     const wakeChannel = channel(schema)
     const claimFunction = sql(table(schema, "kairos_claim"))
     const recordOnceFunction = sql(table(schema, "kairos_record_once"))
+    const retryPolicy = sql(table(schema, "kairos_retry_policy"))
+    const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
     /** The claim's options, as the runner passes them. */
     type ClaimOptions = {
@@ -174,12 +179,14 @@ export const make = (
         return rows.map(toClaim)
       }).pipe(orStoreError)
 
-    type Recorded = { readonly claim: QueueClaim; readonly result: ExecutionResult }
+    type Recorded = RecordInput
 
-    // A batch of results as nine arrays, one per column, so one statement takes any number of them: the
-    // arguments of `kairos_record_once`, and the columns of `resultInput`.
+    // A batch of results as thirteen arrays, one per column, so one statement takes any number of them: the
+    // arguments of `kairos_record_once`, and the columns of `resultInput`. The last four are the task type's retry
+    // policy (the item's own, on its row, wins).
     const resultColumns = (batch: ReadonlyArray<Recorded>) => {
       const col = <A>(f: (x: Recorded) => A) => batch.map(f)
+      const policy = (x: Recorded) => x.retry ?? Retry.none
       return sql`
         ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
         ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
@@ -187,12 +194,15 @@ export const make = (
         ${col((x) => x.result.error ?? "")}::text[],
         ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
         ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-        ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[]`
+        ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[],
+        ${col((x) => policy(x).attempts)}::int[], ${col((x) => policy(x).backoffMs)}::bigint[],
+        ${col((x) => policy(x).exponential)}::boolean[], ${col((x) => policy(x).maxBackoffMs)}::bigint[]`
     }
 
     const resultInput = (batch: ReadonlyArray<Recorded>) =>
       sql`SELECT * FROM unnest(${resultColumns(batch)})
-          AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)`
+          AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms,
+            attempts, backoff_ms, exponential, max_backoff_ms)`
 
     // Executions of items that run once (the common case), in one statement with no transaction around it: the
     // schema's `kairos_record_once` function (migration 0004 says what it writes).
@@ -217,15 +227,31 @@ export const make = (
               SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
               FROM l JOIN input x ON x.lease_id = l.id
             ), c AS (
-              SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
+              -- Per item: its executions, failures, last finish and its task type's policy (one per type).
+              SELECT l.item_id, count(*)::int AS n, (count(*) FILTER (WHERE x.status = 'error'))::int AS failed,
+                max(x.finished_at) AS finished_at, min(x.attempts) AS attempts, min(x.backoff_ms) AS backoff_ms,
+                bool_and(x.exponential) AS exponential, min(x.max_backoff_ms) AS max_backoff_ms
+              FROM l JOIN input x ON x.lease_id = l.id GROUP BY l.item_id
+            ), s AS (
+              -- Retry.settle: the first failures retry while attempts last; the rest use up runs.
+              SELECT c.item_id, c.n, c.failed, c.finished_at, i.failures AS before, e.*, least(c.failed,
+                greatest(0, e.attempts - 1 - i.failures)) AS retried
+              FROM c JOIN ${items} i ON i.id = c.item_id
+              CROSS JOIN LATERAL ${retryPolicy}(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
+                i.retry_max_backoff_ms, c.attempts, c.backoff_ms, c.exponential, c.max_backoff_ms) AS e
             ), item AS (
               UPDATE ${items} i SET
-                in_flight = greatest(0, i.in_flight - c.n),
-                max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - c.n) END,
-                runs_done = i.runs_done + c.n,
-                status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                in_flight = greatest(0, i.in_flight - s.n),
+                max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - (s.n - s.retried)) END,
+                runs_done = i.runs_done + s.n,
+                failures = CASE WHEN s.failed > s.retried THEN 0 WHEN s.retried > 0 THEN s.before + s.retried ELSE 0 END,
+                run_after = CASE WHEN s.retried > 0
+                  THEN s.finished_at + ${retryDelay}(s.backoff_ms, s.exponential, s.max_backoff_ms,
+                    s.before + s.retried - 1) * interval '1 millisecond'
+                  ELSE i.run_after END,
+                status = CASE WHEN i.in_flight - s.n > 0 THEN 'processing' ELSE 'pending' END,
                 updated_at = now()
-              FROM c WHERE i.id = c.item_id
+              FROM s WHERE i.id = s.item_id
             )
             SELECT l.id::text AS id, l.item_id::text AS item_id FROM l`
           const itemIds = [...new Set(held.map((r) => r.item_id))]
@@ -264,22 +290,32 @@ export const make = (
             orStoreError
           )
 
+    // A policy is validated before anything is written: a bad one refuses the item (in a batch, the whole batch).
+    const policyOf = (input: EnqueueInput): Effect.Effect<Retry.Policy | null, InvalidRetryError> =>
+      input.retry === undefined ? Effect.succeed(null) : Effect.suspend(() => Retry.parse(input.retry!))
+
     // A unique key already queued makes the insert do nothing (the partial unique index decides, so concurrent
     // enqueuers never both insert); the queued item is then read in a statement of its own, whose fresh snapshot sees
     // the winner's committed row. Should that item finish in between (deleted), the insert is tried again.
     const conflictTarget = sql.literal("ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING")
     const MAX_KEY_ATTEMPTS = 10
 
-    const enqueue = (input: EnqueueInput, now: Date): Effect.Effect<QueueItem, QueueStoreError> =>
+    const enqueue = (input: EnqueueInput, now: Date): Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError> =>
+      Effect.flatMap(policyOf(input), (retry) => enqueueValid(input, retry, now))
+
+    const enqueueValid = (input: EnqueueInput, retry: Retry.Policy | null, now: Date) =>
       Effect.gen(function* () {
         const key = normalizeUniqueKey(input.uniqueKey)
         for (let attempt = 1; ; attempt++) {
           const inserted = yield* sql`
             INSERT INTO ${items}
-              (task_type, payload, priority, max_runs, thread, run_after, unique_key, created_at, updated_at)
+              (task_type, payload, priority, max_runs, thread, run_after, unique_key, retry_attempts,
+               retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at)
             VALUES (${input.taskType}, ${normalizePayload(input.payload)}, ${normalizePriority(input.priority)},
                     ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)},
-                    ${normalizeRunAfter(input.runAfter)}, ${key}, ${now}, ${now})
+                    ${normalizeRunAfter(input.runAfter)}, ${key}, ${retry?.attempts ?? null},
+                    ${retry?.backoffMs ?? null}, ${retry?.exponential ?? null}, ${retry?.maxBackoffMs ?? null},
+                    ${now}, ${now})
             ${conflictTarget}
             RETURNING ${itemCols}`
           // The row was just written through the table's types and its normalising trigger: no decode needed.
@@ -296,18 +332,24 @@ export const make = (
 
     // Columns as arrays: one statement and a fixed number of parameters, however many items. Inserted in input
     // order, so of two inputs with one key the first is inserted and the second conflicts with it.
-    const insertMany = (inputs: ReadonlyArray<EnqueueInput>, now: Date) =>
+    const insertMany = (inputs: ReadonlyArray<EnqueueInput>, policies: ReadonlyArray<Retry.Policy | null>, now: Date) =>
       sql<{ id: string; unique_key: string | null }>`
-        INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, run_after, unique_key, created_at, updated_at)
-        SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, x.run_after, x.unique_key, ${now}, ${now}
+        INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, run_after, unique_key, retry_attempts,
+          retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at)
+        SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, x.run_after, x.unique_key, x.attempts,
+          x.backoff_ms, x.exponential, x.max_backoff_ms, ${now}, ${now}
         FROM unnest(
           ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => normalizePayload(i.payload))}::text[],
           ${inputs.map((i) => normalizePriority(i.priority))}::int[],
           ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
           ${inputs.map((i) => normalizeThread(i.thread))}::int[],
           ${inputs.map((i) => normalizeRunAfter(i.runAfter)?.toISOString() ?? null)}::timestamptz[],
-          ${inputs.map((i) => normalizeUniqueKey(i.uniqueKey))}::text[]
-        ) WITH ORDINALITY AS x(task_type, payload, priority, max_runs, thread, run_after, unique_key, n)
+          ${inputs.map((i) => normalizeUniqueKey(i.uniqueKey))}::text[],
+          ${policies.map((p) => p?.attempts ?? null)}::int[], ${policies.map((p) => p?.backoffMs ?? null)}::bigint[],
+          ${policies.map((p) => p?.exponential ?? null)}::boolean[],
+          ${policies.map((p) => p?.maxBackoffMs ?? null)}::bigint[]
+        ) WITH ORDINALITY AS x(task_type, payload, priority, max_runs, thread, run_after, unique_key, attempts,
+          backoff_ms, exponential, max_backoff_ms, n)
         ORDER BY x.n
         ${conflictTarget}
         RETURNING id::text AS id, unique_key`
@@ -315,10 +357,17 @@ export const make = (
     const enqueueMany = (
       inputs: ReadonlyArray<EnqueueInput>,
       now: Date
+    ): Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError> =>
+      Effect.flatMap(Effect.forEach(inputs, policyOf), (policies) => enqueueManyValid(inputs, policies, now))
+
+    const enqueueManyValid = (
+      inputs: ReadonlyArray<EnqueueInput>,
+      policies: ReadonlyArray<Retry.Policy | null>,
+      now: Date
     ): Effect.Effect<ReadonlyArray<string>, QueueStoreError> =>
       Effect.gen(function* () {
         if (inputs.length === 0) return []
-        const rows = yield* insertMany(inputs, now)
+        const rows = yield* insertMany(inputs, policies, now)
         // Keyless rows come back in input order; keyed ones are matched by key.
         const keyless = rows.filter((r) => r.unique_key === null).map((r) => r.id)
         const byKey = new Map<string, string>()
@@ -338,8 +387,13 @@ export const make = (
               message: `enqueue with unique keys ${JSON.stringify(missing)}: the queued items kept disappearing`
             })
           // Those items finished in between: insert them again (the first input of each key).
-          const again = missing.map((k) => inputs.find((i) => normalizeUniqueKey(i.uniqueKey) === k)!)
-          for (const r of yield* insertMany(again, now)) if (r.unique_key !== null) byKey.set(r.unique_key, r.id)
+          const again = missing.map((k) => inputs.findIndex((i) => normalizeUniqueKey(i.uniqueKey) === k))
+          const insertedAgain = yield* insertMany(
+            again.map((i) => inputs[i]!),
+            again.map((i) => policies[i]!),
+            now
+          )
+          for (const r of insertedAgain) if (r.unique_key !== null) byKey.set(r.unique_key, r.id)
           missing = missing.filter((k) => !byKey.has(k))
         }
         let next = 0
@@ -389,7 +443,7 @@ export const make = (
               ), gone AS (
                 DELETE FROM ${items} i USING g WHERE i.id = g.id AND i.max_runs BETWEEN 0 AND 1
               )
-              UPDATE ${items} i SET unfinished = 0, runs_done = i.runs_done + 1, updated_at = ${now},
+              UPDATE ${items} i SET unfinished = 0, failures = 0, runs_done = i.runs_done + 1, updated_at = ${now},
                 max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END
               FROM g WHERE i.id = g.id AND NOT (i.max_runs BETWEEN 0 AND 1)`
           }

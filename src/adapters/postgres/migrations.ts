@@ -660,6 +660,106 @@ const migration0008 = (schema: string) =>
       $fn$`
   })
 
+const migration0009 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // The numbers are Retry's, written out so this migration stays as it was applied: MAX_ATTEMPTS 1000,
+    // MAX_BACKOFF_MS a year of 366 days, DEFAULT_DELAY_MS a second, DEFAULT_MAX_MS an hour.
+    //
+    // Retries for queue items. An item's own policy (NULL attempts: its task type's, which the runner passes with
+    // each result) and the failed attempts at its current run. Plain SQL may set some columns only: see
+    // Retry.fromColumns for how NULLs read. Out-of-range values are refused at insert, the constraint naming why.
+    yield* sql`ALTER TABLE ${s}.queue_items
+      ADD COLUMN retry_attempts int,
+      ADD COLUMN retry_backoff_ms bigint,
+      ADD COLUMN retry_exponential boolean,
+      ADD COLUMN retry_max_backoff_ms bigint,
+      ADD COLUMN failures int NOT NULL DEFAULT 0`
+    yield* sql`ALTER TABLE ${s}.queue_items
+      ADD CONSTRAINT queue_items_retry_attempts_from_1_to_1000 CHECK (retry_attempts BETWEEN 1 AND 1000),
+      ADD CONSTRAINT queue_items_retry_backoff_from_0_to_a_year
+        CHECK (retry_backoff_ms BETWEEN 0 AND 31622400000
+          AND retry_max_backoff_ms BETWEEN 0 AND 31622400000),
+      ADD CONSTRAINT queue_items_failures_not_negative CHECK (failures >= 0)`
+    // What recording one execution does to its item, as Retry.settle says for one execution at a time: the
+    // effective policy (the item's own, else the task type's passed in), then retry (the item stays, waits the
+    // backoff from its finish, and uses up no run) or use up a run (failures reset; deleted after its last).
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_retry_delay_ms(base bigint, exponential boolean, max_ms bigint, failures_before int)
+      RETURNS double precision LANGUAGE sql IMMUTABLE AS $fn$
+        SELECT CASE WHEN exponential THEN least(max_ms, base * power(2, least(failures_before, 40))) ELSE base END
+      $fn$`
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_retry_policy(
+        item_attempts int, item_backoff_ms bigint, item_exponential boolean, item_max_backoff_ms bigint,
+        type_attempts int, type_backoff_ms bigint, type_exponential boolean, type_max_backoff_ms bigint,
+        OUT attempts int, OUT backoff_ms bigint, OUT exponential boolean, OUT max_backoff_ms bigint
+      ) LANGUAGE sql IMMUTABLE AS $fn$
+        SELECT CASE WHEN item_attempts IS NULL THEN type_attempts ELSE item_attempts END,
+          CASE WHEN item_attempts IS NULL THEN type_backoff_ms ELSE coalesce(item_backoff_ms, 1000) END,
+          e.exp,
+          CASE WHEN item_attempts IS NULL THEN type_max_backoff_ms
+            ELSE coalesce(item_max_backoff_ms, CASE WHEN e.exp
+              THEN greatest(coalesce(item_backoff_ms, 1000), 3600000)
+              ELSE coalesce(item_backoff_ms, 1000) END) END
+        FROM (SELECT CASE WHEN item_attempts IS NULL THEN type_exponential
+          ELSE coalesce(item_exponential, item_backoff_ms IS NULL) END AS exp) e
+      $fn$`
+    // The record of run-once executions (0004), now with the task types' policies as four more arrays.
+    yield* sql`DROP FUNCTION ${s}.kairos_record_once(bigint[], text[], text[], text[], text[], text[], timestamptz[],
+      timestamptz[], int[])`
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_record_once(
+        p_lease_ids bigint[], p_tokens text[], p_task_types text[], p_payloads text[], p_statuses text[],
+        p_errors text[], p_started timestamptz[], p_finished timestamptz[], p_durations int[], p_attempts int[],
+        p_backoff_ms bigint[], p_exponential boolean[], p_max_backoff_ms bigint[]
+      ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+      BEGIN
+        RETURN QUERY
+        WITH input AS (
+          SELECT * FROM unnest(
+            p_lease_ids, p_tokens, p_task_types, p_payloads, p_statuses, p_errors, p_started, p_finished, p_durations,
+            p_attempts, p_backoff_ms, p_exponential, p_max_backoff_ms
+          ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms,
+            attempts, backoff_ms, exponential, max_backoff_ms)
+        ), l AS (
+          DELETE FROM ${s}.queue_leases q USING input x WHERE q.id = x.lease_id AND q.token = x.token
+            AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
+          RETURNING q.id, q.item_id
+        ), log AS (
+          INSERT INTO ${s}.processed_items
+            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+          SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
+          FROM l JOIN input x ON x.lease_id = l.id
+        ), d AS (
+          SELECT l.item_id, x.finished_at, p.retry, p.delay_ms
+          FROM l JOIN input x ON x.lease_id = l.id JOIN ${s}.queue_items i ON i.id = l.item_id
+          CROSS JOIN LATERAL ${s}.kairos_retry_policy(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
+            i.retry_max_backoff_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms) AS e
+          CROSS JOIN LATERAL (
+            SELECT x.status = 'error' AND i.failures + 1 < e.attempts AS retry,
+              ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms, i.failures) AS delay_ms
+          ) p
+        ), gone AS (
+          DELETE FROM ${s}.queue_items i USING d
+          WHERE i.id = d.item_id AND NOT d.retry AND i.max_runs <= 1 AND i.in_flight <= 1
+        ), kept AS (
+          UPDATE ${s}.queue_items i SET
+            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 OR d.retry THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            failures = CASE WHEN d.retry THEN i.failures + 1 ELSE 0 END,
+            run_after = CASE WHEN d.retry THEN d.finished_at + d.delay_ms * interval '1 millisecond' ELSE i.run_after END,
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+            updated_at = now()
+          FROM d WHERE i.id = d.item_id AND (d.retry OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
+        )
+        SELECT l.id FROM l;
+      END
+      $fn$`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": named("0001_scheduled_jobs", migration0001(schema)),
@@ -669,7 +769,8 @@ export const migrations = (schema: string) => ({
   "0005_bad_rows": named("0005_bad_rows", migration0005(schema)),
   "0006_unfinished_runs": named("0006_unfinished_runs", migration0006(schema)),
   "0007_delayed_unique_items": named("0007_delayed_unique_items", migration0007(schema)),
-  "0008_retention": named("0008_retention", migration0008(schema))
+  "0008_retention": named("0008_retention", migration0008(schema)),
+  "0009_item_retries": named("0009_item_retries", migration0009(schema))
 })
 
 /**
