@@ -291,4 +291,56 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
       expect(claimed.map((c) => c.item.id)).toEqual([found.id])
     })
   )
+  it.effect(
+    "plain SQL sets an item's retry columns (NULLs read as Retry.fromColumns says); bad values are refused",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const q = yield* QueueStore
+        const items = sql(`${schema}.queue_items`)
+        const now = new Date("2026-03-01T00:00:00Z")
+        // Only the attempts: the default backoff, exponential from a second. The second row sets a fixed backoff.
+        yield* sql`INSERT INTO ${items} (task_type, payload, thread, retry_attempts) VALUES ('sqlretry', 'a', 1, 3)`
+        yield* sql`INSERT INTO ${items} (task_type, payload, thread, retry_attempts, retry_backoff_ms)
+                 VALUES ('sqlretry', 'b', 1, 2, 7000)`
+        const opts = (at: Date) => ({
+          limit: 5,
+          taskTypes: ["sqlretry"],
+          owner: "w",
+          leaseUntil: new Date(at.getTime() + 60_000),
+          now: at,
+          repeatAfter: at
+        })
+        const fail = (claims: ReadonlyArray<QueueClaim>, at: Date) =>
+          q.recordResults(claims.map((claim) => ({ claim, result: { startedAt: at, finishedAt: at, error: "no" } })))
+        const first = yield* q.claimBatch(opts(now))
+        expect(first.map((c) => c.item.payload)).toEqual(["a", "b"])
+        yield* fail(first, now)
+        const retryAt = yield* sql<{ payload: string; wait: number; failures: number }>`
+        SELECT payload, extract(epoch FROM run_after - ${now}::timestamptz)::float8 AS wait, failures
+        FROM ${items} WHERE task_type = 'sqlretry' ORDER BY id`
+        expect(retryAt).toEqual([
+          { payload: "a", wait: 1, failures: 1 },
+          { payload: "b", wait: 7, failures: 1 }
+        ])
+        const later = new Date(now.getTime() + 10_000)
+        yield* fail(yield* q.claimBatch(opts(later)), later)
+        // `b` had two attempts: gone. `a` waits 2 s (doubled) for its third.
+        const left = yield* sql<{ payload: string; wait: number }>`
+        SELECT payload, extract(epoch FROM run_after - ${later}::timestamptz)::float8 AS wait
+        FROM ${items} WHERE task_type = 'sqlretry'`
+        expect(left).toEqual([{ payload: "a", wait: 2 }])
+        for (const bad of [
+          sql`INSERT INTO ${items} (task_type, retry_attempts) VALUES ('sqlretry', 0)`,
+          sql`INSERT INTO ${items} (task_type, retry_attempts, retry_backoff_ms) VALUES ('sqlretry', 2, -1)`,
+          sql`INSERT INTO ${items} (task_type, failures) VALUES ('sqlretry', -1)`
+        ]) {
+          const refused = yield* Effect.flip(bad)
+          expect(String((refused.cause as { message?: unknown }).message)).toMatch(
+            /queue_items_(retry_attempts_from_1_to_1000|retry_backoff_from_0_to_a_year|failures_not_negative)/
+          )
+        }
+      })
+  )
 })

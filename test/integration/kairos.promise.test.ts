@@ -5,7 +5,7 @@
 import net from "node:net"
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
-import { DatabaseConnectionError, Kairos, Schedule } from "../../src/index.js"
+import { DatabaseConnectionError, InvalidRetryError, Kairos, Schedule } from "../../src/index.js"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 
 const schemas: Array<string> = []
@@ -132,6 +132,43 @@ describe("Kairos.create", () => {
       )
       expect(missing).toBeInstanceOf(Kairos.JobNotFoundError)
       expect((missing as Error).message).toBe('no job named "no-such-job"')
+    } finally {
+      await kairos.stop()
+    }
+  })
+
+  it("retries: a task type's policy and an item's own, through register and enqueue; a bad policy rejects", async () => {
+    // Wall time, short backoffs: an integration test of the Promise API over Postgres.
+    const kairos = await Kairos.create({ url: databaseUrl(), schema: fresh("promise_retry"), interval: "30 seconds" })
+    try {
+      const attempts = new Map<string, number>()
+      await kairos.register(
+        "flaky",
+        (job) => {
+          attempts.set(job.payload, (attempts.get(job.payload) ?? 0) + 1)
+          if (job.attempt < 3) throw new Error(`attempt ${job.attempt}`)
+        },
+        { retry: { attempts: 3, backoff: "20 millis" } }
+      )
+      await kairos.enqueue({ taskType: "flaky", payload: "type-policy" })
+      // Its own policy (no retry) wins over the type's.
+      await kairos.enqueue({ taskType: "flaky", payload: "own-policy", retry: { attempts: 1 } })
+      await kairos.start()
+      await kairos.drain({ timeout: "20 seconds" })
+      expect(Object.fromEntries(attempts)).toEqual({ "type-policy": 3, "own-policy": 1 })
+      expect(await kairos.stats()).toMatchObject({ ok: 1, failed: 3 })
+      const refused = await kairos.enqueue({ taskType: "flaky", payload: "x", retry: { attempts: -1 } }).then(
+        () => undefined,
+        (e: unknown) => e
+      )
+      expect(refused).toBeInstanceOf(InvalidRetryError)
+      const badRegister = await kairos
+        .register("other", () => undefined, { retry: { attempts: 2, backoff: { type: "exponential", delay: "x" as "1s" } } })
+        .then(
+          () => undefined,
+          (e: unknown) => e
+        )
+      expect(badRegister).toMatchObject({ _tag: "InvalidRetryError", field: "backoff" })
     } finally {
       await kairos.stop()
     }

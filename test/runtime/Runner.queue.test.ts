@@ -104,6 +104,58 @@ describe("Runner with queue items", () => {
     }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
   )
 
+  it.scoped(
+    "a task type's retry policy: a failing item runs again after each backoff (an hour's poll), then is given up",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const t0 = (yield* FakeClock.now).getTime()
+        yield* runner.register("flaky", (job) => Effect.fail(new Error(`attempt ${job.attempt} failed`)), {
+          retry: { attempts: 3, backoff: { type: "exponential", delay: "10 seconds" } }
+        })
+        yield* runner.register(
+          "healing",
+          (job) => (job.attempt < 2 ? Effect.fail(new Error("not yet")) : Effect.void),
+          {
+            retry: { attempts: 5, backoff: "30s" }
+          }
+        )
+        yield* queue.enqueue({ taskType: "flaky", payload: "f" }, new Date(t0))
+        yield* queue.enqueue({ taskType: "healing", payload: "h" }, new Date(t0))
+        yield* runner.start
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+        // Backoffs of 10 s then 20 s for `flaky`; 30 s for `healing`, which succeeds at its second attempt.
+        yield* FakeClock.advance("9 seconds")
+        yield* settle(Effect.succeed(true))
+        expect((yield* memory.processed).length).toBe(2)
+        yield* FakeClock.advance("1 second")
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 3))
+        yield* FakeClock.advance("20 seconds")
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
+        const log = (yield* memory.processed).map((p) => [p.taskType, p.status, (p.startedAt.getTime() - t0) / 1000])
+        expect(log).toEqual([
+          ["flaky", "error", 0],
+          ["healing", "error", 0],
+          ["flaky", "error", 10],
+          ["flaky", "error", 30],
+          ["healing", "ok", 30]
+        ])
+        // Three attempts spent: `flaky` is given up; nothing is left queued.
+        expect(yield* memory.items).toEqual([])
+      }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+  )
+
+  it.scoped("an invalid retry policy refuses the registration and names the field", () =>
+    Effect.gen(function* () {
+      const runner = yield* Runner.Runner
+      const error = yield* Effect.flip(runner.register("x", () => undefined, { retry: { attempts: 2.5 } }))
+      expect(error).toMatchObject({ _tag: "InvalidRetryError", field: "attempts", value: 2.5 })
+    }).pipe(Effect.provide(testLayer({ interval: "1 hour" })))
+  )
+
   it.scoped("a failing handler is an error row; max_runs 2 runs twice; unknown types stay queued", () =>
     Effect.gen(function* () {
       yield* FakeClock.set("2026-01-01T00:00:00Z")
