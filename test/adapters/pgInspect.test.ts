@@ -32,7 +32,9 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
       yield* sql`INSERT INTO ${t("queue_items")} (task_type, payload, priority, max_runs, thread, run_after, unique_key)
                  VALUES ('a', NULL, 0, -1, 1, NULL, NULL), ('b', 'x', 5, 3, 0, '2030-01-01T00:00:00Z', 'b-key'),
                         ('nobody', '', 0, 1, 0, NULL, NULL)`
-      yield* sql`UPDATE ${t("queue_items")} SET runs_done = 1 WHERE task_type = 'b'`
+      // One of b's three runs done, and its next run failed once (retried under its own policy).
+      yield* sql`UPDATE ${t("queue_items")} SET runs_done = 2, max_runs = 2, failures = 1, retry_attempts = 3
+                 WHERE task_type = 'b'`
       const items = yield* inspect.queue()
       expect(items.map(({ createdAt: _, id: __, ...rest }) => rest)).toEqual([
         {
@@ -43,6 +45,8 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
           thread: 0,
           runAfter: new Date("2030-01-01T00:00:00Z"),
           uniqueKey: "b-key",
+          failures: 1,
+          retryAttempts: 3,
           handled: false
         },
         {
@@ -53,6 +57,8 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
           thread: 1,
           runAfter: null,
           uniqueKey: null,
+          failures: 0,
+          retryAttempts: null,
           handled: true
         },
         {
@@ -63,6 +69,8 @@ layer(PgMigrated("inspect"), { timeout: "60 seconds", excludeTestServices: true 
           thread: 0,
           runAfter: null,
           uniqueKey: null,
+          failures: 0,
+          retryAttempts: null,
           handled: false
         }
       ])

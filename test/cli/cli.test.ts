@@ -173,6 +173,7 @@ describe("kairos commands", () => {
         "created_at",
         "run_after",
         "unique_key",
+        "failures",
         "handled"
       ])
       expect(json(["semaphore"])).toEqual({ semaphore: "green" })
@@ -248,6 +249,58 @@ describe("kairos commands", () => {
   })
 
   it(
+    "enqueue --retry/--backoff stores the item's policy; a tasks module's { handler, retry } retries items without one",
+    { timeout: 120_000 },
+    async () => {
+      json(["migrate"])
+      const item = db(["enqueue", "report", "--retry", "3", "--backoff", "exp:1s:1m"])
+      expect(item.code).toBe(0)
+      expect(item.stdout).toMatch(/^enqueued \d+ \(report, .*retry 3 attempts, backoff 1s doubling to 1m\)\n$/)
+      const stored = await query(
+        `SELECT retry_attempts, retry_backoff_ms::int AS b, retry_exponential AS e, retry_max_backoff_ms::int AS m
+         FROM $schema.queue_items WHERE task_type = 'report'`
+      )
+      expect(stored).toEqual([{ retry_attempts: 3, b: 1000, e: true, m: 60000 }])
+      expect(json(["queue"])).toEqual([expect.objectContaining({ failures: 0, retry_attempts: 3 })])
+      json(["truncate", "--yes"])
+      await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('flaky', 'sql')`)
+      const worker = spawn(
+        process.execPath,
+        [
+          bin,
+          "worker",
+          "--tasks",
+          "test/fixtures/retry-tasks.ts",
+          "--database-url",
+          url,
+          "--schema",
+          schema,
+          "--quiet"
+        ],
+        { cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
+      )
+      try {
+        await until(
+          async () =>
+            (await query(`SELECT count(*)::int AS n FROM $schema.processed_items WHERE status = 'ok'`))[0]!["n"] === 1,
+          20_000,
+          "the third attempt succeeds"
+        )
+        const log = json(["processed", "5"]) as Array<Record<string, unknown>>
+        expect(log.map((p) => [p["status"], p["error_msg"]]).reverse()).toEqual([
+          ["error", "attempt 1 failed"],
+          ["error", "attempt 2 failed"],
+          ["ok", ""]
+        ])
+        expect(json(["queue"])).toEqual([])
+      } finally {
+        worker.kill("SIGTERM")
+        await exited(worker)
+      }
+    }
+  )
+
+  it(
     "worker runs SQL-inserted items and a schedule from its tasks module, and stops on SIGTERM with nothing processing",
     { timeout: 120_000 },
     async () => {
@@ -286,7 +339,8 @@ describe("kairos commands", () => {
           const runs = await query(`SELECT count(*)::int AS n FROM $schema.job_runs WHERE status = 'success'`)
           return done[0]!["n"] === 5 && Number(runs[0]!["n"]) >= 1
         },
-        20_000,
+        // The heartbeat's first slot is 10 s after it is defined, and the worker loads a .ts module first.
+        45_000,
         "five processed items and a successful heartbeat run"
       )
       const processed = json(["processed", "10"]) as Array<Record<string, unknown>>
@@ -345,6 +399,26 @@ describe("kairos commands", () => {
       "a tasks module whose schedule does not validate",
       ["worker", "--tasks", "test/fixtures/bad-schedule-tasks.ts"],
       /^kairos: --tasks test\/fixtures\/bad-schedule-tasks\.ts: schedule "broken": hour: hour must be an integer from 0 to 23\n$/
+    ],
+    [
+      "a --tasks module with an invalid retry policy",
+      ["worker", "--tasks", "test/fixtures/bad-retry-tasks.ts"],
+      /^kairos: --tasks test\/fixtures\/bad-retry-tasks\.ts: "t": invalid retry: attempts must be a whole number from 1 to 1000, got 0\n$/
+    ],
+    [
+      "--backoff without --retry",
+      ["enqueue", "t", "--backoff", "30s"],
+      /^kairos: --backoff needs --retry: how many attempts a run may take\n$/
+    ],
+    [
+      "a bad --retry",
+      ["enqueue", "t", "--retry", "0"],
+      /^kairos: --retry: attempts must be a whole number from 1 to 1000, got 0\n$/
+    ],
+    [
+      "a bad --backoff",
+      ["enqueue", "t", "--retry", "3", "--backoff", "exp:1m:1s"],
+      /^kairos: --backoff: max must be at least the first delay, got "1s"\n$/
     ],
     [
       "a --tasks module with an invalid cron schedule",

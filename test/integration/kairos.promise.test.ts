@@ -163,7 +163,9 @@ describe("Kairos.create", () => {
       )
       expect(refused).toBeInstanceOf(InvalidRetryError)
       const badRegister = await kairos
-        .register("other", () => undefined, { retry: { attempts: 2, backoff: { type: "exponential", delay: "x" as "1s" } } })
+        .register("other", () => undefined, {
+          retry: { attempts: 2, backoff: { type: "exponential", delay: "x" as "1s" } }
+        })
         .then(
           () => undefined,
           (e: unknown) => e

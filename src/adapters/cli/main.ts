@@ -25,6 +25,7 @@ import path from "node:path"
 import { existsSync } from "node:fs"
 import * as DurationInput from "../../domain/DurationInput.js"
 import * as Retention from "../../domain/Retention.js"
+import * as Retry from "../../domain/Retry.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate } from "../postgres/migrations.js"
 import * as PgInspect from "../postgres/PgInspect.js"
@@ -32,7 +33,7 @@ import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import { schemaName } from "../postgres/PgSchema.js"
-import type { Handler } from "../../runtime/Handler.js"
+import type { Handler, HandlerOptions } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
 import { QueueStore } from "../../ports/QueueStore.js"
 import * as DevDatabase from "./DevDatabase.js"
@@ -179,6 +180,22 @@ const enqueueCommand = Command.make(
         "while an item with this key is pending or processing, add nothing and print that item instead"
       ),
       Options.optional
+    ),
+    retry: Options.integer("retry").pipe(
+      Options.withPseudoName("ATTEMPTS"),
+      Options.withDescription(
+        "attempts per run, the first included: 3 tries a failing item up to three times before its run counts as " +
+          "failed (default: its task type's policy, else 1)"
+      ),
+      Options.optional
+    ),
+    backoff: Options.text("backoff").pipe(
+      Options.withPseudoName("WAIT"),
+      Options.withDescription(
+        "with --retry, the wait before each retry: 30s (fixed) or exp:1s or exp:1s:10m (doubling from 1s, at most " +
+          "10m) (default exp:1s:1h)"
+      ),
+      Options.optional
     )
   },
   (c) =>
@@ -189,6 +206,7 @@ const enqueueCommand = Command.make(
         onNone: () => Either.right(undefined),
         onSome: (text) => parseRunAfter(text, now)
       })
+      const retry = yield* parseRetry(c.retry, c.backoff)
       return yield* withDb(c, (_sql, schema) =>
         Effect.gen(function* () {
           const queue = yield* PgQueueStore.make({ schema })
@@ -200,7 +218,8 @@ const enqueueCommand = Command.make(
               maxRuns: c.maxRuns,
               thread: Number(c.thread),
               runAfter,
-              uniqueKey: Option.getOrUndefined(c.uniqueKey)
+              uniqueKey: Option.getOrUndefined(c.uniqueKey),
+              retry
             },
             now
           )
@@ -209,7 +228,8 @@ const enqueueCommand = Command.make(
           const details =
             `${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread}` +
             (item.runAfter === null ? "" : `, run after ${item.runAfter.toISOString()}`) +
-            (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`)
+            (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`) +
+            (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`)
           yield* output(c, `${existing ? "already queued" : "enqueued"} ${item.id} (${details})`, {
             ...snakeKeys(item),
             existing
@@ -218,6 +238,44 @@ const enqueueCommand = Command.make(
       )
     })
 ).pipe(Command.withDescription("add a queue item"))
+
+/**
+ * `--retry` and `--backoff` as a policy, checked before connecting: `--backoff` is `30s` (fixed), `exp:1s` or
+ * `exp:1s:10m` (exponential, with its max). One usage error naming the flag otherwise.
+ */
+export const parseRetry = (
+  attempts: Option.Option<number>,
+  backoff: Option.Option<string>
+): Either.Either<Retry.Input | undefined, CliError> => {
+  if (Option.isNone(attempts))
+    return Option.isSome(backoff)
+      ? Either.left(new CliError({ message: "--backoff needs --retry: how many attempts a run may take" }))
+      : Either.right(undefined)
+  const text = Option.getOrUndefined(backoff)?.trim()
+  const parts = text?.split(":")
+  const input: Retry.Input =
+    text === undefined
+      ? { attempts: attempts.value }
+      : parts![0]!.toLowerCase() === "exp" && parts!.length >= 2 && parts!.length <= 3
+        ? {
+            attempts: attempts.value,
+            backoff: {
+              type: "exponential",
+              delay: parts![1]! as DurationInput.Input,
+              max: parts![2] as DurationInput.Input | undefined
+            }
+          }
+        : { attempts: attempts.value, backoff: text as DurationInput.Input }
+  return Either.match(Retry.parse(input), {
+    onLeft: (e) =>
+      Either.left(
+        new CliError({
+          message: `${e.field === "attempts" ? "--retry" : "--backoff"}: ${e.message.replace(/^invalid retry: /, "")}`
+        })
+      ),
+    onRight: () => Either.right(input)
+  })
+}
 
 /** Matches an ISO 8601 date or date-time, e.g. `2026-12-01`, `2026-12-01T09:00`, `2026-12-01T09:00:00.5+01:00`. */
 const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
@@ -279,6 +337,7 @@ const queueCommand = Command.make("queue", common, (c) =>
             "created_at",
             "run_after",
             "unique_key",
+            "failures",
             "handled"
           ],
           items.map((item) => [
@@ -291,6 +350,8 @@ const queueCommand = Command.make("queue", common, (c) =>
             item.createdAt,
             item.runAfter ?? "-",
             item.uniqueKey ?? "-",
+            // Of how many attempts, when the item has its own policy (else its task type's, known to the worker).
+            item.retryAttempts === null ? item.failures : `${item.failures} of ${item.retryAttempts}`,
             handledCell(item.handled, live > 0)
           ])
         ),
@@ -892,7 +953,8 @@ const workerCommand = Command.make(
       })
       yield* Effect.gen(function* () {
         const runner = yield* Runner.Runner
-        for (const [taskType, handler] of Object.entries(mod.handlers)) yield* runner.register(taskType, handler)
+        for (const [taskType, task] of Object.entries(mod.handlers))
+          yield* runner.register(taskType, task.handler, task.options)
         if (mod.schedules.length > 0) yield* runner.defineJobs(mod.schedules)
         yield* runner.start
         const types = Object.keys(mod.handlers)
@@ -973,11 +1035,17 @@ const workerCommand = Command.make(
   )
 )
 
+/** A task type of a tasks module: its handler and, when it has them, its options. */
+interface Task {
+  readonly handler: Handler<unknown, unknown, never>
+  readonly options: HandlerOptions | undefined
+}
+
 const loadTasks = (
   file: string
 ): Effect.Effect<
   {
-    handlers: Record<string, Handler<unknown, unknown, never>>
+    handlers: Record<string, Task>
     schedules: ReadonlyArray<Runner.RecurringJob>
   },
   CliError
@@ -990,18 +1058,29 @@ const loadTasks = (
       // The file exists: what failed is inside it (an import it makes, a syntax error, a throw at load).
       catch: (e) => new CliError({ message: `--tasks ${file}: ${describe(e)}` })
     })
-    const handlers = mod.default
-    if (
-      handlers === null ||
-      typeof handlers !== "object" ||
-      Object.keys(handlers).length === 0 ||
-      !Object.values(handlers).every((h) => typeof h === "function")
-    ) {
-      return yield* Effect.fail(
-        new CliError({
-          message: `--tasks ${file}: its default export must be { taskType: handler, ... } with at least one handler`
-        })
-      )
+    // Each task is a handler, or { handler, retry?, timeout? } for a task type with options of its own.
+    const tasks = mod.default
+    const usage = `--tasks ${file}: its default export must be { taskType: handler, ... } (or { taskType: { handler, retry, timeout } }) with at least one handler`
+    if (tasks === null || typeof tasks !== "object" || Object.keys(tasks).length === 0)
+      return yield* Effect.fail(new CliError({ message: usage }))
+    const handlers: Record<string, Task> = {}
+    for (const [taskType, task] of Object.entries(tasks as Record<string, unknown>)) {
+      if (typeof task === "function") {
+        handlers[taskType] = { handler: task as Handler<unknown, unknown, never>, options: undefined }
+        continue
+      }
+      const handler = (task as { handler?: unknown } | null)?.handler
+      if (typeof handler !== "function")
+        return yield* Effect.fail(new CliError({ message: `${usage}; "${taskType}" is neither` }))
+      const { retry, timeout } = task as HandlerOptions
+      if (retry !== undefined) {
+        const checked = Retry.parse(retry)
+        if (Either.isLeft(checked))
+          return yield* Effect.fail(
+            new CliError({ message: `--tasks ${file}: "${taskType}": ${checked.left.message}` })
+          )
+      }
+      handlers[taskType] = { handler: handler as Handler<unknown, unknown, never>, options: { retry, timeout } }
     }
     const schedules = mod.schedules ?? []
     if (!Array.isArray(schedules))
@@ -1020,10 +1099,7 @@ const loadTasks = (
           })
         )
     }
-    return {
-      handlers: handlers as Record<string, Handler<unknown, unknown, never>>,
-      schedules: schedules as ReadonlyArray<Runner.RecurringJob>
-    }
+    return { handlers, schedules: schedules as ReadonlyArray<Runner.RecurringJob> }
   })
 
 const root = Command.make("kairos").pipe(

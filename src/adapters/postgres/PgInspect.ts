@@ -73,12 +73,16 @@ const QueueRow = Schema.Struct({
   /** Not started before this; `null`: at once. */
   runAfter: Schema.propertySignature(Schema.NullOr(Schema.DateFromSelf)).pipe(Schema.fromKey("run_after")),
   uniqueKey: Schema.propertySignature(Schema.NullOr(Schema.String)).pipe(Schema.fromKey("unique_key")),
+  /** Failed attempts at the current run, each retried (see Retry.settle). */
+  failures: Schema.Int,
+  /** The item's own retry attempts; `null`: its task type's policy (the worker's), else no retry. */
+  retryAttempts: Schema.propertySignature(Schema.NullOr(Schema.Int)).pipe(Schema.fromKey("retry_attempts")),
   handled: Schema.Boolean
 })
 
 /** A pending or processing queue item, as `kairos queue` lists it. */
 export interface QueueEntry extends Schema.Schema.Type<typeof QueueRow> {
-  /** Runs not yet completed (`max_runs` minus finished runs); `-1` when the item repeats forever. */
+  /** Runs not yet completed (`max_runs`, which counts down as runs finish); `-1` when the item repeats forever. */
   readonly runsLeft: number
   /** Some live worker lists the item's task type; when none does, the item stays pending. */
   readonly handled: boolean
@@ -216,8 +220,9 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgInspect, never, S
       Result: QueueRow,
       execute: () => sql`
         SELECT i.id::text AS id, i.task_type, i.status, i.priority,
-               CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(i.max_runs - i.runs_done, 0) END AS runs_left,
-               i.thread, i.created_at, i.run_after, i.unique_key, ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
+               CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(i.max_runs, 0) END AS runs_left,
+               i.thread, i.created_at, i.run_after, i.unique_key, i.failures, i.retry_attempts,
+               ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
         FROM ${items} i ORDER BY i.priority DESC, i.seq, i.id`
     })
 
