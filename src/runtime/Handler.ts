@@ -30,7 +30,7 @@ export interface HandlerOptions {
    * Retries for this task type's queue items: `{ attempts: 5 }` tries one run up to five times, waiting an
    * exponential backoff (1 s, 2 s, 4 s … at most an hour) between attempts; `backoff` sets it (`"30s"` fixed, or
    * `{ type: "exponential", delay, max }`). An item enqueued with its own `retry` uses that instead. Default: no
-   * retry. Scheduled jobs are not retried this way: their next slot is their retry.
+   * retry. Scheduled jobs retry their slots with the runner's `retryAttempts` instead.
    */
   readonly retry?: Retry.Input | undefined
 }
