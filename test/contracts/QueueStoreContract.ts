@@ -496,6 +496,22 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect("retry: an execution taken back after its lease expired is no failure and uses up no attempt", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("retry-rescue")
+        const item = yield* q.enqueue({ taskType: t, payload: "r", retry: { attempts: 2, backoff: "5s" } }, T0)
+        // A worker died holding it: its lease (30 s) expires and the item is taken back, at once claimable.
+        expect((yield* q.claimBatch(claimOpts([t], 1))).length).toBe(1)
+        expect(yield* q.recoverStuck(at(31))).toBeGreaterThanOrEqual(1)
+        const [again] = yield* q.claimBatch(claimOpts([t], 1, "w2", at(31)))
+        expect(again!.item.id).toBe(item.id)
+        // Its first real failure still has the second attempt.
+        yield* q.recordResults([done(again!, at(31), at(32), "boom")])
+        expect(yield* q.nextRunAfter([t], at(32))).toEqual(Option.some(at(37)))
+      })
+    )
+
     it.effect("retry: an invalid policy refuses the item (in a batch, the whole batch) and names the field", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore
