@@ -218,20 +218,22 @@ export const make = (
         Effect.gen(function* () {
           const held = yield* sql<{ id: string; item_id: string }>`
             WITH input AS (${resultInput(batch)}), l AS (
+              -- The input's columns come back with each lease held: no join of the two afterwards.
               DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
                 AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = q.item_id)
-              RETURNING q.id, q.item_id
+              RETURNING q.id, q.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at,
+                x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
             ), log AS (
               INSERT INTO ${processed}
                 (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-              SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
-              FROM l JOIN input x ON x.lease_id = l.id
+              SELECT l.item_id, l.task_type, l.payload, l.status, l.error_msg, l.started_at, l.finished_at, l.duration_ms
+              FROM l
             ), c AS (
               -- Per item: its executions, failures, last finish and its task type's policy (one per type).
-              SELECT l.item_id, count(*)::int AS n, (count(*) FILTER (WHERE x.status = 'error'))::int AS failed,
-                max(x.finished_at) AS finished_at, min(x.attempts) AS attempts, min(x.backoff_ms) AS backoff_ms,
-                bool_and(x.exponential) AS exponential, min(x.max_backoff_ms) AS max_backoff_ms
-              FROM l JOIN input x ON x.lease_id = l.id GROUP BY l.item_id
+              SELECT l.item_id, count(*)::int AS n, (count(*) FILTER (WHERE l.status = 'error'))::int AS failed,
+                max(l.finished_at) AS finished_at, min(l.attempts) AS attempts, min(l.backoff_ms) AS backoff_ms,
+                bool_and(l.exponential) AS exponential, min(l.max_backoff_ms) AS max_backoff_ms
+              FROM l GROUP BY l.item_id
             ), s AS (
               -- Retry.settle: the first failures retry while attempts last; the rest use up runs.
               SELECT c.item_id, c.n, c.failed, c.finished_at, i.failures AS before, e.*, least(c.failed,

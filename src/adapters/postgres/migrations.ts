@@ -724,36 +724,42 @@ const migration0009 = (schema: string) =>
           ) AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms,
             attempts, backoff_ms, exponential, max_backoff_ms)
         ), l AS (
+          -- The input's columns come back with each lease held: no join of the two afterwards (its planner
+          -- estimates, a row or ten for each, made it a nested loop, quadratic in the batch).
           DELETE FROM ${s}.queue_leases q USING input x WHERE q.id = x.lease_id AND q.token = x.token
             AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
-          RETURNING q.id, q.item_id
+          RETURNING q.id, q.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at,
+            x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
         ), log AS (
           INSERT INTO ${s}.processed_items
             (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT l.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at, x.duration_ms
-          FROM l JOIN input x ON x.lease_id = l.id
-        ), d AS (
-          SELECT l.item_id, x.finished_at, p.retry, p.delay_ms
-          FROM l JOIN input x ON x.lease_id = l.id JOIN ${s}.queue_items i ON i.id = l.item_id
+          SELECT l.item_id, l.task_type, l.payload, l.status, l.error_msg, l.started_at, l.finished_at, l.duration_ms
+          FROM l
+        ), r AS (
+          -- Failures with an attempt left, and when they run again. Only failures are looked at: a batch of
+          -- successes (the hot path) costs what it did before retries.
+          SELECT l.item_id, l.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms,
+            i.failures) * interval '1 millisecond' AS retry_at
+          FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
           CROSS JOIN LATERAL ${s}.kairos_retry_policy(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
-            i.retry_max_backoff_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms) AS e
-          CROSS JOIN LATERAL (
-            SELECT x.status = 'error' AND i.failures + 1 < e.attempts AS retry,
-              ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms, i.failures) AS delay_ms
-          ) p
+            i.retry_max_backoff_ms, l.attempts, l.backoff_ms, l.exponential, l.max_backoff_ms) AS e
+          WHERE l.status = 'error' AND i.failures + 1 < e.attempts
         ), gone AS (
-          DELETE FROM ${s}.queue_items i USING d
-          WHERE i.id = d.item_id AND NOT d.retry AND i.max_runs <= 1 AND i.in_flight <= 1
+          DELETE FROM ${s}.queue_items i USING l
+          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
+            AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = l.item_id)
         ), kept AS (
           UPDATE ${s}.queue_items i SET
             in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 OR d.retry THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
+            max_runs = CASE WHEN i.max_runs = -1 OR r.item_id IS NOT NULL THEN i.max_runs
+              ELSE greatest(0, i.max_runs - 1) END,
             runs_done = i.runs_done + 1,
-            failures = CASE WHEN d.retry THEN i.failures + 1 ELSE 0 END,
-            run_after = CASE WHEN d.retry THEN d.finished_at + d.delay_ms * interval '1 millisecond' ELSE i.run_after END,
+            failures = CASE WHEN r.item_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
+            run_after = coalesce(r.retry_at, i.run_after),
             status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
             updated_at = now()
-          FROM d WHERE i.id = d.item_id AND (d.retry OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
+          FROM l LEFT JOIN r ON r.item_id = l.item_id
+          WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
         )
         SELECT l.id FROM l;
       END
