@@ -52,6 +52,17 @@ export interface RecordInput {
   readonly retry?: Retry.Policy | undefined
 }
 
+/** What `claimBatch` takes. */
+export interface ClaimOptions {
+  readonly limit: number
+  readonly taskTypes: ReadonlyArray<string>
+  readonly owner: string
+  readonly leaseUntil: Date
+  readonly now: Date
+  /** A forever-repeating item claimed now may not start again before this (the next poll interval). */
+  readonly repeatAfter: Date
+}
+
 /** One claimed execution of an item, fenced by its lease token. */
 export interface QueueClaim {
   readonly item: QueueItem
@@ -105,15 +116,7 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * sequential (`thread = 0`) execution per task type cluster-wide; a concurrent item may run several of its
      * remaining repetitions at once.
      */
-    readonly claimBatch: (options: {
-      readonly limit: number
-      readonly taskTypes: ReadonlyArray<string>
-      readonly owner: string
-      readonly leaseUntil: Date
-      readonly now: Date
-      /** A forever-repeating item claimed now may not start again before this (the next poll interval). */
-      readonly repeatAfter: Date
-    }) => Effect.Effect<ReadonlyArray<QueueClaim>, QueueStoreError>
+    readonly claimBatch: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<QueueClaim>, QueueStoreError>
     /** Extends many executions' leases in one go; returns the lease ids still held (the others were lost). */
     readonly renewLeases: (
       claims: ReadonlyArray<QueueClaim>,
@@ -130,6 +133,17 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     readonly recordResults: (
       results: ReadonlyArray<RecordInput>
     ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
+    /**
+     * `recordResults`, then `claimBatch` with a fresh look, in one round trip: a sequential execution's result and
+     * the claim of its type's next item go together, so a chain of sequential items costs one statement per item.
+     */
+    readonly recordAndClaim: (
+      results: ReadonlyArray<RecordInput>,
+      claim: ClaimOptions
+    ) => Effect.Effect<
+      { readonly recorded: ReadonlyArray<boolean>; readonly claims: ReadonlyArray<QueueClaim> },
+      QueueStoreError
+    >
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>
     /**

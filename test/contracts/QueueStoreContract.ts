@@ -533,6 +533,35 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect("recordAndClaim records, then claims with a fresh look: the next sequential item of a freed type", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("chain")
+        const other = type("chain-other")
+        const a = yield* q.enqueue({ taskType: t, payload: "a" }, T0)
+        const b = yield* q.enqueue({ taskType: t, payload: "b" }, T0)
+        yield* q.enqueue({ taskType: other, payload: "o" }, T0)
+        const [first] = yield* q.claimBatch(claimOpts([t], 5))
+        expect(first!.item.id).toBe(a.id)
+        // Sequential: nothing more of the type while `a` runs.
+        expect(yield* q.claimBatch(claimOpts([t], 5))).toEqual([])
+        const { claims, recorded } = yield* q.recordAndClaim([done(first!)], claimOpts([t], 5, "w1", at(1)))
+        expect(recorded).toEqual([true])
+        expect(ids(claims)).toEqual([b.id])
+        // A lost lease records nothing; a limit of 0 claims nothing.
+        const stranger = { ...claims[0]!, token: "not-mine" }
+        const again = yield* q.recordAndClaim([done(stranger)], claimOpts([t, other], 0, "w1", at(2)))
+        expect(again).toEqual({ recorded: [false], claims: [] })
+        const last = yield* q.recordAndClaim([done(claims[0]!, at(1), at(2), "boom")], claimOpts([t], 5, "w1", at(2)))
+        expect(last).toEqual({ recorded: [true], claims: [] })
+        const log = (yield* q.recentProcessed(100)).filter((p) => p.taskType === t)
+        expect(log.map((p) => [p.payload, p.status])).toEqual([
+          ["b", "error"],
+          ["a", "ok"]
+        ])
+      })
+    )
+
     it.effect("maxRuns: re-queued until exhausted, then deleted; -1 forever; each execution logged once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

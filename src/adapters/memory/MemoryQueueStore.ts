@@ -27,6 +27,7 @@ import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import {
   type EnqueueInput,
   type ExecutionResult,
+  type ClaimOptions,
   type QueueClaim,
   QueueStore,
   type RecordInput,
@@ -174,6 +175,58 @@ export const make: Effect.Effect<
     return item
   }
 
+  const claim = ({
+    leaseUntil,
+    limit,
+    now,
+    owner,
+    repeatAfter,
+    taskTypes
+  }: ClaimOptions): ReadonlyArray<QueueClaim> => {
+    const types = new Set(taskTypes)
+    const busySequential = new Set(
+      rows.filter((r) => r.item.thread === 0 && r.inFlight > 0).map((r) => r.item.taskType)
+    )
+    const candidates = rows.filter((r) => types.has(r.item.taskType) && claimable(r, now)).sort(order)
+    const claims: Array<QueueClaim> = []
+    let room = Math.max(0, Math.floor(limit))
+    for (const r of candidates) {
+      if (room <= 0) break
+      if (r.item.thread === 0) {
+        if (busySequential.has(r.item.taskType)) continue
+        busySequential.add(r.item.taskType)
+      }
+      const count = r.item.thread === 1 && r.item.maxRuns !== FOREVER ? Math.min(room, r.item.maxRuns - r.inFlight) : 1
+      for (let i = 0; i < count; i++) {
+        const lease: LeaseRow = {
+          id: String(nextLease++),
+          itemId: r.item.id,
+          token: `q${nextLease}-${Math.random().toString(36).slice(2)}`,
+          owner,
+          leaseUntil
+        }
+        leases.push(lease)
+        r.inFlight++
+        r.runsStarted++
+        setStatus(r, now)
+        claims.push({
+          item: r.item,
+          runsDone: r.runsDone,
+          attempt: r.runsStarted,
+          leaseId: lease.id,
+          token: lease.token
+        })
+      }
+      // A forever-repeating item waits for the next interval, behind its peers of equal priority.
+      if (r.item.maxRuns === FOREVER) {
+        r.item = { ...r.item, runAfter: repeatAfter }
+        r.seq = nextSeq++
+      }
+      room -= count
+    }
+    return claims
+  }
+
   const store = QueueStore.of({
     enqueueMany: (inputs, now) =>
       Effect.map(Effect.forEach(inputs, policyOf), (policies) => {
@@ -187,51 +240,11 @@ export const make: Effect.Effect<
         wakeAll()
         return item
       }),
-    claimBatch: ({ leaseUntil, limit, now, owner, repeatAfter, taskTypes }) =>
+    claimBatch: (options) => Effect.sync(() => claim(options)),
+    recordAndClaim: (results, options) =>
       Effect.sync(() => {
-        const types = new Set(taskTypes)
-        const busySequential = new Set(
-          rows.filter((r) => r.item.thread === 0 && r.inFlight > 0).map((r) => r.item.taskType)
-        )
-        const candidates = rows.filter((r) => types.has(r.item.taskType) && claimable(r, now)).sort(order)
-        const claims: Array<QueueClaim> = []
-        let room = Math.max(0, Math.floor(limit))
-        for (const r of candidates) {
-          if (room <= 0) break
-          if (r.item.thread === 0) {
-            if (busySequential.has(r.item.taskType)) continue
-            busySequential.add(r.item.taskType)
-          }
-          const count =
-            r.item.thread === 1 && r.item.maxRuns !== FOREVER ? Math.min(room, r.item.maxRuns - r.inFlight) : 1
-          for (let i = 0; i < count; i++) {
-            const lease: LeaseRow = {
-              id: String(nextLease++),
-              itemId: r.item.id,
-              token: `q${nextLease}-${Math.random().toString(36).slice(2)}`,
-              owner,
-              leaseUntil
-            }
-            leases.push(lease)
-            r.inFlight++
-            r.runsStarted++
-            setStatus(r, now)
-            claims.push({
-              item: r.item,
-              runsDone: r.runsDone,
-              attempt: r.runsStarted,
-              leaseId: lease.id,
-              token: lease.token
-            })
-          }
-          // A forever-repeating item waits for the next interval, behind its peers of equal priority.
-          if (r.item.maxRuns === FOREVER) {
-            r.item = { ...r.item, runAfter: repeatAfter }
-            r.seq = nextSeq++
-          }
-          room -= count
-        }
-        return claims
+        const recorded = recordBatch(results)
+        return { recorded, claims: claim(options) }
       }),
     renewLeases: (claims, leaseUntil) =>
       Effect.sync(() =>

@@ -27,6 +27,7 @@ import {
 import {
   type EnqueueInput,
   type ExecutionResult,
+  type ClaimOptions,
   type QueueClaim,
   type RecordInput,
   QueueStore,
@@ -134,18 +135,9 @@ export const make = (
     const wakeChannel = channel(schema)
     const claimFunction = sql(table(schema, "kairos_claim"))
     const recordOnceFunction = sql(table(schema, "kairos_record_once"))
+    const recordAndClaimFunction = sql(table(schema, "kairos_record_and_claim"))
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
-
-    /** The claim's options, as the runner passes them. */
-    type ClaimOptions = {
-      readonly limit: number
-      readonly taskTypes: ReadonlyArray<string>
-      readonly owner: string
-      readonly leaseUntil: Date
-      readonly now: Date
-      readonly repeatAfter: Date
-    }
 
     // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
     const toClaim = (row: ClaimRow): QueueClaim => ({
@@ -264,18 +256,60 @@ export const make = (
         })
       )
 
+    // The batch as recorded once each (an execution listed twice is recorded the first time: its lease can be
+    // deleted only once), split by the statement that records it.
+    const splitBatch = (results: ReadonlyArray<Recorded>) => {
+      const seen = new Set<string>()
+      const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
+      const first = new Set(batch)
+      return {
+        singles: batch.filter((x) => x.claim.item.maxRuns === 1),
+        repeats: batch.filter((x) => x.claim.item.maxRuns !== 1),
+        recorded: (held: ReadonlySet<string>) => results.map((x) => first.has(x) && held.has(x.claim.leaseId))
+      }
+    }
+
     const recordResults = (results: ReadonlyArray<Recorded>): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> =>
       Effect.gen(function* () {
-        // An execution listed twice is recorded once (the first time), as its lease can be deleted only once.
-        const seen = new Set<string>()
-        const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
-        const singles = batch.filter((x) => x.claim.item.maxRuns === 1)
-        const repeats = batch.filter((x) => x.claim.item.maxRuns !== 1)
+        const { recorded, repeats, singles } = splitBatch(results)
         const held = new Set<string>()
         if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
-        const first = new Set(batch)
-        return results.map((x) => first.has(x) && held.has(x.claim.leaseId))
+        return recorded(held)
+      }).pipe(orStoreError)
+
+    // Run-once executions and the claim in one call (`kairos_record_and_claim`, migration 0009). Should the claim
+    // lose a sequential race, the whole statement rolls back, the record with it, and is tried again.
+    const recordSinglesAndClaim = (
+      batch: ReadonlyArray<Recorded>,
+      options: ClaimOptions,
+      limit: number,
+      types: ReadonlyArray<string>
+    ) =>
+      sql<ClaimRow & { recorded: string | null }>`
+        SELECT recorded::text AS recorded, ${itemCols}, lease_id::text AS lease_id, token, attempt
+        FROM ${recordAndClaimFunction}(${resultColumns(batch)}, ${types}::text[], ${limit}::int,
+          ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
+          ${options.repeatAfter}::timestamptz)`.pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
+
+    const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
+      Effect.gen(function* () {
+        const { recorded, repeats, singles } = splitBatch(results)
+        const limit = Math.max(0, Math.floor(options.limit))
+        const types = [...new Set(options.taskTypes)]
+        const held = new Set<string>()
+        if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
+        if (singles.length === 0 || limit === 0 || types.length === 0) {
+          if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
+          const claims = limit === 0 || types.length === 0 ? [] : (yield* claimOnce(options, limit, types)).map(toClaim)
+          return { recorded: recorded(held), claims }
+        }
+        const claims: Array<QueueClaim> = []
+        for (const row of yield* recordSinglesAndClaim(singles, options, limit, types)) {
+          if (row.recorded !== null) held.add(row.recorded)
+          else claims.push(toClaim(row))
+        }
+        return { recorded: recorded(held), claims }
       }).pipe(orStoreError)
 
     const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
@@ -407,6 +441,7 @@ export const make = (
 
     return QueueStore.of({
       recordResults,
+      recordAndClaim,
       enqueueMany,
       enqueue,
 

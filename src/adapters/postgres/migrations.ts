@@ -764,6 +764,31 @@ const migration0009 = (schema: string) =>
         SELECT l.id FROM l;
       END
       $fn$`
+    // The record of run-once executions and a claim, in one call, as two statements: the claim's fresh snapshot
+    // sees the record (a sequential type's slot freed by it), so the chain result -> next item of the type costs one
+    // round trip. Recorded lease ids come as rows with only `recorded` set; claimed executions with it NULL.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_record_and_claim(
+        p_lease_ids bigint[], p_tokens text[], p_task_types text[], p_payloads text[], p_statuses text[],
+        p_errors text[], p_started timestamptz[], p_finished timestamptz[], p_durations int[], p_attempts int[],
+        p_backoff_ms bigint[], p_exponential boolean[], p_max_backoff_ms bigint[],
+        p_types text[], p_limit int, p_owner text, p_now timestamptz, p_lease_until timestamptz,
+        p_repeat_after timestamptz
+      ) RETURNS TABLE (
+        recorded bigint, id bigint, task_type text, payload text, status text, priority int, max_runs int,
+        thread int, runs_done int, runs_started int, run_after timestamptz, created_at timestamptz,
+        updated_at timestamptz, in_flight int, seq bigint, unique_key text, lease_id bigint, token text, attempt int
+      ) LANGUAGE plpgsql AS $fn$
+      BEGIN
+        RETURN QUERY SELECT r, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
+          NULL::int, NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::bigint,
+          NULL::text, NULL::bigint, NULL::text, NULL::int
+        FROM ${s}.kairos_record_once(p_lease_ids, p_tokens, p_task_types, p_payloads, p_statuses, p_errors, p_started,
+          p_finished, p_durations, p_attempts, p_backoff_ms, p_exponential, p_max_backoff_ms) AS r;
+        RETURN QUERY SELECT NULL::bigint, c.* FROM ${s}.kairos_claim(p_types, p_limit, p_owner, p_now, p_lease_until,
+          p_repeat_after) AS c;
+      END
+      $fn$`
   })
 
 /** The migrations of a schema, by id. */
