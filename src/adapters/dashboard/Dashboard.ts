@@ -33,7 +33,7 @@ import type { InspectError } from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import * as Assets from "./assets.js"
-import { type Html, html } from "./html.js"
+import { clip, type Html, html } from "./html.js"
 import * as Live from "./Live.js"
 import * as Pages from "./pages.js"
 
@@ -269,8 +269,8 @@ export const router = (
     const item = view("Queue item", "/queue", () =>
       Effect.gen(function* () {
         const params = yield* HttpRouter.params
-        const itemId = yield* id({ id: params["id"] }, "id")
-        if (itemId === undefined) return yield* new Refusal({ status: 404, message: "no such item" })
+        const itemId = params["id"] ?? ""
+        if (!ID.test(itemId)) return yield* new Refusal({ status: 404, message: "no such item: ids are numbers" })
         const found = yield* reads.item(itemId)
         if (Option.isNone(found.item) && found.executions.length === 0)
           return yield* new Refusal({
@@ -419,26 +419,38 @@ export const router = (
         })
       )
 
+    /** The job an action names: by `job` (its id, what the pages send) or by `name` (for scripts). */
+    const jobName = (field: (name: string) => string | undefined) =>
+      Effect.gen(function* () {
+        const byId = field("job")
+        if (byId === undefined) return yield* required(field, "name")
+        if (!ID.test(byId)) return yield* badRequest("job", "not an id")
+        const found = yield* reads.job({ id: byId }, { offset: 0, limit: 1 }).pipe(Effect.mapError(unavailable))
+        if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job ${byId}` })
+        return found.value.job.name
+      })
+    const shown = (name: string) => JSON.stringify(clip(name, 200))
+
     const setJob = (enabled: boolean) =>
       act((field) =>
         Effect.gen(function* () {
-          const name = yield* required(field, "name")
+          const name = yield* jobName(field)
           const found = yield* jobStore
             .setJobEnabled(name, enabled, yield* databaseNow)
             .pipe(Effect.mapError(unavailable))
-          if (Option.isNone(found))
-            return yield* new Refusal({ status: 404, message: `no job named ${JSON.stringify(name)}` })
-          return enabled ? `resumed job ${name}` : `paused job ${name}: no slot of it starts until it is resumed`
+          if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job named ${shown(name)}` })
+          return enabled
+            ? `resumed job ${shown(name)}`
+            : `paused job ${shown(name)}: no slot of it starts until it is resumed`
         })
       )
 
     const runJob = act((field) =>
       Effect.gen(function* () {
-        const name = yield* required(field, "name")
+        const name = yield* jobName(field)
         const run = yield* jobStore.runJobNow(name, yield* databaseNow).pipe(Effect.mapError(unavailable))
-        if (Option.isNone(run))
-          return yield* new Refusal({ status: 404, message: `no job named ${JSON.stringify(name)}` })
-        return `fired job ${name}: run ${run.value.id} is due now`
+        if (Option.isNone(run)) return yield* new Refusal({ status: 404, message: `no job named ${shown(name)}` })
+        return `fired job ${shown(name)}: run ${run.value.id} is due now`
       })
     )
 

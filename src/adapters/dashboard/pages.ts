@@ -339,7 +339,7 @@ export const queue = (
             <tbody>
               ${result.rows.map(
                 (item) =>
-                  html`<tr>
+                  html`<tr data-id="${item.id}">
                     <td><a href="${ctx.base}/queue/${item.id}">${item.id}</a></td>
                     <td class="wrap">
                       ${clip(item.taskType, CELL)}${item.handled
@@ -388,7 +388,7 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgDashboard
     <tbody>
       ${executions.map(
         (p) =>
-          html`<tr>
+          html`<tr data-id="${p.id}">
             <td>${p.id}</td>
             ${full
               ? ""
@@ -455,7 +455,7 @@ export const item = (
       ${found.executions.length === 0
         ? html`<p class="muted">No execution recorded yet.</p>`
         : html`${executionsTable(ctx, found.executions, true)}
-          ${found.executions[0]?.payload === undefined
+          ${Option.isSome(found.item) || found.executions[0] === undefined
             ? ""
             : html`<h2>Payload of the latest execution</h2>
                 <pre>${found.executions[0].payload ?? "NULL"}</pre>`}`}
@@ -522,9 +522,9 @@ const lastRuns = (runs: ReadonlyArray<PgDashboard.Run>): Html =>
 
 const jobActions = (ctx: PageContext, job: PgDashboard.Job): Html =>
   html`${job.enabled
-    ? action(ctx, "job-pause", { name: job.name }, "Pause")
-    : action(ctx, "job-resume", { name: job.name }, "Resume", "primary")}
-  ${action(ctx, "job-run", { name: job.name }, "Run now")}`
+    ? action(ctx, "job-pause", { job: job.id }, "Pause")
+    : action(ctx, "job-resume", { job: job.id }, "Resume", "primary")}
+  ${action(ctx, "job-run", { job: job.id }, "Run now")}`
 
 /** `/jobs`: every scheduled job, its schedule in words, next slot and last runs. */
 export const jobs = (ctx: PageContext, list: ReadonlyArray<PgDashboard.Job>): Html =>
@@ -550,7 +550,7 @@ export const jobs = (ctx: PageContext, list: ReadonlyArray<PgDashboard.Job>): Ht
             <tbody>
               ${list.map((job) => {
                 const latest = job.lastRuns[0]
-                return html`<tr>
+                return html`<tr data-id="${job.id}">
                   <td class="wrap"><a href="${jobHref(ctx, job)}">${clip(job.name, CELL)}</a></td>
                   <td class="wrap">
                     ${clip(job.taskType, CELL)}${job.handled ? "" : html` <span class="muted">(unhandled)</span>`}
@@ -620,7 +620,7 @@ export const job = (
             <tbody>
               ${runs.rows.map(
                 (r) =>
-                  html`<tr>
+                  html`<tr data-id="${r.id}">
                     <td>${r.id}</td>
                     <td>${time(r.scheduledFor, ctx.now)}</td>
                     <td class="num">${r.attempt}</td>

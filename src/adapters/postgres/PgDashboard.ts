@@ -405,7 +405,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
           Effect.mapError(toError("reading the dashboard's signature failed"))
         ),
       now: () =>
-        databaseNow.pipe(
+        sql<{ now: Date }>`SELECT now() AS now`.pipe(
           Effect.map((rows) => new Date(rows[0]?.now ?? Date.now())),
           Effect.mapError(toError("reading the database's time failed"))
         )
