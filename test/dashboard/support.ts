@@ -43,7 +43,7 @@ export const startDashboard = async (
 
 /**
  * Rows for every page: queue items of several types and priorities (one processing, some delayed), 120 executions
- * over the last hour (every fifth an error), jobs with runs, a live worker, and the hostile values everywhere a row
+ * over the last hour, oldest first (every fifth an error), jobs with runs, a live worker, and the hostile values everywhere a row
  * carries text.
  */
 export const seed = async (db: TestDb): Promise<void> => {
@@ -68,8 +68,8 @@ export const seed = async (db: TestDb): Promise<void> => {
       (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms, created_at)
     SELECT 1000 + g, 'send_email', '{"n":' || g || '}', CASE WHEN g % 5 = 0 THEN 'error' ELSE 'ok' END,
            CASE WHEN g % 5 = 0 THEN 'SMTP timeout #' || g ELSE '' END,
-           now() - (g * 25 || ' seconds')::interval, now() - (g * 25 || ' seconds')::interval, 40 + g,
-           now() - (g * 25 || ' seconds')::interval
+           now() - ((121 - g) * 25 || ' seconds')::interval, now() - ((121 - g) * 25 || ' seconds')::interval, 40 + g,
+           now() - ((121 - g) * 25 || ' seconds')::interval
     FROM generate_series(1, 120) g`)
   await db.query(
     `INSERT INTO $schema.processed_items

@@ -146,7 +146,7 @@ export interface QueueFilter {
   readonly limit: number
 }
 
-/** The execution log's filter and page. The log is newest first and pages by id. */
+/** The execution log's filter and page. The log is newest first (by `created_at`, then id) and pages by a row's id. */
 export interface ProcessedFilter {
   readonly status?: ProcessedStatus | undefined
   readonly taskType?: string | undefined
@@ -154,9 +154,9 @@ export interface ProcessedFilter {
   readonly from?: Date | undefined
   /** Recorded before this. */
   readonly to?: Date | undefined
-  /** Only ids below this (the next, older page). */
+  /** Only executions recorded before this one (the next, older page). */
   readonly before?: string | undefined
-  /** Only ids above this (the previous, newer page). */
+  /** Only executions recorded after this one (the previous, newer page). */
   readonly after?: string | undefined
   readonly limit: number
 }
@@ -283,11 +283,16 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
         SELECT ${executionColumns(true)} FROM ${processed} p WHERE p.queue_item_id = ${id}::bigint
         ORDER BY p.id DESC LIMIT ${MAX_PAGE}`
     })
+    /** The cursor row's `(created_at, id)`; a cursor whose row was pruned meanwhile starts over from the newest. */
+    const cursor = (id: string) =>
+      sql`(coalesce((SELECT c.created_at FROM ${processed} c WHERE c.id = ${id}::bigint), 'infinity'), ${id}::bigint)`
     const processedPage = SqlSchema.findAll({
       Request: Schema.Any as Schema.Schema<ProcessedFilter>,
       Result: ExecutionRow,
-      // Keyset paging on the primary key: a deep page costs what the first one does. A newer page (`after`) is read
-      // oldest first from the boundary and put back in order by the caller.
+      // Newest first by when the result was recorded, keyset-paged on (created_at, id): a deep page costs what the
+      // first one does, and a time window reads only its own slice of the index (ordering by id alone made the
+      // planner walk the whole primary key back to a window weeks ago). A newer page (`after`) is read oldest first
+      // from its boundary and put back in order by the caller.
       execute: (f) => sql`
         SELECT ${executionColumns(false)} FROM ${processed} p
         WHERE ${sql.and([
@@ -295,10 +300,10 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
           ...(f.taskType === undefined ? [] : [sql`p.task_type = ${f.taskType}`]),
           ...(f.from === undefined ? [] : [sql`p.created_at >= ${f.from}`]),
           ...(f.to === undefined ? [] : [sql`p.created_at < ${f.to}`]),
-          ...(f.before === undefined ? [] : [sql`p.id < ${f.before}::bigint`]),
-          ...(f.after === undefined ? [] : [sql`p.id > ${f.after}::bigint`])
+          ...(f.before === undefined ? [] : [sql`(p.created_at, p.id) < ${cursor(f.before)}`]),
+          ...(f.after === undefined ? [] : [sql`(p.created_at, p.id) > ${cursor(f.after)}`])
         ])}
-        ORDER BY p.id ${f.after === undefined ? sql.literal("DESC") : sql.literal("ASC")}
+        ORDER BY ${f.after === undefined ? sql.literal("p.created_at DESC, p.id DESC") : sql.literal("p.created_at, p.id")}
         LIMIT ${bounded(f.limit, MAX_PAGE) + 1}`
     })
     const allJobs = SqlSchema.findAll({
