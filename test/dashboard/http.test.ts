@@ -3,7 +3,13 @@
  * of hostile row values, the security of actions (token, CSRF, origin, POST only, read-only), and a database that
  * goes away.
  */
+import { HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { createServer } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Dashboard } from "../../src/dashboard.js"
 import { migratedSchema, type TestDb, until } from "../support/workers.js"
 import { hostile, type RunningDashboard, seed, startDashboard } from "./support.js"
 
@@ -390,6 +396,41 @@ describe("a database that goes away", () => {
     } finally {
       await served.stop()
       await other.close()
+    }
+  })
+})
+
+describe("mounted in a user's own router", () => {
+  it("serves its pages under the mount path, with links that stay under it", async () => {
+    const scope = Effect.runSync(Scope.make())
+    try {
+      const port = await Effect.runPromise(
+        Effect.gen(function* () {
+          const pool = yield* Layer.build(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 2 }))
+          const dashboard = yield* Dashboard.router({ schema: db.schema, basePath: "/kairos", token: TOKEN }).pipe(
+            Effect.provide(pool)
+          )
+          const app = HttpRouter.empty.pipe(
+            HttpRouter.get("/", Effect.succeed(HttpServerResponse.text("the user's own home"))),
+            HttpRouter.mount("/kairos", dashboard)
+          )
+          const server = yield* NodeHttpServer.make(() => createServer(), { host: "127.0.0.1", port: 0 })
+          yield* HttpServer.serveEffect(app).pipe(Effect.provideService(HttpServer.HttpServer, server))
+          return server.address._tag === "TcpAddress" ? server.address.port : 0
+        }).pipe(Scope.extend(scope))
+      )
+      const base = `http://127.0.0.1:${port}`
+      expect(await (await fetch(`${base}/`)).text()).toBe("the user's own home")
+      const overview = await fetch(`${base}/kairos/`)
+      expect(overview.status).toBe(200)
+      const text = await overview.text()
+      expect(text).toContain('href="/kairos/queue"')
+      expect(text).toContain('src="/kairos/assets/app.js"')
+      expect((await fetch(`${base}/kairos/queue?task_type=resize`)).status).toBe(200)
+      expect((await fetch(`${base}/kairos/assets/app.css`)).status).toBe(200)
+      expect((await fetch(`${base}/kairos/jobs/nightly-report`)).status).toBe(200)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
     }
   })
 })

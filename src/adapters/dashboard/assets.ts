@@ -30,13 +30,14 @@ code, pre, .mono { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, m
 pre { background: var(--panel); border: 1px solid var(--line); padding: 8px; white-space: pre-wrap;
   word-break: break-word; max-height: 480px; overflow: auto; }
 .muted { color: var(--muted); }
-.rel { font-size: 12px; margin-left: 4px; }
+.rel { font-size: 12px; margin-left: 4px; white-space: nowrap; }
+time { white-space: nowrap; }
 .badge { display: inline-block; padding: 1px 7px; border-radius: 10px; font-size: 12px; font-weight: 600;
   background: var(--panel); border: 1px solid var(--line); }
 .badge.ok, .badge.success, .badge.green { color: var(--ok); background: var(--ok-bg); border-color: transparent; }
 .badge.error, .badge.failed, .badge.red { color: var(--err); background: var(--err-bg); border-color: transparent; }
-.badge.processing, .badge.running, .badge.pending, .badge.skipped { color: var(--warn); background: var(--warn-bg);
-  border-color: transparent; }
+.badge.processing, .badge.running { color: var(--warn); background: var(--warn-bg); border-color: transparent; }
+.badge.pending { color: #1e40af; background: #dbeafe; border-color: transparent; }
 .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 3px; background: #cbd5e1; }
 .dot.success { background: var(--ok); } .dot.failed { background: var(--err); }
 .dot.running, .dot.pending { background: #f59e0b; } .dot.skipped { background: #94a3b8; }
@@ -55,6 +56,7 @@ button { cursor: pointer; background: #fff; }
 button.primary { background: var(--accent); border-color: var(--accent); color: #fff; }
 button.danger { color: var(--err); border-color: #fca5a5; }
 form.inline { display: inline; margin: 0; }
+td form.inline button, td button { padding: 1px 8px; font-size: 12px; }
 .pager { display: flex; gap: 16px; margin: 12px 0; }
 .banner { padding: 10px 14px; border-radius: 8px; margin-bottom: 14px; }
 .banner.error { background: var(--err-bg); color: var(--err); }

@@ -378,7 +378,7 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgDashboard
               <th>task type</th>`}
         <th>status</th>
         <th class="num">ms</th>
-        <th>started</th>
+        ${full ? html`<th>started</th>` : ""}
         <th>finished</th>
         ${full ? "" : html`<th>payload</th>`}
         <th>error</th>
@@ -396,7 +396,7 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgDashboard
                   <td class="wrap">${clip(p.taskType, CELL)}</td>`}
             <td>${badge(p.status)}</td>
             <td class="num">${p.durationMs}</td>
-            <td>${time(p.startedAt, ctx.now)}</td>
+            ${full ? html`<td>${time(p.startedAt, ctx.now)}</td>` : ""}
             <td>${time(p.finishedAt, ctx.now)}</td>
             ${full ? "" : html`<td class="wrap">${text(p.payload, PAYLOAD_CELL)}</td>`}
             <td class="wrap">
