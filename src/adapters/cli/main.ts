@@ -24,7 +24,6 @@ import * as RetryPolicy from "effect/Schedule"
 import path from "node:path"
 import { existsSync } from "node:fs"
 import * as DurationInput from "../../domain/DurationInput.js"
-import * as Dashboard from "../dashboard/Dashboard.js"
 import * as Retention from "../../domain/Retention.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { migrate } from "../postgres/migrations.js"
@@ -1056,6 +1055,8 @@ const dashboardCommand = Command.make(
         return yield* Effect.fail(new CliError({ message: "--token and --read-only exclude each other" }))
       if (Option.isSome(c.token) && c.token.value.length < 8)
         return yield* Effect.fail(new CliError({ message: "--token: use at least 8 characters" }))
+      // Loaded here, not at the top: every other command starts without the HTTP server's modules.
+      const Dashboard = yield* Effect.promise(() => import("../dashboard/Dashboard.js"))
       const generated = !c.readOnly && Option.isNone(c.token)
       const token = c.readOnly ? undefined : Option.getOrElse(c.token, Dashboard.generateToken)
       yield* withDb(c, (_sql, schema) =>
