@@ -1,8 +1,11 @@
 /**
  * The import rule of the layout, checked over the sources: domain imports only domain; ports only domain; runtime
  * only ports and domain; adapters no runtime (the CLI, which drives the runtime, excepted); only composition
- * (`src/layers`), the entry points (`index.ts`, `testing.ts`, `dev.ts`), the CLI, benches and examples import adapters. `src/internal` holds the domain's pure
- * helpers and counts as domain.
+ * (`src/layers`), the entry points (`index.ts`, `testing.ts`, `dev.ts`, `dashboard.ts`), the CLI, benches and examples import adapters. `src/internal` holds the domain's pure
+ * helpers and counts as domain. The web dashboard (`adapters/dashboard`) is a driving adapter like the CLI but needs no
+ * runtime: it reads through the Postgres adapter and writes through the stores, so it may import adapters, ports and
+ * domain only; no other adapter imports it (only the CLI and its entry point `dashboard.ts` do), so `kairos` never
+ * loads an HTTP server.
  */
 import { describe, expect, it } from "vitest"
 import fs from "node:fs"
@@ -20,10 +23,10 @@ const filesUnder = (dir: string): Array<string> =>
 /** The part of the layout a source file belongs to. */
 const partOf = (file: string): string => {
   const rel = path.relative(src, file).split(path.sep)
-  // The package's entry points: `kairos`, `kairos/testing`, `kairos/dev`.
-  if (rel.length === 1) return ["index.ts", "testing.ts", "dev.ts"].includes(rel[0]!) ? "index" : "root"
+  // The package's entry points: `kairos`, `kairos/testing`, `kairos/dev`, `kairos/dashboard`.
+  if (rel.length === 1) return ["index.ts", "testing.ts", "dev.ts", "dashboard.ts"].includes(rel[0]!) ? "index" : "root"
   if (rel[0] === "internal") return "domain"
-  if (rel[0] === "adapters") return rel[1] === "cli" ? "cli" : "adapters"
+  if (rel[0] === "adapters") return rel[1] === "cli" ? "cli" : rel[1] === "dashboard" ? "dashboard" : "adapters"
   return rel[0]!
 }
 
@@ -39,9 +42,10 @@ const allowed: Record<string, ReadonlyArray<string>> = {
   ports: ["ports", "domain"],
   runtime: ["runtime", "ports", "domain"],
   adapters: ["adapters", "ports", "domain"],
-  cli: ["cli", "adapters", "layers", "runtime", "ports", "domain"],
+  dashboard: ["dashboard", "adapters", "ports", "domain"],
+  cli: ["cli", "dashboard", "adapters", "layers", "runtime", "ports", "domain"],
   layers: ["layers", "adapters", "runtime", "ports", "domain"],
-  index: ["index", "layers", "adapters", "cli", "runtime", "ports", "domain"]
+  index: ["index", "dashboard", "layers", "adapters", "cli", "runtime", "ports", "domain"]
 }
 
 describe("the import rule", () => {
@@ -49,7 +53,7 @@ describe("the import rule", () => {
 
   it("finds the layout's parts", () => {
     const parts = new Set(files.map(partOf))
-    for (const part of ["domain", "ports", "runtime", "adapters", "cli", "layers", "index"]) {
+    for (const part of ["domain", "ports", "runtime", "adapters", "dashboard", "cli", "layers", "index"]) {
       expect(parts.has(part)).toBe(true)
     }
     expect(parts.has("root")).toBe(false)
@@ -65,6 +69,20 @@ describe("the import rule", () => {
         .map(({ target, to }) => `${path.relative(src, file)} (${from}) imports ${path.relative(src, target)} (${to})`)
     })
     expect(violations).toEqual([])
+  })
+
+  it("keeps the HTTP server out of the main entry point (kairos/dashboard brings it)", () => {
+    const seen = new Set<string>()
+    const visit = (file: string): void => {
+      if (seen.has(file) || !fs.existsSync(file)) return
+      seen.add(file)
+      importsOf(file).forEach(visit)
+    }
+    visit(path.join(src, "index.ts"))
+    expect([...seen].filter((file) => partOf(file) === "dashboard")).toEqual([])
+    expect(
+      [...seen].some((file) => fs.readFileSync(file, "utf8").includes("@effect/platform-node/NodeHttpServer"))
+    ).toBe(false)
   })
 
   it("catches a violation (the checker itself works)", () => {

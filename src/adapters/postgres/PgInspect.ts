@@ -173,7 +173,8 @@ export interface PgInspect {
 
 // ---------------------------------------------------------------------------------------------------------------
 
-const storedSchedule = (stored: unknown): StoredSchedule =>
+/** A stored `schedule` column as read: decoded, or invalid with the reason (never a failure). */
+export const storedSchedule = (stored: unknown): StoredSchedule =>
   Either.match(Schedule.decode(stored), {
     onLeft: (e) => ({ _tag: "Invalid", stored, reason: e.message.replace(/^invalid stored schedule: /, "") }),
     onRight: (schedule) => ({ _tag: "Valid", stored, schedule })
@@ -185,7 +186,8 @@ const codeOf = (e: SqlError): string | undefined => {
   return typeof code === "string" ? code : undefined
 }
 
-const toError =
+/** Maps a failed read to an `InspectError` whose message starts with `what`; shared by every read model module. */
+export const toError =
   (what: string) =>
   (e: SqlError | ParseResult.ParseError): InspectError => {
     if (e._tag === "ParseError")

@@ -1,0 +1,593 @@
+/**
+ * The web dashboard: server-rendered pages over kairos's tables, live updates over server-sent events, and a few
+ * actions (the pause switch, a job's pause/resume/run-now, cancelling an item, retrying an execution).
+ *
+ * Reads go through `PgDashboard` and never write. Actions go through the same store methods the CLI uses, and only
+ * when a token was configured: every action is a POST carrying the token (`Authorization: Bearer` or a `token`
+ * field, compared in constant time), the page's CSRF token, and, from a browser, an `Origin` (or `Referer`) of the
+ * dashboard's own host.
+ */
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServer from "@effect/platform/HttpServer"
+import type { ServeError } from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as UrlParams from "@effect/platform/UrlParams"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import type * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
+import { createServer } from "node:http"
+import * as PgDashboard from "../postgres/PgDashboard.js"
+import type { InspectError } from "../postgres/PgInspect.js"
+import * as PgJobStore from "../postgres/PgJobStore.js"
+import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as Assets from "./assets.js"
+import { clip, type Html, html } from "./html.js"
+import * as Live from "./Live.js"
+import * as Pages from "./pages.js"
+
+/** How the dashboard reads and what it allows. */
+export interface DashboardOptions {
+  /** The schema of kairos's tables. Default `public`. */
+  readonly schema?: string | undefined
+  /** The token every action must carry. Without one the dashboard is read-only. */
+  readonly token?: string | Redacted.Redacted<string> | undefined
+  /** The path the router is mounted at, e.g. `/kairos` (default: the root). Links start with it. */
+  readonly basePath?: string | undefined
+  /** How often open pages look for changes that sent no NOTIFY (finished executions, runs). Default 5 seconds. */
+  readonly pollInterval?: Duration.DurationInput | undefined
+  /** Rows per page. Default 50, at most 200. */
+  readonly pageSize?: number | undefined
+}
+
+/** Where `serve` listens, besides the router's options. */
+export interface ServeOptions extends DashboardOptions {
+  /** Default `127.0.0.1`. A host other than a loopback address is refused without a token. */
+  readonly host?: string | undefined
+  /** Default 4500; 0 picks a free port. */
+  readonly port?: number | undefined
+}
+
+/** The dashboard could not start: a bad option, or the address could not be bound. */
+export class DashboardError extends Data.TaggedError("DashboardError")<{
+  readonly reason: "InvalidOption" | "Listen"
+  readonly message: string
+  readonly cause?: unknown
+}> {}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Responses
+
+const SECURITY_HEADERS = {
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; " +
+    "form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "x-content-type-options": "nosniff",
+  "referrer-policy": "no-referrer",
+  "x-frame-options": "DENY",
+  "cache-control": "no-store"
+} as const
+
+const page = (status: number, body: Html): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.text(body.markup, { status, contentType: "text/html; charset=utf-8" })
+
+/** A refused or failed request, shown as a page (or JSON to the page's script). */
+class Refusal extends Data.TaggedError("Refusal")<{ readonly status: number; readonly message: string }> {}
+
+const isLoopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127(\.\d{1,3}){3}$/.test(host)
+
+/** Equal strings, in time independent of where they differ (digests have one length). */
+const sameSecret = (given: string, expected: string): boolean =>
+  timingSafeEqual(createHash("sha256").update(given).digest(), createHash("sha256").update(expected).digest())
+
+// ---------------------------------------------------------------------------------------------------------------
+// Request parameters: every value checked, a bad one refused with a 400 naming the field.
+
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/i
+const ID = /^[1-9][0-9]{0,17}$/
+
+type Search = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
+
+const badRequest = (field: string, message: string) => new Refusal({ status: 400, message: `${field}: ${message}` })
+
+/** One value of a search parameter: absent or empty is `undefined`; repeated is refused. */
+const param = (search: Search, name: string): Either.Either<string | undefined, Refusal> => {
+  const value = search[name]
+  if (value === undefined) return Either.right(undefined)
+  if (typeof value !== "string") return Either.left(badRequest(name, "given more than once"))
+  if (value.length > 2_000) return Either.left(badRequest(name, "too long (at most 2000 characters)"))
+  return Either.right(value.trim() === "" ? undefined : value.trim())
+}
+
+const choice = <A extends string>(search: Search, name: string, choices: ReadonlyArray<A>) =>
+  Either.flatMap(param(search, name), (value) =>
+    value === undefined || (choices as ReadonlyArray<string>).includes(value)
+      ? Either.right(value as A | undefined)
+      : Either.left(badRequest(name, `must be one of ${choices.join(", ")}`))
+  )
+
+const integer = (search: Search, name: string) =>
+  Either.flatMap(param(search, name), (value) =>
+    value === undefined
+      ? Either.right(undefined)
+      : /^-?\d{1,9}$/.test(value)
+        ? Either.right(Number(value))
+        : Either.left(badRequest(name, "must be a whole number"))
+  )
+
+/** An ISO time; one without an offset is UTC (the dashboard shows every time in UTC). */
+const instant = (search: Search, name: string) =>
+  Either.flatMap(param(search, name), (value) => {
+    if (value === undefined) return Either.right(undefined)
+    const match = ISO_TIME.exec(value)
+    const at = match === null ? undefined : new Date(value.length > 10 && match[1] === undefined ? `${value}Z` : value)
+    return at !== undefined && Number.isFinite(at.getTime())
+      ? Either.right(at)
+      : Either.left(badRequest(name, "must be an ISO time, e.g. 2026-05-01T09:30:00Z"))
+  })
+
+const id = (search: Search, name: string) =>
+  Either.flatMap(param(search, name), (value) =>
+    value === undefined || ID.test(value) ? Either.right(value) : Either.left(badRequest(name, "must be an id"))
+  )
+
+const pageNumber = (search: Search, pageSize: number) =>
+  Either.flatMap(param(search, "page"), (value) => {
+    if (value === undefined) return Either.right(1)
+    if (!/^[1-9]\d{0,5}$/.test(value)) return Either.left(badRequest("page", "must be a page number (1, 2, …)"))
+    const n = Number(value)
+    return (n - 1) * pageSize > PgDashboard.MAX_OFFSET
+      ? Either.left(
+          badRequest("page", `pages stop at ${Math.floor(PgDashboard.MAX_OFFSET / pageSize) + 1}; narrow the filter`)
+        )
+      : Either.right(n)
+  })
+
+// ---------------------------------------------------------------------------------------------------------------
+
+/**
+ * Builds the dashboard's router over the Postgres client in context: mount it in your own `HttpRouter` (pass the
+ * mount path as `basePath`) or serve it with `serve` / `layer`. Its live-update listener and poll run until the scope
+ * closes.
+ *
+ * @example
+ * ```ts
+ * const app = Effect.gen(function* () {
+ *   const dashboard = yield* Dashboard.router({ schema: "public", token: "s3cret", basePath: "/kairos" })
+ *   return HttpRouter.empty.pipe(HttpRouter.mount("/kairos", dashboard))
+ * })
+ * ```
+ */
+export const router = (
+  options: DashboardOptions = {}
+): Effect.Effect<HttpRouter.HttpRouter, never, SqlClient.SqlClient | PgClient.PgClient | Scope.Scope> =>
+  Effect.gen(function* () {
+    const schema = options.schema ?? "public"
+    const base = (options.basePath ?? "").replace(/\/+$/, "")
+    const pageSize = Math.min(Math.max(1, Math.trunc(options.pageSize ?? 50)), PgDashboard.MAX_PAGE)
+    const token =
+      options.token === undefined || typeof options.token === "string" ? options.token : Redacted.value(options.token)
+    const csrf = randomBytes(24).toString("base64url")
+    const reads = yield* PgDashboard.make({ schema })
+    const queueStore = yield* PgQueueStore.make({ schema })
+    const jobStore = yield* PgJobStore.make({ schema })
+    const live = yield* Live.make({
+      signature: reads.signature(),
+      subscribe: queueStore.subscribe,
+      pollInterval: options.pollInterval ?? "5 seconds"
+    })
+    // Open event streams end when the router's scope closes, so a server shutting down is not held open by them.
+    const closing = yield* Deferred.make<void>()
+    yield* Effect.addFinalizer(() => Deferred.succeed(closing, undefined))
+
+    const context = (now: Date): Pages.PageContext => ({ base, csrf, actions: token !== undefined, now })
+
+    /** A page whose data comes from the database; an unreachable database is a 503 page, never a stack. */
+    const view = (
+      title: string,
+      active: string,
+      build: (
+        search: Search
+      ) => Effect.Effect<(ctx: Pages.PageContext) => Html, Refusal | InspectError, HttpRouter.RouteContext>
+    ) =>
+      Effect.gen(function* () {
+        const search = yield* HttpServerRequest.ParsedSearchParams
+        const result = yield* Effect.either(
+          Effect.zip(build(search), reads.now().pipe(Effect.orElseSucceed(() => new Date())))
+        )
+        if (Either.isRight(result)) {
+          const [body, now] = result.right
+          const ctx = context(now)
+          return page(200, Pages.layout(ctx, { title, active, live: true }, body(ctx)))
+        }
+        return problemPage(result.left, active)
+      })
+
+    const problemPage = (error: Refusal | InspectError, active = "") => {
+      const ctx = context(new Date())
+      if (error._tag === "Refusal") {
+        const title = error.status === 404 ? "Not found" : error.status === 400 ? "Bad request" : "Refused"
+        return page(
+          error.status,
+          Pages.layout(ctx, { title, active, live: false }, Pages.problem(title, error.message))
+        )
+      }
+      // The database is away or not migrated: say so, keep live updates on so the page recovers by itself.
+      const message =
+        error.reason === "NotMigrated"
+          ? `kairos's tables are missing in schema "${schema}": run \`kairos migrate\`.`
+          : `database unavailable: ${error.message}`
+      const banner = html`<p class="banner error" data-unavailable>${message}</p>`
+      return page(503, Pages.layout(ctx, { title: "Database unavailable", active, live: true, banner }, html``))
+    }
+
+    // -- pages
+
+    const overview = view("Overview", "/", () =>
+      Effect.map(reads.overview(), (o) => (ctx: Pages.PageContext) => Pages.overview(ctx, o))
+    )
+
+    const queue = view("Queue", "/queue", (search) =>
+      Effect.gen(function* () {
+        const q: Pages.QueueQuery = {
+          task_type: yield* param(search, "task_type"),
+          status: yield* choice(search, "status", ["pending", "processing"] as const),
+          priority: yield* param(search, "priority"),
+          run_after_from: yield* param(search, "run_after_from"),
+          run_after_to: yield* param(search, "run_after_to")
+        }
+        const status = yield* choice(search, "status", ["pending", "processing"] as const)
+        const priority = yield* integer(search, "priority")
+        const runAfterFrom = yield* instant(search, "run_after_from")
+        const runAfterTo = yield* instant(search, "run_after_to")
+        const n = yield* pageNumber(search, pageSize)
+        const result = yield* reads.queue({
+          taskType: q.task_type,
+          status,
+          priority,
+          runAfterFrom,
+          runAfterTo,
+          offset: (n - 1) * pageSize,
+          limit: pageSize
+        })
+        return (ctx: Pages.PageContext) => Pages.queue(ctx, q, n, pageSize, result)
+      })
+    )
+
+    const item = view("Queue item", "/queue", () =>
+      Effect.gen(function* () {
+        const params = yield* HttpRouter.params
+        const itemId = params["id"] ?? ""
+        if (!ID.test(itemId)) return yield* new Refusal({ status: 404, message: "no such item: ids are numbers" })
+        const found = yield* reads.item(itemId)
+        if (Option.isNone(found.item) && found.executions.length === 0)
+          return yield* new Refusal({
+            status: 404,
+            message: `no queue item ${itemId}, and no execution of one: it may have been cancelled or pruned`
+          })
+        return (ctx: Pages.PageContext) => Pages.item(ctx, itemId, found)
+      })
+    )
+
+    const processed = view("Processed", "/processed", (search) =>
+      Effect.gen(function* () {
+        const q: Pages.ProcessedQuery = {
+          status: yield* choice(search, "status", ["ok", "error"] as const),
+          task_type: yield* param(search, "task_type"),
+          from: yield* param(search, "from"),
+          to: yield* param(search, "to")
+        }
+        const paging = { before: yield* id(search, "before"), after: yield* id(search, "after") }
+        if (paging.before !== undefined && paging.after !== undefined)
+          return yield* badRequest("after", "give before or after, not both")
+        const result = yield* reads.processed({
+          status: yield* choice(search, "status", ["ok", "error"] as const),
+          taskType: q.task_type,
+          from: yield* instant(search, "from"),
+          to: yield* instant(search, "to"),
+          ...paging,
+          limit: pageSize
+        })
+        return (ctx: Pages.PageContext) => Pages.processed(ctx, q, paging, result)
+      })
+    )
+
+    const jobs = view("Jobs", "/jobs", () =>
+      Effect.map(reads.jobs(10), (list) => (ctx: Pages.PageContext) => Pages.jobs(ctx, list))
+    )
+
+    const job = (by: "name" | "id") =>
+      view("Job", "/jobs", (search) =>
+        Effect.gen(function* () {
+          const params = yield* HttpRouter.params
+          const key = params[by] ?? ""
+          if (by === "id" && !ID.test(key)) return yield* new Refusal({ status: 404, message: "no such job" })
+          const n = yield* pageNumber(search, pageSize)
+          const found = yield* reads.job(by === "name" ? { name: key } : { id: key }, {
+            offset: (n - 1) * pageSize,
+            limit: pageSize
+          })
+          if (Option.isNone(found))
+            return yield* new Refusal({ status: 404, message: `no job named ${JSON.stringify(key)}` })
+          return (ctx: Pages.PageContext) => Pages.job(ctx, found.value.job, n, pageSize, found.value.runs)
+        })
+      )
+
+    // -- live updates
+
+    const events = Effect.gen(function* () {
+      const body = Live.events(live).pipe(Stream.interruptWhen(Deferred.await(closing)), Stream.encodeText)
+      return HttpServerResponse.stream(body, {
+        contentType: "text/event-stream",
+        headers: { "cache-control": "no-cache", "x-accel-buffering": "no" }
+      })
+    })
+
+    const health = Effect.gen(function* () {
+      const up = yield* Effect.either(reads.now())
+      return HttpServerResponse.unsafeJson(
+        Either.isRight(up) ? { ok: true, database: "up" } : { ok: false, database: "unavailable" },
+        { status: Either.isRight(up) ? 200 : 503 }
+      )
+    })
+
+    // -- actions
+
+    /** Checks a write: allowed at all, same origin, the token, the page's CSRF token. Reads the form fields. */
+    const authorize = Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      if (token === undefined)
+        return yield* new Refusal({
+          status: 403,
+          message: "this dashboard is read-only: start it with a token (kairos dashboard --token …) to allow actions"
+        })
+      const host = request.headers["host"]
+      // Browsers send Origin on every POST; a programmatic client without one is judged by its token alone.
+      const origin = request.headers["origin"] ?? request.headers["referer"]
+      if (origin !== undefined) {
+        const ok =
+          host !== undefined &&
+          [`http://${host}`, `https://${host}`].some((o) => origin === o || origin.startsWith(`${o}/`))
+        if (!ok)
+          return yield* new Refusal({ status: 403, message: "refused: the request did not come from this dashboard" })
+      }
+      const form = yield* request.urlParamsBody.pipe(
+        Effect.mapError(() => new Refusal({ status: 400, message: "the form could not be read" }))
+      )
+      const field = (name: string) => Option.getOrUndefined(UrlParams.getFirst(form, name))
+      const authorization = request.headers["authorization"]
+      const given = authorization?.startsWith("Bearer ") === true ? authorization.slice(7) : (field("token") ?? "")
+      if (given === "" || !sameSecret(given, token))
+        return yield* new Refusal({ status: 401, message: "refused: this action needs the dashboard's token" })
+      const csrfGiven = request.headers["x-csrf-token"] ?? field("csrf") ?? ""
+      if (!sameSecret(csrfGiven, csrf))
+        return yield* new Refusal({ status: 403, message: "refused: the page is stale (CSRF check failed); reload it" })
+      return field
+    })
+
+    const answer = (status: number, ok: boolean, message: string) =>
+      Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+        (request.headers["accept"] ?? "").includes("application/json")
+          ? HttpServerResponse.unsafeJson({ ok, message }, { status })
+          : page(
+              status,
+              Pages.layout(
+                context(new Date()),
+                { title: ok ? "Done" : "Refused", active: "", live: false },
+                html`<h1>${ok ? "Done" : "Refused"}</h1>
+                  <p class="${ok ? "banner info" : "banner error"}">${message}</p>
+                  <p><a href="${base}/">Back to the overview</a></p>`
+              )
+            )
+      )
+
+    const databaseNow = reads.now().pipe(Effect.mapError(unavailable))
+
+    const act = (
+      run: (field: (name: string) => string | undefined) => Effect.Effect<string, Refusal>
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
+      authorize.pipe(
+        Effect.flatMap(run),
+        Effect.flatMap((message) => answer(200, true, message)),
+        Effect.catchTag("Refusal", (refusal) => answer(refusal.status, false, refusal.message))
+      )
+
+    const required = (field: (name: string) => string | undefined, name: string, check?: RegExp) => {
+      const value = field(name)
+      return value === undefined || value === "" || (check !== undefined && !check.test(value))
+        ? Effect.fail(badRequest(name, check === undefined ? "missing" : "missing or not an id"))
+        : Effect.succeed(value)
+    }
+
+    const setSwitch = (green: boolean) =>
+      act(() =>
+        Effect.gen(function* () {
+          yield* queueStore.setSemaphore(green, yield* databaseNow).pipe(Effect.mapError(unavailable))
+          return green ? "resumed: workers claim and run work again" : "paused: nothing new starts on any worker"
+        })
+      )
+
+    /** The job an action names: by `job` (its id, what the pages send) or by `name` (for scripts). */
+    const jobName = (field: (name: string) => string | undefined) =>
+      Effect.gen(function* () {
+        const byId = field("job")
+        if (byId === undefined) return yield* required(field, "name")
+        if (!ID.test(byId)) return yield* badRequest("job", "not an id")
+        const found = yield* reads.job({ id: byId }, { offset: 0, limit: 1 }).pipe(Effect.mapError(unavailable))
+        if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job ${byId}` })
+        return found.value.job.name
+      })
+    const shown = (name: string) => JSON.stringify(clip(name, 200))
+
+    const setJob = (enabled: boolean) =>
+      act((field) =>
+        Effect.gen(function* () {
+          const name = yield* jobName(field)
+          const found = yield* jobStore
+            .setJobEnabled(name, enabled, yield* databaseNow)
+            .pipe(Effect.mapError(unavailable))
+          if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job named ${shown(name)}` })
+          return enabled
+            ? `resumed job ${shown(name)}`
+            : `paused job ${shown(name)}: no slot of it starts until it is resumed`
+        })
+      )
+
+    const runJob = act((field) =>
+      Effect.gen(function* () {
+        const name = yield* jobName(field)
+        const run = yield* jobStore.runJobNow(name, yield* databaseNow).pipe(Effect.mapError(unavailable))
+        if (Option.isNone(run)) return yield* new Refusal({ status: 404, message: `no job named ${shown(name)}` })
+        return `fired job ${shown(name)}: run ${run.value.id} is due now`
+      })
+    )
+
+    const cancel = act((field) =>
+      Effect.gen(function* () {
+        const itemId = yield* required(field, "item", ID)
+        const was = yield* queueStore.cancel(itemId).pipe(Effect.mapError(unavailable))
+        if (Option.isNone(was)) return yield* new Refusal({ status: 404, message: `no queue item ${itemId}` })
+        return was.value === "processing"
+          ? `cancelled item ${itemId}: it was running; its result will not be recorded`
+          : `cancelled item ${itemId}`
+      })
+    )
+
+    const retry = act((field) =>
+      Effect.gen(function* () {
+        const execution = yield* required(field, "execution", ID)
+        const enqueued = yield* queueStore
+          .retryExecution(execution, yield* databaseNow)
+          .pipe(Effect.mapError(unavailable))
+        if (Option.isNone(enqueued)) return yield* new Refusal({ status: 404, message: `no execution ${execution}` })
+        return `enqueued item ${enqueued.value.id} with the task type and payload of execution ${execution}`
+      })
+    )
+
+    const notAllowed = Effect.succeed(
+      HttpServerResponse.setHeader(
+        page(
+          405,
+          Pages.layout(
+            context(new Date()),
+            { title: "Method not allowed", active: "", live: false },
+            Pages.problem("Method not allowed", "actions are POST requests sent by the dashboard's buttons")
+          )
+        ),
+        "allow",
+        "POST"
+      )
+    )
+
+    const notFound = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
+      problemPage(new Refusal({ status: 404, message: `no page at ${new URL(request.url, "http://x").pathname}` }))
+    )
+
+    const asset = (body: string, contentType: string) =>
+      Effect.succeed(HttpServerResponse.text(body, { contentType, headers: { "cache-control": "no-cache" } }))
+
+    return HttpRouter.empty
+      .pipe(
+        HttpRouter.get("/", overview),
+        HttpRouter.get("/queue", queue),
+        HttpRouter.get("/queue/:id", item),
+        HttpRouter.get("/processed", processed),
+        HttpRouter.get("/jobs", jobs),
+        HttpRouter.get("/jobs/by-id/:id", job("id")),
+        HttpRouter.get("/jobs/:name", job("name")),
+        HttpRouter.get("/events", events),
+        HttpRouter.get("/health", health),
+        HttpRouter.get("/assets/app.css", asset(Assets.css, "text/css; charset=utf-8")),
+        HttpRouter.get("/assets/app.js", asset(Assets.js, "text/javascript; charset=utf-8"))
+      )
+      .pipe(
+        HttpRouter.post("/actions/pause-all", setSwitch(false)),
+        HttpRouter.post("/actions/resume-all", setSwitch(true)),
+        HttpRouter.post("/actions/job-pause", setJob(false)),
+        HttpRouter.post("/actions/job-resume", setJob(true)),
+        HttpRouter.post("/actions/job-run", runJob),
+        HttpRouter.post("/actions/cancel", cancel),
+        HttpRouter.post("/actions/retry", retry),
+        HttpRouter.all("/actions/*", notAllowed),
+        HttpRouter.all("*", notFound),
+        // Every answer, pages and refusals alike, carries the security headers.
+        HttpRouter.use((app) => Effect.map(app, HttpServerResponse.setHeaders(SECURITY_HEADERS)))
+      )
+  })
+
+const unavailable = (error: { readonly message: string }) =>
+  new Refusal({ status: 503, message: `database unavailable: ${error.message}` })
+
+/** A random token for actions: 32 bytes, URL-safe. */
+export const generateToken = (): string => randomBytes(32).toString("base64url")
+
+/**
+ * Serves the dashboard until the scope closes; returns the URL it listens on. Binds `127.0.0.1:4500` by default and
+ * refuses a non-loopback host without a token. On a loopback address, a request whose `Host` is not a loopback name
+ * is refused (a DNS-rebinding page cannot read the dashboard).
+ */
+export const serve = (
+  options: ServeOptions = {}
+): Effect.Effect<
+  { readonly url: string; readonly port: number },
+  DashboardError,
+  SqlClient.SqlClient | PgClient.PgClient | Scope.Scope
+> =>
+  Effect.gen(function* () {
+    const host = options.host ?? "127.0.0.1"
+    const port = options.port ?? 4500
+    if (!Number.isInteger(port) || port < 0 || port > 65_535)
+      return yield* new DashboardError({ reason: "InvalidOption", message: `port ${port} is not a TCP port (0-65535)` })
+    if (!isLoopback(host) && options.token === undefined)
+      return yield* new DashboardError({
+        reason: "InvalidOption",
+        message: `refusing to serve on ${host} without a token: anyone who reaches it could read the queue. Give --token, or bind to 127.0.0.1`
+      })
+    const app = yield* router(options)
+    const nodeServer = createServer()
+    const server = yield* NodeHttpServer.make(() => nodeServer, { host, port }).pipe(
+      Effect.mapError(
+        (e: ServeError) =>
+          new DashboardError({
+            reason: "Listen",
+            message: `could not listen on ${host}:${port}: ${describeCause(e.cause)}`,
+            cause: e
+          })
+      )
+    )
+    // Runs before the server's own close: open event streams and keep-alive sockets would hold that close forever.
+    yield* Effect.addFinalizer(() => Effect.sync(() => nodeServer.closeAllConnections()))
+    const guarded = isLoopback(host)
+      ? Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+          const name = (request.headers["host"] ?? "").replace(/:\d+$/, "")
+          return isLoopback(name)
+            ? app
+            : Effect.succeed(HttpServerResponse.text("unexpected Host header", { status: 421 }))
+        })
+      : app
+    yield* HttpServer.serveEffect(guarded).pipe(Effect.provideService(HttpServer.HttpServer, server))
+    const address = server.address
+    const bound = address._tag === "TcpAddress" ? address.port : port
+    const shown = host.includes(":") ? `[${host}]` : host
+    return { url: `http://${shown}:${bound}${(options.basePath ?? "").replace(/\/+$/, "")}/`, port: bound }
+  })
+
+/** `serve` as a layer: the dashboard runs while the layer is in use. */
+export const layer = (
+  options: ServeOptions = {}
+): Layer.Layer<never, DashboardError, SqlClient.SqlClient | PgClient.PgClient> => Layer.scopedDiscard(serve(options))
+
+const describeCause = (cause: unknown): string =>
+  cause instanceof Error ? cause.message : typeof cause === "string" ? cause : "unknown error"

@@ -1,0 +1,436 @@
+/**
+ * The dashboard over HTTP, served in-process over a seeded schema: pages, filters and paging, bad requests, escaping
+ * of hostile row values, the security of actions (token, CSRF, origin, POST only, read-only), and a database that
+ * goes away.
+ */
+import { HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Exit, Layer, Redacted, Scope } from "effect"
+import { createServer } from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Dashboard } from "../../src/dashboard.js"
+import { migratedSchema, type TestDb, until } from "../support/workers.js"
+import { hostile, type RunningDashboard, seed, startDashboard } from "./support.js"
+
+const TOKEN = "test-token-0123456789"
+let db: TestDb
+let dashboard: RunningDashboard
+
+beforeAll(async () => {
+  db = await migratedSchema("dash_http")
+  await seed(db)
+  dashboard = await startDashboard(db, { token: TOKEN, pageSize: 10 })
+})
+
+afterAll(async () => {
+  await dashboard?.stop()
+  await db?.close()
+})
+
+const get = async (path: string, base = dashboard.url) => {
+  const response = await fetch(`${base}${path}`)
+  return { status: response.status, text: await response.text(), headers: response.headers }
+}
+
+/** The ids of the table rows on a page (`data-id`), in order. */
+const rowIds = (text: string): Array<string> => [...text.matchAll(/<tr data-id="(\d+)"/g)].map((m) => m[1]!)
+
+const csrfOf = (text: string): string => {
+  const match = /name="csrf" value="([^"]+)"/.exec(text)
+  if (match === null) throw new Error("no CSRF field on the page")
+  return match[1]!
+}
+
+interface PostOptions {
+  readonly token?: string | undefined
+  readonly csrf?: string | undefined
+  readonly origin?: string | null
+  readonly base?: string
+}
+
+const post = async (action: string, fields: Record<string, string>, options: PostOptions = {}) => {
+  const base = options.base ?? dashboard.url
+  const body = new URLSearchParams({ ...fields, ...(options.csrf === undefined ? {} : { csrf: options.csrf }) })
+  const headers: Record<string, string> = { accept: "application/json" }
+  if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`
+  if (options.origin !== null) headers["origin"] = options.origin ?? base
+  const response = await fetch(`${base}/actions/${action}`, { method: "POST", body, headers })
+  return { status: response.status, body: (await response.json()) as { ok: boolean; message: string } }
+}
+
+const semaphore = async () =>
+  (await db.query<{ value: string }>(`SELECT value FROM $schema.scheduler_meta WHERE key = 'semaphore'`))[0]?.value ??
+  "green"
+const jobEnabled = async (name: string) =>
+  (await db.query<{ enabled: boolean }>(`SELECT enabled FROM $schema.scheduled_jobs WHERE name = $1`, [name]))[0]
+    ?.enabled
+const itemCount = async () =>
+  Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM $schema.queue_items`))[0]!.n)
+const runCount = async () => Number((await db.query<{ n: string }>(`SELECT count(*) AS n FROM $schema.job_runs`))[0]!.n)
+
+describe("pages", () => {
+  it("answers every page with 200, its data and the security headers", async () => {
+    const { id: itemId } = (await db.query<{ id: string }>(`SELECT min(id)::text AS id FROM $schema.queue_items`))[0]!
+    const pages: Array<readonly [string, string]> = [
+      ["/", "Queue depth by task type"],
+      ["/queue", "send_email"],
+      [`/queue/${itemId}`, `Queue item ${itemId}`],
+      ["/processed", "SMTP timeout"],
+      ["/jobs", "nightly-report"],
+      ["/jobs/nightly-report", "daily 02:30 Europe/Berlin"],
+      ["/jobs/every-5-min", "every 5m"]
+    ]
+    for (const [path, expected] of pages) {
+      const page = await get(path)
+      expect(page.status, path).toBe(200)
+      expect(page.text, path).toContain(expected)
+      expect(page.headers.get("content-type")).toBe("text/html; charset=utf-8")
+      expect(page.headers.get("content-security-policy")).toContain("script-src 'self'")
+      expect(page.headers.get("x-content-type-options")).toBe("nosniff")
+      expect(page.headers.get("referrer-policy")).toBe("no-referrer")
+      expect(page.headers.get("x-frame-options")).toBe("DENY")
+    }
+    const health = await get("/health")
+    expect(health.status).toBe(200)
+    expect(JSON.parse(health.text)).toEqual({ ok: true, database: "up" })
+    expect((await get("/assets/app.js")).headers.get("content-type")).toContain("javascript")
+    expect((await get("/assets/app.css")).status).toBe(200)
+  })
+
+  it("shows the overview's figures: depth, the live worker, the switch and the chart", async () => {
+    const page = await get("/")
+    expect(page.text).toContain("worker-a")
+    expect(page.text).toContain("Running")
+    expect(page.text).toMatch(/<svg[^>]*aria-label="executions per minute over the last hour: 96 ok, 26 error"/)
+  })
+
+  it("filters the queue by task type, status, priority and run_after", async () => {
+    const count = async (query: string) => rowIds((await get(`/queue?${query}`)).text).length
+    expect(await count("task_type=resize")).toBe(3)
+    expect(await count("status=processing")).toBe(1)
+    expect(await count("priority=5")).toBe(3)
+    const in90min = new Date(Date.now() + 90 * 60_000).toISOString()
+    expect(await count(`run_after_from=${in90min}`)).toBe(2)
+    expect(await count(`run_after_to=${in90min}`)).toBe(1)
+    expect(await count(`task_type=resize&run_after_to=${in90min}`)).toBe(1)
+    expect(await count("task_type=nothing-like-this")).toBe(0)
+  })
+
+  it("pages the queue in claim order", async () => {
+    const first = await get("/queue")
+    const second = await get("/queue?page=2")
+    const total = await itemCount()
+    expect(rowIds(first.text)).toHaveLength(10)
+    expect(rowIds(second.text)).toHaveLength(total - 10)
+    expect(first.text).toContain('href="/queue?page=2"')
+    expect(second.text).toContain('href="/queue?page=1"')
+    expect(second.text).not.toContain("?page=3")
+    // Priority 5 first.
+    expect(first.text.indexOf("resize")).toBeLessThan(first.text.indexOf("send_email"))
+    expect(new Set([...rowIds(first.text), ...rowIds(second.text)]).size).toBe(total)
+  })
+
+  it("filters the processed log by status, task type and time, and pages it newest first by id", async () => {
+    const errors = await get("/processed?status=error&task_type=send_email")
+    expect(rowIds(errors.text)).toHaveLength(10)
+    expect(errors.text).not.toMatch(/badge ok/)
+    const oldest = await get(`/processed?to=${new Date(Date.now() - 49.9 * 60_000).toISOString()}`)
+    expect(rowIds(oldest.text)).toHaveLength(1)
+    expect(oldest.text).toContain("{&quot;n&quot;:1}")
+    const recent = await get(`/processed?from=${new Date(Date.now() - 5 * 60_000).toISOString()}&task_type=send_email`)
+    expect(rowIds(recent.text).length).toBeGreaterThan(5)
+    expect(rowIds(recent.text).length).toBeLessThanOrEqual(10)
+
+    const page1 = await get("/processed")
+    const ids1 = rowIds(page1.text).map(Number)
+    expect(ids1).toEqual([...ids1].sort((a, b) => b - a))
+    const older = /href="(\/processed\?before=\d+)"/.exec(page1.text)![1]!
+    const page2 = await get(older)
+    const ids2 = rowIds(page2.text).map(Number)
+    expect(ids2).toHaveLength(10)
+    expect(Math.max(...ids2)).toBeLessThan(Math.min(...ids1))
+    const newer = /href="(\/processed\?after=\d+)"/.exec(page2.text)![1]!
+    expect(rowIds((await get(newer)).text).map(Number)).toEqual(ids1)
+    // A filter stays on the paging links.
+    expect(errors.text).toMatch(/href="\/processed\?status=error&amp;task_type=send_email&amp;before=\d+"/)
+  })
+
+  it("pages a job's history", async () => {
+    const first = await get("/jobs/nightly-report")
+    expect(rowIds(first.text.slice(first.text.indexOf("<h2>Runs</h2>")))).toHaveLength(10)
+    expect(first.text).toContain("report failed on day 4")
+    const fourth = await get("/jobs/nightly-report?page=3")
+    expect(rowIds(fourth.text.slice(fourth.text.indexOf("<h2>Runs</h2>")))).toHaveLength(10)
+    expect(fourth.text).not.toContain('rel="next"')
+  })
+
+  it("refuses bad filter values with a 400 naming the field", async () => {
+    const cases: Array<readonly [string, string]> = [
+      ["/queue?status=done", "status"],
+      ["/queue?priority=high", "priority"],
+      ["/queue?run_after_from=tomorrow", "run_after_from"],
+      ["/queue?page=0", "page"],
+      ["/queue?page=99999", "page"],
+      ["/processed?status=failed", "status"],
+      ["/processed?from=2026-13-45", "from"],
+      ["/processed?before=-3", "before"],
+      ["/processed?before=5&after=3", "after"],
+      ["/processed?status=ok&status=error", "status"],
+      ["/jobs/nightly-report?page=x", "page"]
+    ]
+    for (const [path, field] of cases) {
+      const page = await get(path)
+      expect(page.status, path).toBe(400)
+      expect(page.text, path).toContain(`${field}:`)
+    }
+  })
+
+  it("answers unknown pages and rows with a 404 page", async () => {
+    for (const path of ["/nope", "/queue/999999999", "/queue/abc", "/jobs/no-such-job", "/jobs/by-id/999999"]) {
+      const page = await get(path)
+      expect(page.status, path).toBe(404)
+      expect(page.text, path).toContain("Not found")
+    }
+  })
+})
+
+describe("hostile values", () => {
+  it("appear escaped on every page, never as markup or raw control characters", async () => {
+    const { id: bigItem } = (
+      await db.query<{ id: string }>(`SELECT id::text FROM $schema.queue_items WHERE task_type = 'big'`)
+    )[0]!
+    const { id: longJob } = (
+      await db.query<{ id: string }>(`SELECT id::text FROM $schema.scheduled_jobs WHERE length(name) > 1000`)
+    )[0]!
+    const paths = [
+      "/",
+      "/queue",
+      "/queue?page=2",
+      `/queue/${bigItem}`,
+      "/queue/5000",
+      "/processed",
+      "/jobs",
+      `/jobs/${encodeURIComponent(hostile.script)}`,
+      `/jobs/by-id/${longJob}`,
+      `/queue?task_type=${encodeURIComponent(hostile.script)}`
+    ]
+    const seen = { script: false, attribute: false, ansi: false }
+    for (const path of paths) {
+      const page = await get(path)
+      expect(page.status, path).toBe(200)
+      expect(page.text, path).not.toContain("<script>alert")
+      expect(page.text, path).not.toContain("<img src=x")
+      expect(page.text, path).not.toContain("\u001b")
+      seen.script ||= page.text.includes("&lt;script&gt;alert(1)&lt;/script&gt;")
+      seen.attribute ||= page.text.includes("&quot;&#39;&gt;&lt;img src=x onerror=alert(1)&gt;")
+      seen.ansi ||= page.text.includes("\\x1b[31mred\\x1b[0m")
+    }
+    expect(seen).toEqual({ script: true, attribute: true, ansi: true })
+  })
+
+  it("cuts a 100 kB value in lists and shows it whole, escaped, on the detail page", async () => {
+    const list = await get("/processed")
+    expect(list.text).not.toContain("L".repeat(300))
+    expect(list.text).toContain("L".repeat(50) + "…")
+    expect(list.text.length).toBeLessThan(60_000)
+    const { id: bigItem } = (
+      await db.query<{ id: string }>(`SELECT id::text FROM $schema.queue_items WHERE task_type = 'big'`)
+    )[0]!
+    expect((await get(`/queue/${bigItem}`)).text).toContain(`<pre>${hostile.long}</pre>`)
+    expect((await get("/queue/5001")).text).toContain(`<pre>${hostile.long}</pre>`)
+    expect((await get("/jobs")).text).not.toContain("L".repeat(300))
+  })
+
+  it("shows a hostile job's history and acts on it by its exact name", async () => {
+    const page = await get(`/jobs/${encodeURIComponent(hostile.script)}`)
+    expect(page.text).toContain("\\x1b[31mred\\x1b[0m&quot;&#39;&gt;&lt;img")
+    const paused = await post("job-pause", { name: hostile.script }, { token: TOKEN, csrf: csrfOf(page.text) })
+    expect(paused.status).toBe(200)
+    expect(await jobEnabled(hostile.script)).toBe(false)
+    await post("job-resume", { name: hostile.script }, { token: TOKEN, csrf: csrfOf(page.text) })
+    expect(await jobEnabled(hostile.script)).toBe(true)
+  })
+})
+
+describe("actions", () => {
+  let csrf = ""
+  beforeAll(async () => {
+    csrf = csrfOf((await get("/")).text)
+  })
+
+  it("are refused without the token, with a wrong one, without the CSRF field, and from another origin", async () => {
+    const before = { semaphore: await semaphore(), items: await itemCount(), runs: await runCount() }
+    const refused = [
+      await post("pause-all", {}, { csrf }),
+      await post("pause-all", {}, { csrf, token: "wrong-token-0123456789" }),
+      await post("pause-all", {}, { csrf, token: TOKEN.slice(0, -1) }),
+      await post("pause-all", { token: "" }, { csrf }),
+      await post("pause-all", {}, { token: TOKEN }),
+      await post("pause-all", {}, { token: TOKEN, csrf: "forged" }),
+      await post("pause-all", {}, { token: TOKEN, csrf, origin: "http://evil.example" }),
+      await post("pause-all", {}, { token: TOKEN, csrf, origin: "null" }),
+      await post("job-run", { name: "nightly-report" }, { csrf }),
+      await post("cancel", { item: "1" }, { csrf }),
+      await post("retry", { execution: "1" }, { csrf, origin: "http://evil.example" })
+    ]
+    for (const r of refused) {
+      expect([401, 403]).toContain(r.status)
+      expect(r.body.ok).toBe(false)
+    }
+    expect(refused[0]!.status).toBe(401)
+    expect(refused[6]!.body.message).toContain("did not come from this dashboard")
+    expect({ semaphore: await semaphore(), items: await itemCount(), runs: await runCount() }).toEqual(before)
+  })
+
+  it("never change anything on GET", async () => {
+    const before = { semaphore: await semaphore(), items: await itemCount(), runs: await runCount() }
+    for (const action of ["pause-all", "job-run?name=nightly-report", "cancel?item=1", "retry?execution=1"]) {
+      const page = await get(`/actions/${action}&token=${TOKEN}&csrf=${csrf}`.replace(/^([^?]*)&/, "$1?"))
+      expect(page.status, action).toBe(405)
+      expect(page.headers.get("allow")).toBe("POST")
+    }
+    expect({ semaphore: await semaphore(), items: await itemCount(), runs: await runCount() }).toEqual(before)
+  })
+
+  it("take effect with the token and the CSRF field: the switch, a job, an item, an execution", async () => {
+    const ok = async (action: string, fields: Record<string, string> = {}) => {
+      const r = await post(action, fields, { token: TOKEN, csrf })
+      expect(r, action).toMatchObject({ status: 200, body: { ok: true } })
+      return r.body.message
+    }
+    await ok("pause-all")
+    expect(await semaphore()).toBe("red")
+    expect((await get("/")).text).toContain("Paused")
+    await ok("resume-all")
+    expect(await semaphore()).toBe("green")
+
+    await ok("job-pause", { name: "nightly-report" })
+    expect(await jobEnabled("nightly-report")).toBe(false)
+    await ok("job-resume", { name: "nightly-report" })
+    expect(await jobEnabled("nightly-report")).toBe(true)
+    const runs = await runCount()
+    expect(await ok("job-run", { name: "nightly-report" })).toContain('fired job "nightly-report"')
+    const { id: jobId } = (
+      await db.query<{ id: string }>(`SELECT id::text FROM $schema.scheduled_jobs WHERE name = 'every-5-min'`)
+    )[0]!
+    await ok("job-pause", { job: jobId })
+    expect(await jobEnabled("every-5-min")).toBe(false)
+    await ok("job-resume", { job: jobId })
+    expect(await jobEnabled("every-5-min")).toBe(true)
+    expect(await runCount()).toBe(runs + 1)
+
+    const { id } = (
+      await db.query<{ id: string }>(
+        `SELECT max(id)::text AS id FROM $schema.queue_items WHERE task_type = 'send_email'`
+      )
+    )[0]!
+    await ok("cancel", { item: id })
+    expect(await db.query(`SELECT 1 FROM $schema.queue_items WHERE id = $1`, [id])).toHaveLength(0)
+
+    const items = await itemCount()
+    expect(await ok("retry", { execution: "5" })).toContain("execution 5")
+    expect(await itemCount()).toBe(items + 1)
+    const [retried] = await db.query<{ payload: string }>(
+      `SELECT payload FROM $schema.queue_items ORDER BY id DESC LIMIT 1`
+    )
+    expect(retried!.payload).toBe('{"n":5}')
+  })
+
+  it("accept the token as a form field (a page without script) and answer HTML then", async () => {
+    const response = await fetch(`${dashboard.url}/actions/pause-all`, {
+      method: "POST",
+      body: new URLSearchParams({ token: TOKEN, csrf }),
+      headers: { origin: dashboard.url }
+    })
+    expect(response.status).toBe(200)
+    expect(await response.text()).toContain("paused: nothing new starts")
+    expect(await semaphore()).toBe("red")
+    await post("resume-all", {}, { token: TOKEN, csrf })
+  })
+
+  it("say what is missing: a bad id, an unknown job or item", async () => {
+    expect((await post("cancel", { item: "x1" }, { token: TOKEN, csrf })).status).toBe(400)
+    expect((await post("cancel", { item: "999999999" }, { token: TOKEN, csrf })).status).toBe(404)
+    expect((await post("job-run", { name: "no-such-job" }, { token: TOKEN, csrf })).status).toBe(404)
+    expect((await post("retry", { execution: "999999999" }, { token: TOKEN, csrf })).status).toBe(404)
+  })
+
+  it("are refused by a read-only dashboard, which offers none", async () => {
+    const readOnly = await startDashboard(db)
+    try {
+      const page = await get("/", readOnly.url)
+      expect(page.text).toContain("read-only")
+      expect(page.text).not.toContain("data-action")
+      const r = await post("pause-all", {}, { token: TOKEN, csrf: "anything", base: readOnly.url })
+      expect(r.status).toBe(403)
+      expect(r.body.message).toContain("read-only")
+      expect(await semaphore()).toBe("green")
+    } finally {
+      await readOnly.stop()
+    }
+  })
+})
+
+describe("a database that goes away", () => {
+  it("shows the problem instead of a 500, and the server stays up", async () => {
+    const other = await migratedSchema("dash_gone")
+    const served = await startDashboard(other, { token: TOKEN })
+    try {
+      expect((await get("/", served.url)).status).toBe(200)
+      await db.query(`DROP SCHEMA "${other.schema}" CASCADE`)
+      for (const path of ["/", "/queue", "/processed", "/jobs", "/jobs/x", "/queue/1"]) {
+        const page = await get(path, served.url)
+        expect(page.status, path).toBe(503)
+        expect(page.text, path).toContain("run `kairos migrate`")
+        expect(page.text, path).not.toMatch(/at .*\.(js|ts):\d+/)
+      }
+      expect((await get("/health", served.url)).status).toBe(200)
+      // Connections cut under it: each answer is a page (200 or 503), never a 500, and it recovers.
+      await db.query(
+        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kairos-dashboard-test' AND pid <> pg_backend_pid()`
+      )
+      const status = (await get("/")).status
+      expect([200, 503]).toContain(status)
+      await until(async () => (await get("/")).status === 200, 20_000, "the dashboard to read again")
+    } finally {
+      await served.stop()
+      await other.close()
+    }
+  })
+})
+
+describe("mounted in a user's own router", () => {
+  it("serves its pages under the mount path, with links that stay under it", async () => {
+    const scope = Effect.runSync(Scope.make())
+    try {
+      const port = await Effect.runPromise(
+        Effect.gen(function* () {
+          const pool = yield* Layer.build(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 2 }))
+          const dashboard = yield* Dashboard.router({ schema: db.schema, basePath: "/kairos", token: TOKEN }).pipe(
+            Effect.provide(pool)
+          )
+          const app = HttpRouter.empty.pipe(
+            HttpRouter.get("/", Effect.succeed(HttpServerResponse.text("the user's own home"))),
+            HttpRouter.mount("/kairos", dashboard)
+          )
+          const server = yield* NodeHttpServer.make(() => createServer(), { host: "127.0.0.1", port: 0 })
+          yield* HttpServer.serveEffect(app).pipe(Effect.provideService(HttpServer.HttpServer, server))
+          return server.address._tag === "TcpAddress" ? server.address.port : 0
+        }).pipe(Scope.extend(scope))
+      )
+      const base = `http://127.0.0.1:${port}`
+      expect(await (await fetch(`${base}/`)).text()).toBe("the user's own home")
+      const overview = await fetch(`${base}/kairos/`)
+      expect(overview.status).toBe(200)
+      const text = await overview.text()
+      expect(text).toContain('href="/kairos/queue"')
+      expect(text).toContain('src="/kairos/assets/app.js"')
+      expect((await fetch(`${base}/kairos/queue?task_type=resize`)).status).toBe(200)
+      expect((await fetch(`${base}/kairos/assets/app.css`)).status).toBe(200)
+      expect((await fetch(`${base}/kairos/jobs/nightly-report`)).status).toBe(200)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
+    }
+  })
+})
