@@ -1,14 +1,15 @@
 /**
- * The quickstart: `npm start`. A real Postgres (embedded, or DATABASE_URL), the tables, two handlers, a daily, a
- * weekly and an interval job, queue items from code and from plain SQL, a live progress line for a few seconds,
- * then what ran — and a graceful stop.
+ * The quickstart: `npm start`. A real Postgres (DATABASE_URL, else the development database: an embedded Postgres
+ * in the project's `.kairos` folder that stays up, so `npx kairos dashboard` and the other commands see what ran),
+ * the tables, two handlers, a daily, a weekly and an interval job, queue items from code and from plain SQL, a live
+ * progress line for a few seconds, then what ran — and a graceful stop.
  *
  *   KAIROS_QUICKSTART_SECONDS=15 (default)  KAIROS_SCHEMA=public (default)
  */
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { PgKairos, QueueStore, Runner, Schedule } from "kairos"
-import { EmbeddedPostgres } from "kairos/dev"
+import { DevDatabase } from "kairos/dev"
 
 const seconds = Number(process.env["KAIROS_QUICKSTART_SECONDS"] ?? 15)
 const schema = process.env["KAIROS_SCHEMA"] ?? "public"
@@ -17,6 +18,10 @@ const program = Effect.gen(function* () {
   const runner = yield* Runner.Runner
   const queue = yield* QueueStore
   const sql = yield* SqlClient.SqlClient
+  // The development database keeps earlier runs: what this run did is what comes after these ids.
+  const [before] = yield* sql<{ processed: string; runs: string }>`
+    SELECT (SELECT coalesce(max(id), 0) FROM ${sql(`${schema}.processed_items`)})::text AS processed,
+           (SELECT coalesce(max(id), 0) FROM ${sql(`${schema}.job_runs`)})::text AS runs`
 
   // 1. Handlers: a plain async function and an Effect. A thrown error is recorded, never a crash.
   yield* runner.register("send_email", async (job) => {
@@ -74,7 +79,7 @@ const program = Effect.gen(function* () {
   const runs = yield* sql<{ job: string; scheduled_for: Date; attempt: number; status: string; output: unknown }>`
     SELECT j.name AS job, r.scheduled_for, r.attempt, r.status, r.output
     FROM ${sql(`${schema}.job_runs`)} r JOIN ${sql(`${schema}.scheduled_jobs`)} j ON j.id = r.job_id
-    ORDER BY r.id`
+    WHERE r.id > ${before!.runs}::bigint ORDER BY r.id`
   const processed = yield* sql<{
     item: string
     task_type: string
@@ -84,7 +89,7 @@ const program = Effect.gen(function* () {
     error_msg: string
   }>`
     SELECT queue_item_id::text AS item, task_type, payload, status, duration_ms, error_msg
-    FROM ${sql(`${schema}.processed_items`)} ORDER BY id`
+    FROM ${sql(`${schema}.processed_items`)} WHERE id > ${before!.processed}::bigint ORDER BY id`
   const jobs = yield* sql<{ name: string; next_run_at: Date }>`
     SELECT name, next_run_at FROM ${sql(`${schema}.scheduled_jobs`)} ORDER BY next_run_at`
   console.log(`\njob runs (${runs.length}):`)
@@ -149,10 +154,33 @@ const main = (url: string) => {
   })
 }
 
-EmbeddedPostgres.withDatabaseUrl(main, { log: console.log }).then(
-  () => process.exit(0),
-  (e: unknown) => {
-    console.error(`quickstart: ${e instanceof Error ? e.message : String(e)}`)
-    process.exit(1)
-  }
-)
+const fromEnv = process.env["DATABASE_URL"]
+const database: Promise<{ url: string; dev: boolean }> =
+  fromEnv !== undefined && fromEnv.length > 0
+    ? Promise.resolve({ url: fromEnv, dev: false })
+    : DevDatabase.ensure(process.cwd()).then((db) => {
+        console.log(
+          db.started
+            ? `started the development database in ${db.dataDir} (set DATABASE_URL to use your own)`
+            : `using the development database in ${db.dataDir} (set DATABASE_URL to use your own)`
+        )
+        return { url: db.url, dev: true }
+      })
+
+database
+  .then(({ dev, url }) =>
+    main(url).then(() => {
+      const where = schema === "public" ? "" : ` --schema ${schema}`
+      if (dev) {
+        console.log(`\nsee it in a browser: npx kairos dashboard${where}`)
+        console.log("the development database keeps running; npx kairos db stop stops it")
+      } else console.log(`\nsee it in a browser: npx kairos dashboard${where} (with DATABASE_URL set)`)
+    })
+  )
+  .then(
+    () => process.exit(0),
+    (e: unknown) => {
+      console.error(`quickstart: ${e instanceof Error ? e.message : String(e)}`)
+      process.exit(1)
+    }
+  )

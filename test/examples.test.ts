@@ -5,6 +5,8 @@ import { describe, expect, it } from "@effect/vitest"
 import { spawnSync } from "node:child_process"
 import net from "node:net"
 import fs from "node:fs"
+import os from "node:os"
+import { pathToFileURL } from "node:url"
 import path from "node:path"
 import pg from "pg"
 import { projectRoot } from "./support/process.js"
@@ -92,27 +94,56 @@ describe("examples", () => {
   })
 
   it(
-    "quickstart.ts (npm start) runs to completion with a shortened duration and prints what ran",
-    { timeout: 120_000 },
+    "quickstart.ts (npm start) runs on the development database, prints what ran, and the CLI sees it after",
+    { timeout: 240_000 },
     () => {
-      const run = spawnSync(
-        process.execPath,
-        ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
-        {
-          cwd: projectRoot,
+      // A project folder of its own, so its development database (.kairos) is this test's, stopped at the end.
+      const project = fs.mkdtempSync(path.join(os.tmpdir(), "kairos-quickstart-"))
+      fs.chmodSync(project, 0o755)
+      fs.writeFileSync(path.join(project, "package.json"), `{ "name": "scratch", "private": true }\n`)
+      const tsx = pathToFileURL(path.join(projectRoot, "node_modules/tsx/dist/loader.mjs")).href
+      const quickstart = () =>
+        spawnSync(
+          process.execPath,
+          ["--conditions=kairos-source", "--import", tsx, path.join(projectRoot, "examples/quickstart.ts")],
+          {
+            cwd: project,
+            encoding: "utf8",
+            env: { ...process.env, KAIROS_QUICKSTART_SECONDS: "4", DATABASE_URL: "" },
+            timeout: 100_000
+          }
+        )
+      const kairos = (args: ReadonlyArray<string>) =>
+        spawnSync(process.execPath, [path.join(projectRoot, "bin/kairos.js"), ...args], {
+          cwd: project,
           encoding: "utf8",
-          env: { ...process.env, KAIROS_QUICKSTART_SECONDS: "4", DATABASE_URL: "" },
-          timeout: 100_000
-        }
-      )
-      expect(run.stderr).toBe("")
-      expect(run.status).toBe(0)
-      expect(run.stdout).toContain("processed queue items (6):")
-      expect(run.stdout).toMatch(/send_email +\{"to":"from-sql@example\.com"\} +ok/)
-      expect(run.stdout).toMatch(/error +\d+ +not an address: nobody/)
-      expect(run.stdout).toMatch(/heartbeat +\S+ +1 +success/)
-      expect(run.stdout).toMatch(/daily-report +\d{4}-\d\d-\d\dT\d\d:00:00\.000Z/)
-      expect(run.stdout.trimEnd().endsWith("stopped gracefully.")).toBe(true)
+          env: { ...process.env, DATABASE_URL: "" },
+          timeout: 60_000
+        })
+      try {
+        const first = quickstart()
+        expect(first.stderr).toBe("")
+        expect(first.status).toBe(0)
+        expect(first.stdout).toMatch(/^started the development database in \S+ \(set DATABASE_URL to use your own\)\n/)
+        expect(first.stdout).toContain("processed queue items (6):")
+        expect(first.stdout).toMatch(/send_email +\{"to":"from-sql@example\.com"\} +ok/)
+        expect(first.stdout).toMatch(/error +\d+ +not an address: nobody/)
+        expect(first.stdout).toMatch(/heartbeat +\S+ +1 +success/)
+        expect(first.stdout).toMatch(/daily-report +\d{4}-\d\d-\d\dT\d\d:00:00\.000Z/)
+        expect(first.stdout).toContain("stopped gracefully.\n\nsee it in a browser: npx kairos dashboard\n")
+        // Again: the same database, and the report shows this run's work only.
+        const second = quickstart()
+        expect(second.status).toBe(0)
+        expect(second.stdout).toMatch(/^using the development database in /)
+        expect(second.stdout).toContain("processed queue items (6):")
+        // What the dashboard and the other commands read: both runs, from the same database.
+        const processed = kairos(["processed", "50", "--json"])
+        expect(processed.stderr).toBe("")
+        expect((JSON.parse(processed.stdout) as Array<unknown>).length).toBe(12)
+      } finally {
+        expect(kairos(["db", "stop"]).status).toBe(0)
+        fs.rmSync(project, { recursive: true, force: true })
+      }
     }
   )
 
