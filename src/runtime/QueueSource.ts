@@ -8,8 +8,8 @@ import * as Option from "effect/Option"
 import { Job } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
-import { type QueueClaim, QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
-import type { Claimed, WorkSource } from "./WorkSource.js"
+import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
+import type { Claimed, Finished, WorkSource } from "./WorkSource.js"
 
 /** A claimed execution of a queue item. */
 export interface ClaimedItem extends Claimed {
@@ -50,6 +50,12 @@ export const make = (options: {
       while (starts.length > 0 && starts[0]! <= now - intervalMs) starts.shift()
       return config.rateLimit - starts.length
     }
+
+    const toRecord = ({ claim, finishedAt, result, startedAt }: Finished<ClaimedItem>): RecordInput => ({
+      claim: claim.claim,
+      result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
+      retry: retryOf(claim.claim.item.taskType)
+    })
 
     const toClaimed = (claim: QueueClaim): ClaimedItem => ({
       key: `lease:${claim.leaseId}`,
@@ -132,14 +138,27 @@ export const make = (options: {
           ),
           (ids) => new Set(ids.map((id) => `lease:${id}`))
         ),
-      complete: (finished) =>
-        store.recordResults(
-          finished.map(({ claim, finishedAt, result, startedAt }) => ({
-            claim: claim.claim,
-            result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
-            retry: retryOf(claim.claim.item.taskType)
-          }))
-        ),
+      complete: (finished) => store.recordResults(finished.map(toRecord)),
+      // A sequential execution's result frees its type: the type's next item is claimed in the same round trip, so
+      // a chain of sequential items does not wait for a tick (and its read of the switches) per item.
+      completeAndClaim: (finished, next) =>
+        Effect.gen(function* () {
+          const types = new Set<string>()
+          for (const f of finished) if (f.claim.claim.item.thread === 0) types.add(f.claim.claim.item.taskType)
+          const handled = next.taskTypes.filter((t) => types.has(t))
+          if (config.rateLimit > 0 || handled.length === 0 || next.limit <= 0) {
+            return { written: yield* store.recordResults(finished.map(toRecord)), claimed: [] }
+          }
+          const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
+            limit: Math.min(next.limit, handled.length),
+            taskTypes: handled,
+            owner,
+            leaseUntil: next.leaseUntil,
+            now: next.now,
+            repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval))
+          })
+          return { written: recorded, claimed: claims.map(toClaimed) }
+        }),
       // Everything this owner still holds is handed back (its interrupted executions among them).
       release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner))
     }

@@ -215,6 +215,10 @@ export const make = (
     const deadlineSooner = yield* Queue.sliding<void>(1)
     let watchedUntil = Number.POSITIVE_INFINITY
     const definedTypes = new Set<string>()
+    // The switches as the last tick read them (see `chain`).
+    let lastSwitches:
+      | { readonly paused: boolean; readonly enabled: boolean; readonly interval: Duration.Duration }
+      | undefined
 
     const laneContext: LaneContext = {
       handler: (taskType: string) => handlers.get(taskType),
@@ -242,7 +246,26 @@ export const make = (
         watchedUntil = atMs
         signalNow(deadlineSooner)
       },
-      executed: withMetrics(listenSafely(input.onExecution))
+      executed: withMetrics(listenSafely(input.onExecution)),
+      // The writer claims along with a batch only while the last tick found the runner running: a switch changed
+      // since then wakes the loop at once (NOTIFY), whose tick reads it and stops the chain.
+      chain: Effect.gen(function* () {
+        const live = lastSwitches
+        if (config.rateLimit > 0 || live === undefined || live.paused || !live.enabled) return undefined
+        if (yield* Ref.get(stopping)) return undefined
+        const room = capacity.room()
+        if (room <= 0) return undefined
+        const now = yield* clockNow
+        return {
+          limit: room,
+          now,
+          owner,
+          leaseUntil: leaseUntil(now),
+          taskTypes: taskTypes(),
+          interval: live.interval,
+          force: false
+        }
+      })
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
     const lanes: ReadonlyArray<Lane<TickError>> = [
@@ -289,6 +312,7 @@ export const make = (
         })
         if (yield* Ref.get(stopping)) return { report: idle("stopped"), interval: config.interval }
         const switches = yield* readSwitches
+        lastSwitches = switches
         const interval = switches.interval
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }

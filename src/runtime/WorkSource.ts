@@ -85,6 +85,16 @@ export interface WorkSource<C extends Claimed, E> {
   readonly renew: (claims: ReadonlyArray<C>, leaseUntil: Date, now: Date) => Effect.Effect<ReadonlySet<string>, E>
   /** Records finished executions, fenced by their leases; returns, in order, whether each was recorded. */
   readonly complete: (finished: ReadonlyArray<Finished<C>>) => Effect.Effect<ReadonlyArray<boolean>, E>
+  /**
+   * `complete`, and in the same round trip a claim of what those results made claimable (the next item of a
+   * sequential type they freed), up to `next.limit`. Sources without it are completed, and claimed from at the tick.
+   */
+  readonly completeAndClaim?:
+    | ((
+        finished: ReadonlyArray<Finished<C>>,
+        next: ClaimRequest
+      ) => Effect.Effect<{ readonly written: ReadonlyArray<boolean>; readonly claimed: ReadonlyArray<C> }, E>)
+    | undefined
   /** Hands back executions interrupted by a forced stop, so another instance takes them at once. */
   readonly release: (interrupted: ReadonlyArray<C>, now: Date) => Effect.Effect<void, E>
 }
@@ -119,6 +129,11 @@ export interface LaneContext {
   readonly leasesHeld: () => void
   /** A batch of results was written: work they blocked (a sequential type, an item's next run) may be claimable. */
   readonly written: () => void
+  /**
+   * What the results writer may claim along with a batch (see `WorkSource.completeAndClaim`): undefined while the
+   * runner is paused, disabled, stopping, full or rate-limited (the tick claims then, as usual).
+   */
+  readonly chain: Effect.Effect<ClaimRequest | undefined>
   /** A handler's promise must settle by `atMs` (its timeout): the runner's one timeout watch is told. */
   readonly deadline: (atMs: number) => void
   /** Told how every execution ended, when someone listens (undefined: no report is even built). */
@@ -347,11 +362,19 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       const claimStart = performance.now()
       const report = yield* source.claim(request)
       Metrics.recordClaim(source.kind, performance.now() - claimStart)
-      if (report.claimed.length > 0 && active.size === 0) context.leasesHeld()
+      yield* startClaimed(report.claimed, request)
+      return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
+    })
+
+  // Claimed executions, leased until `request.leaseUntil`, handed to the workers in claim order.
+  const startClaimed = (claimed: ReadonlyArray<C>, request: ClaimRequest) =>
+    Effect.suspend(() => {
+      if (claimed.length === 0) return Effect.void
+      if (active.size === 0) context.leasesHeld()
       const leaseUntilMs = request.leaseUntil.getTime()
       const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - request.now.getTime())
       const tasks: Array<Task> = []
-      for (const claim of report.claimed) {
+      for (const claim of claimed) {
         const entry: Entry<C> = {
           claim,
           fiber: undefined,
@@ -373,9 +396,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
           }
         })
       }
-      if (tasks.length > 0) context.deadline(leaseDeadline)
-      yield* context.submit(tasks)
-      return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
+      context.deadline(leaseDeadline)
+      return context.submit(tasks)
     })
 
   // An execution whose lease is gone (or no longer trusted): aborted if it runs, never started if it waits.
@@ -421,8 +443,13 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const flush = Effect.gen(function* () {
     const batch = waiting.splice(0, RESULT_BATCH)
     if (batch.length === 0) return
+    const next = source.completeAndClaim === undefined ? undefined : yield* context.chain
+    const write =
+      next === undefined
+        ? Effect.map(source.complete(batch), (written) => ({ written, claimed: [] as ReadonlyArray<C> }))
+        : source.completeAndClaim!(batch, next)
     // Any cause is retried, defects included: a store that dies on a dead connection may work on the next try.
-    const written = yield* source.complete(batch).pipe(
+    const { claimed, written } = yield* write.pipe(
       Effect.sandbox,
       Effect.retry(resultWriteRetry),
       Effect.unsandbox,
@@ -432,7 +459,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
             "recording results failed; their executions run again once their leases expire (nothing is lost)",
             cause
           ),
-          batch.map(() => undefined)
+          { written: batch.map(() => undefined), claimed: [] as ReadonlyArray<C> }
         )
       )
     )
@@ -446,6 +473,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         )
       }
     }
+    if (next !== undefined) yield* startClaimed(claimed, next)
     context.written()
   }).pipe(Effect.annotateLogs({ kind: source.kind }))
 

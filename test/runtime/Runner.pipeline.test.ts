@@ -45,6 +45,8 @@ const faultyStores = Layer.effectContext(
         QueueStore.of({
           ...queue,
           recordResults: (...args) => maybeDie("recordResults", queue.recordResults(...args)),
+          // The writer's other way to record (with the claim of a freed sequential type's next item).
+          recordAndClaim: (...args) => maybeDie("recordResults", queue.recordAndClaim(...args)),
           renewLeases: (...args) =>
             Effect.suspend(() => {
               const hang = remaining.get("hang") ?? 0
@@ -315,6 +317,78 @@ const insertDuringClaimLayer = Runner.layer({ interval: "1 day", heartbeatInterv
     )
   )
 )
+
+/** The memory queue, counting the executions claimed by the results writer along with a batch (recordAndClaim). */
+const chainLayer = Runner.layer({ interval: "1 day", heartbeatInterval: "1 day", workers: 4 }).pipe(
+  Layer.provideMerge(
+    Layer.effectContext(
+      Effect.gen(function* () {
+        const { memory, store } = yield* MemoryQueueStore.make
+        const chained = yield* Ref.make(0)
+        const recordAndClaim: typeof store.recordAndClaim = (results, options) =>
+          Effect.tap(store.recordAndClaim(results, options), ({ claims }) =>
+            Ref.update(chained, (n) => n + claims.length)
+          )
+        return Context.make(QueueStore, QueueStore.of({ ...store, recordAndClaim })).pipe(
+          Context.add(MemoryQueueStore.MemoryQueue, memory),
+          Context.add(Chained, chained)
+        )
+      })
+    ).pipe(
+      Layer.merge(FakeStore.layer),
+      Layer.merge(MemorySettings.layerFromMeta),
+      Layer.provideMerge(MemoryMeta.layer())
+    )
+  )
+)
+
+class Chained extends Context.Tag("test/Chained")<Chained, Ref.Ref<number>>() {}
+
+describe("sequential chains", () => {
+  it.scoped("a sequential item's result and its type's next item go in one store call: no tick per item", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("s", () => undefined)
+      yield* queue.enqueueMany(
+        ["1", "2", "3", "4", "5"].map((payload) => ({ taskType: "s", payload })),
+        yield* FakeClock.now
+      )
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
+      expect((yield* memory.processed).map((p) => p.payload)).toEqual(["1", "2", "3", "4", "5"])
+      // The first came with a tick; each of the others with its predecessor's result.
+      expect(yield* Ref.get(yield* Chained)).toBe(4)
+    }).pipe(Effect.provide(chainLayer))
+  )
+
+  it.scoped("a pause stops the chain: at most the item claimed with the result before the tick saw it", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("s", (job) =>
+        job.payload === "2" ? Effect.flatMap(FakeClock.now, (now) => queue.setSemaphore(false, now)) : Effect.void
+      )
+      yield* queue.enqueueMany(
+        ["1", "2", "3", "4", "5"].map((payload) => ({ taskType: "s", payload })),
+        yield* FakeClock.now
+      )
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length >= 2))
+      // Let everything that would still run, run.
+      for (let i = 0; i < 50; i++) yield* Effect.promise(() => new Promise((r) => setImmediate(r)))
+      const paused = (yield* memory.processed).map((p) => p.payload)
+      expect(paused.length).toBeLessThanOrEqual(3)
+      yield* queue.setSemaphore(true, yield* FakeClock.now)
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
+      expect((yield* memory.processed).map((p) => p.payload)).toEqual(["1", "2", "3", "4", "5"])
+    }).pipe(Effect.provide(chainLayer))
+  )
+})
 
 describe("wake-ups", () => {
   it.scoped("an item inserted by someone else while a claim runs is started at once, not a poll later", () =>
