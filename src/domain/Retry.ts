@@ -7,6 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Either from "effect/Either"
 import * as DurationInput from "./DurationInput.js"
 import { InvalidRetryError } from "./errors.js"
+import { show } from "../internal/show.js"
 
 /** A backoff as written: a duration (fixed), or the growth written out. */
 export type BackoffInput =
@@ -53,16 +54,6 @@ export const DEFAULT_MAX_MS = 60 * 60 * 1000
 
 const invalid = (field: InvalidRetryError["field"], value: unknown, rule: string) =>
   new InvalidRetryError({ field, value, message: `invalid retry: ${rule}, got ${show(value)}` })
-
-const show = (value: unknown): string => {
-  if (typeof value === "string") return JSON.stringify(value)
-  if (typeof value === "bigint") return `${value}n`
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return String(value)
-  }
-}
 
 /** A wait in whole milliseconds, zero allowed (retry at once). */
 const waitMs = (field: "backoff" | "max", value: unknown): number => {

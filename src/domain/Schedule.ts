@@ -11,6 +11,7 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { InvalidScheduleError, ScheduleComputationError, ScheduleDecodeError } from "./errors.js"
 import { CronSyntaxError, nextCronWall, parseCron, type CronSpec } from "../internal/cron.js"
+import { show } from "../internal/show.js"
 import {
   dateExists,
   dayOf,
@@ -120,16 +121,6 @@ export const ScheduleFromJson = Schema.parseJson(Schedule)
 
 const invalid = (field: InvalidScheduleError["field"], value: unknown, rule: string): InvalidScheduleError =>
   new InvalidScheduleError({ field, value, message: `invalid schedule: ${rule} (got ${show(value)})` })
-
-const show = (value: unknown): string => {
-  if (typeof value === "string") return JSON.stringify(value)
-  if (typeof value === "bigint") return `${value}n`
-  try {
-    return JSON.stringify(value) ?? String(value)
-  } catch {
-    return String(value)
-  }
-}
 
 const checkRange = (field: "hour" | "minute" | "weekday", value: unknown, min: number, max: number, rule: string) => {
   if (typeof value !== "number" || !Number.isInteger(value) || value < min || value > max) {
