@@ -3,6 +3,7 @@
  * may write: control characters are shown escaped, so a task type, payload, job name or error cannot move the
  * cursor, clear the screen, retitle the terminal or break a row.
  */
+import { escapeMatches } from "../../internal/controls.js"
 
 /** The longest cell printed; a longer one is cut and ends with `...`. */
 export const MAX_CELL = 60
@@ -16,13 +17,7 @@ const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u20
 const NAMED: Readonly<Record<string, string>> = { "\n": "\\n", "\r": "\\r", "\t": "\\t", "\u001b": "\\x1b" }
 
 /** `text` with every control character written as an escape: ESC as `\x1b`, a newline as `\n`, U+202E as `\u202e`. */
-export const escapeControls = (text: string): string =>
-  text.replace(CONTROL, (c) => {
-    const named = NAMED[c]
-    if (named !== undefined) return named
-    const code = c.charCodeAt(0)
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`
-  })
+export const escapeControls = (text: string): string => escapeMatches(text, CONTROL, NAMED)
 
 /**
  * JSON text with DEL, the C1 controls and U+2028/U+2029 also written as `\u` escapes: the same JSON value

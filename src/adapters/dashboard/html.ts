@@ -4,6 +4,7 @@
  * types, payloads, errors, job names) is a plain string, so it is always escaped; control characters (ANSI escapes,
  * bidi overrides) are shown as visible `\xNN` / `\uNNNN` text instead of being passed to the browser.
  */
+import { escapeMatches } from "../../internal/controls.js"
 
 /** A piece of markup that is safe to emit as it is: only `html` and the helpers below make one. */
 export class Html {
@@ -24,11 +25,7 @@ const ENTITIES: Record<string, string> = { "&": "&amp;", "<": "&lt;", ">": "&gt;
 const CONTROLS = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/g
 
 /** Control characters as visible text: ESC becomes `\x1b`, a bidi override `\u202e`. */
-export const showControls = (text: string): string =>
-  text.replace(CONTROLS, (c) => {
-    const code = c.charCodeAt(0)
-    return code <= 0xff ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`
-  })
+export const showControls = (text: string): string => escapeMatches(text, CONTROLS)
 
 /** Text as HTML text or attribute value (quoted with `"`): controls made visible, then `& < > " '` escaped. */
 export const escape = (text: string): string => showControls(text).replace(/[&<>"']/g, (c) => ENTITIES[c]!)
