@@ -57,6 +57,8 @@ export const make = (options: {
       retry: retryOf(claim.claim.item.taskType)
     })
 
+    const complete = (finished: ReadonlyArray<Finished<ClaimedItem>>) => store.recordResults(finished.map(toRecord))
+
     const toClaimed = (claim: QueueClaim): ClaimedItem => ({
       key: `lease:${claim.leaseId}`,
       claim,
@@ -138,7 +140,7 @@ export const make = (options: {
           ),
           (ids) => new Set(ids.map((id) => `lease:${id}`))
         ),
-      complete: (finished) => store.recordResults(finished.map(toRecord)),
+      complete,
       // A sequential execution's result frees its type: the type's next item is claimed in the same round trip, so
       // a chain of sequential items does not wait for a tick (and its read of the switches) per item.
       completeAndClaim: (finished, next) =>
@@ -146,9 +148,9 @@ export const make = (options: {
           const types = new Set<string>()
           for (const f of finished) if (f.claim.claim.item.thread === 0) types.add(f.claim.claim.item.taskType)
           const handled = next.taskTypes.filter((t) => types.has(t))
-          if (config.rateLimit > 0 || handled.length === 0 || next.limit <= 0) {
-            return { written: yield* store.recordResults(finished.map(toRecord)), claimed: [] }
-          }
+          // Under a rate limit, starts are counted by the tick's claims only.
+          if (config.rateLimit > 0 || handled.length === 0 || next.limit <= 0)
+            return { written: yield* complete(finished), claimed: [] }
           const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
             limit: Math.min(next.limit, handled.length),
             taskTypes: handled,

@@ -215,6 +215,15 @@ export const make = (
     const deadlineSooner = yield* Queue.sliding<void>(1)
     let watchedUntil = Number.POSITIVE_INFINITY
     const definedTypes = new Set<string>()
+    // What a claim at `now` asks for (its limit aside): the tick's, and the results writer's along with a batch.
+    const requestAt = (now: Date, interval: Duration.Duration, force: boolean) => ({
+      now,
+      owner,
+      leaseUntil: leaseUntil(now),
+      taskTypes: taskTypes(),
+      interval,
+      force
+    })
     // The switches as the last tick read them (see `chain`).
     let lastSwitches:
       | { readonly paused: boolean; readonly enabled: boolean; readonly interval: Duration.Duration }
@@ -251,20 +260,11 @@ export const make = (
       // since then wakes the loop at once (NOTIFY), whose tick reads it and stops the chain.
       chain: Effect.gen(function* () {
         const live = lastSwitches
-        if (config.rateLimit > 0 || live === undefined || live.paused || !live.enabled) return undefined
+        if (live === undefined || live.paused || !live.enabled) return undefined
         if (yield* Ref.get(stopping)) return undefined
         const room = capacity.room()
         if (room <= 0) return undefined
-        const now = yield* clockNow
-        return {
-          limit: room,
-          now,
-          owner,
-          leaseUntil: leaseUntil(now),
-          taskTypes: taskTypes(),
-          interval: live.interval,
-          force: false
-        }
+        return { ...requestAt(yield* clockNow, live.interval, false), limit: room }
       })
     }
     const scheduled = yield* ScheduledSource.make({ config, owner })
@@ -318,7 +318,7 @@ export const make = (
         if (!switches.enabled) return { report: idle("disabled"), interval }
         let room = capacity.room()
         const now = yield* clockNow
-        const request = { now, owner, leaseUntil: leaseUntil(now), taskTypes: taskTypes(), interval, force }
+        const request = requestAt(now, interval, force)
         if (room <= 0) {
           // Every worker busy: only what takes no worker (an overlapped slot recorded as skipped) is done now.
           let overlapped = 0
