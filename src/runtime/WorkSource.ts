@@ -131,7 +131,7 @@ export interface LaneContext {
   readonly written: () => void
   /**
    * What the results writer may claim along with a batch (see `WorkSource.completeAndClaim`): undefined while the
-   * runner is paused, disabled, stopping, full or rate-limited (the tick claims then, as usual).
+   * runner is paused, disabled, stopping or full (the tick claims then, as usual).
    */
   readonly chain: Effect.Effect<ClaimRequest | undefined>
   /** A handler's promise must settle by `atMs` (its timeout): the runner's one timeout watch is told. */
@@ -443,13 +443,16 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const flush = Effect.gen(function* () {
     const batch = waiting.splice(0, RESULT_BATCH)
     if (batch.length === 0) return
-    const next = source.completeAndClaim === undefined ? undefined : yield* context.chain
-    const write =
-      next === undefined
-        ? Effect.map(source.complete(batch), (written) => ({ written, claimed: [] as ReadonlyArray<C> }))
-        : source.completeAndClaim!(batch, next)
+    // The chain's request is taken at each try, so a write retried later claims with its own time and lease.
+    const completeAndClaim = source.completeAndClaim
+    const write = Effect.gen(function* () {
+      const next = completeAndClaim === undefined ? undefined : yield* context.chain
+      if (completeAndClaim === undefined || next === undefined)
+        return { written: yield* source.complete(batch), claimed: [], next: undefined }
+      return { ...(yield* completeAndClaim(batch, next)), next }
+    })
     // Any cause is retried, defects included: a store that dies on a dead connection may work on the next try.
-    const { claimed, written } = yield* write.pipe(
+    const { claimed, next, written } = yield* write.pipe(
       Effect.sandbox,
       Effect.retry(resultWriteRetry),
       Effect.unsandbox,
@@ -459,7 +462,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
             "recording results failed; their executions run again once their leases expire (nothing is lost)",
             cause
           ),
-          { written: batch.map(() => undefined), claimed: [] as ReadonlyArray<C> }
+          { written: batch.map(() => undefined), claimed: [] as ReadonlyArray<C>, next: undefined }
         )
       )
     )

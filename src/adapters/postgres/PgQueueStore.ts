@@ -162,13 +162,16 @@ export const make = (
       (e as { cause?: { code?: unknown; constraint?: unknown } }).cause?.code === "23505" &&
       (e as { cause?: { constraint?: unknown } }).cause?.constraint === "queue_items_one_sequential"
 
+    // A claim that lost a sequential race is tried again with a fresh snapshot.
+    const claimRetried = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
+      claimOnce(options, limit, types).pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
+
     const claimBatch = (options: ClaimOptions) =>
       Effect.gen(function* () {
         const limit = Math.max(0, Math.floor(options.limit))
         const types = [...new Set(options.taskTypes)]
         if (limit === 0 || types.length === 0) return []
-        const rows = yield* claimOnce(options, limit, types).pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
-        return rows.map(toClaim)
+        return (yield* claimRetried(options, limit, types)).map(toClaim)
       }).pipe(orStoreError)
 
     type Recorded = RecordInput
@@ -297,11 +300,12 @@ export const make = (
         const { recorded, repeats, singles } = splitBatch(results)
         const limit = Math.max(0, Math.floor(options.limit))
         const types = [...new Set(options.taskTypes)]
+        const claiming = limit > 0 && types.length > 0
         const held = new Set<string>()
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
-        if (singles.length === 0 || limit === 0 || types.length === 0) {
+        if (singles.length === 0 || !claiming) {
           if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
-          const claims = limit === 0 || types.length === 0 ? [] : (yield* claimOnce(options, limit, types)).map(toClaim)
+          const claims = claiming ? (yield* claimRetried(options, limit, types)).map(toClaim) : []
           return { recorded: recorded(held), claims }
         }
         const claims: Array<QueueClaim> = []
