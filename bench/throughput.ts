@@ -1,7 +1,8 @@
 /**
  * Drains no-op queue items with one runner process and prints items per second. Not a test: nothing is asserted.
  *
- *   npm run bench:throughput     (BENCH_ITEMS=20000, BENCH_WORKERS=64, BENCH_BATCH=500; DATABASE_URL or embedded)
+ *   npm run bench:throughput     (BENCH_ITEMS=20000, BENCH_WORKERS=64, BENCH_BATCH=500, BENCH_THREAD=1 — 0 for
+ *                                 sequential items of one type; DATABASE_URL or embedded)
  */
 import { SqlClient } from "@effect/sql"
 import { Effect, Logger, LogLevel } from "effect"
@@ -13,6 +14,7 @@ const schema = "kairos_bench_throughput"
 const ITEMS = Number(process.env["BENCH_ITEMS"] ?? 20_000)
 const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 64)
 const BATCH = Number(process.env["BENCH_BATCH"] ?? 500)
+const THREAD = process.env["BENCH_THREAD"] === "0" ? 0 : 1
 
 const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -21,7 +23,7 @@ const program = Effect.gen(function* () {
   yield* sql`TRUNCATE ${items} CASCADE`
   yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
   yield* runner.register("noop", () => undefined)
-  yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'noop', '{}', 1 FROM generate_series(1, ${ITEMS})`
+  yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'noop', '{}', ${THREAD} FROM generate_series(1, ${ITEMS})`
   const start = performance.now()
   yield* runner.start
   while (true) {
@@ -34,7 +36,7 @@ const program = Effect.gen(function* () {
   console.log(
     `drained ${ITEMS.toLocaleString("en")} no-op items in ${seconds.toFixed(2)} s: ` +
       `${Math.round(ITEMS / seconds).toLocaleString("en")} items/s ` +
-      `(workers ${WORKERS}, batch ${BATCH}, ${done!.n.toLocaleString("en")} processed rows)`
+      `(workers ${WORKERS}, batch ${BATCH}, thread ${THREAD}, ${done!.n.toLocaleString("en")} processed rows)`
   )
   // Leave nothing behind on a shared database.
   yield* runner.stop

@@ -90,6 +90,23 @@ export interface WorkerInfo {
   readonly liveUntil: Date
 }
 
+/**
+ * What a wake-up is about: "queue" (an item arrived), "settings" (a live setting changed), or "jobs" (an operator
+ * changed a job — paused, resumed or fired it — or the subscription came back after an outage, when changes may have
+ * been missed: look at everything again).
+ */
+export type WakeTopic = "queue" | "jobs" | "settings"
+
+/** A held subscription. */
+export interface Subscription {
+  /**
+   * Whether it listens now: every settings change reaches `wake` while it does, and one that came while it did not
+   * is followed by a "jobs" wake-up once it listens again. A runner trusts the settings it last read only while this
+   * holds.
+   */
+  readonly live: () => boolean
+}
+
 /** The queue store. Every method that depends on time takes `now` from the Clock port. */
 export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
@@ -184,10 +201,9 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     /**
      * Calls `wake` whenever work may have arrived or a live setting changed (an item inserted, even by plain SQL;
      * the semaphore, `scheduler.paused`, `scheduler.enabled` or the interval changed), until the scope closes. A
-     * hint only: the poll stays the source of truth. `topic` is "jobs" when an operator changed a job (paused,
-     * resumed or fired it: the runner then reads the job tables whatever it last knew of them), else "queue".
+     * hint only: the poll stays the source of truth. `topic` says what changed (see `WakeTopic`).
      */
-    readonly subscribe: (wake: (topic: "queue" | "jobs") => void) => Effect.Effect<void, never, Scope.Scope>
+    readonly subscribe: (wake: (topic: WakeTopic) => void) => Effect.Effect<Subscription, never, Scope.Scope>
     /**
      * Cancels an item: deletes it whether pending or processing, and returns the status it had; none when no item
      * has that id. A running execution of it finishes, but its result is refused (nothing is logged for it).

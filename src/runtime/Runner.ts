@@ -30,7 +30,7 @@ import { validate, withDefaults, type SchedulerConfig, type SchedulerConfigInput
 import type { InvalidConfigError, InvalidRetryError } from "../domain/errors.js"
 import { now as clockNow } from "../ports/Clock.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
-import { QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
+import { QueueStore, type QueueStoreError, type Subscription } from "../ports/QueueStore.js"
 import { Settings, type SettingsError } from "../ports/Settings.js"
 import { type Handler, type HandlerOptions } from "./Handler.js"
 import * as Capacity from "./Capacity.js"
@@ -224,10 +224,15 @@ export const make = (
       interval,
       force
     })
-    // The switches as the last tick read them (see `chain`).
+    // The switches as the last tick read them (see `chain`); undefined once a settings change was announced.
     let lastSwitches:
       | { readonly paused: boolean; readonly enabled: boolean; readonly interval: Duration.Duration }
       | undefined
+    // The store's wake-up subscription, once started, and how many settings changes it announced: the switches last
+    // read are trusted while it listens and announced none since (see `currentSwitches`).
+    let subscription: Subscription | undefined
+    let settingsChanges = 0
+    let readSwitchesAt = { atMs: Number.NEGATIVE_INFINITY, changes: -1 }
 
     const laneContext: LaneContext = {
       handler: (taskType: string) => handlers.get(taskType),
@@ -301,6 +306,32 @@ export const make = (
       interval: Option.match(s.intervalSeconds, { onNone: () => config.interval, onSome: Duration.seconds })
     }))
 
+    /**
+     * The switches for a tick. A read costs a round trip before every claim, so the last one is used again while
+     * nothing can have changed them unseen: the subscription listens (a change wakes the runner, announced as
+     * "settings"; one missed during an outage is followed by a "jobs" wake-up), none was announced since, and it
+     * was read within the poll interval. An explicit tick, or one after "jobs", always reads.
+     */
+    const currentSwitches = (force: boolean) =>
+      Effect.gen(function* () {
+        const nowMs = yield* Clock.currentTimeMillis
+        const last = lastSwitches
+        if (
+          !force &&
+          last !== undefined &&
+          subscription?.live() === true &&
+          readSwitchesAt.changes === settingsChanges &&
+          nowMs - readSwitchesAt.atMs < Duration.toMillis(last.interval)
+        ) {
+          return last
+        }
+        const changes = settingsChanges
+        const switches = yield* readSwitches
+        lastSwitches = switches
+        readSwitchesAt = { atMs: nowMs, changes }
+        return switches
+      })
+
     /** One tick, plus the poll interval it read (the loop sleeps by it). */
     const tickOnce = (force: boolean) =>
       Effect.gen(function* () {
@@ -311,8 +342,7 @@ export const make = (
           rescued: 0
         })
         if (yield* Ref.get(stopping)) return { report: idle("stopped"), interval: config.interval }
-        const switches = yield* readSwitches
-        lastSwitches = switches
+        const switches = yield* currentSwitches(force)
         const interval = switches.interval
         if (switches.paused) return { report: idle("paused"), interval }
         if (!switches.enabled) return { report: idle("disabled"), interval }
@@ -522,10 +552,16 @@ export const make = (
       process.on("exit", lastWord)
       yield* Effect.addFinalizer(() => Effect.sync(() => void process.off("exit", lastWord))).pipe(Scope.extend(scope))
       // New items and settings changes wake the idle runner at once; the poll stays the fallback.
-      yield* Scope.extend(
+      subscription = yield* Scope.extend(
         queueStore.subscribe((topic) => {
-          // An operator changed a job: the next tick reads the job tables whatever they were last known to hold.
+          // An operator changed a job, or changes may have been missed: the next tick reads the job tables whatever
+          // they were last known to hold, and the settings.
           if (topic === "jobs") lookEverywhere = true
+          if (topic !== "queue") {
+            settingsChanges++
+            // The writer stops chaining claims until a tick has read the change.
+            lastSwitches = undefined
+          }
           signalNow(wake)
         }),
         scope

@@ -3,7 +3,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
-import { Runner, Schedule, SettingKeys, Settings } from "../../src/index.js"
+import { QueueStore, Runner, Schedule, SettingKeys, Settings } from "../../src/index.js"
 import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
 import { settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
 
@@ -92,9 +92,13 @@ describe("Runner live settings", () => {
 })
 
 class TickCounter extends Context.Tag("test/TickCounter")<TickCounter, Ref.Ref<number>>() {}
+class ClaimCounter extends Context.Tag("test/ClaimCounter")<ClaimCounter, Ref.Ref<number>>() {}
 
-/** Like testLayer, with a Settings that counts how often a tick reads the switches (once per tick). */
-const countingLayer = (config: Parameters<typeof testLayer>[0]) => {
+/**
+ * Like testLayer, with a Settings that counts how often the switches are read and a memory queue that counts its
+ * claims; `live` is what its subscription says of itself (absent: the memory queue's own answer, always live).
+ */
+const countingLayer = (config: Parameters<typeof testLayer>[0], live?: boolean) => {
   const counting = Layer.effectContext(
     Effect.gen(function* () {
       const inner = yield* Settings
@@ -113,11 +117,101 @@ const countingLayer = (config: Parameters<typeof testLayer>[0]) => {
       )
     })
   ).pipe(Layer.provide(MemorySettings.layerFromMeta))
+  const queue = Layer.effectContext(
+    Effect.gen(function* () {
+      const inner = yield* QueueStore
+      const claims = yield* Ref.make(0)
+      const store = QueueStore.of({
+        ...inner,
+        claimBatch: (options) =>
+          Effect.zipRight(
+            Ref.update(claims, (n) => n + 1),
+            inner.claimBatch(options)
+          ),
+        subscribe: (wake) =>
+          live === undefined ? inner.subscribe(wake) : Effect.as(inner.subscribe(wake), { live: () => live })
+      })
+      return Context.make(QueueStore, store).pipe(Context.add(ClaimCounter, claims))
+    })
+  ).pipe(Layer.provide(MemoryQueueStore.layerFromMeta))
   return Runner.layer(config).pipe(
-    Layer.provideMerge(Layer.mergeAll(FakeStore.layer, counting, MemoryQueueStore.layerFromMeta)),
+    Layer.provideMerge(Layer.mergeAll(FakeStore.layer, counting, queue)),
     Layer.provideMerge(MemoryMeta.layer())
   )
 }
+
+describe("Runner settings reads", () => {
+  // A tick claims only after reading the switches; while the store's subscription listens, every change is
+  // announced, so the last read is trusted until one is (or the poll interval passes).
+  const drainAndPause = (live: boolean) =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const reads = yield* TickCounter
+      const claims = yield* ClaimCounter
+      const queue = yield* QueueStore
+      const settings = yield* MemorySettings.MemorySettings
+      const runner = yield* Runner.Runner
+      let handled = 0
+      yield* runner.register("t", () => {
+        handled++
+      })
+      const items = (n: number) => Array.from({ length: n }, () => ({ taskType: "t", thread: 1 as const }))
+      yield* queue.enqueueMany(items(40), yield* FakeClock.now)
+      yield* runner.start
+      yield* settle(Effect.sync(() => handled === 40))
+      const drained = { reads: yield* Ref.get(reads), claims: yield* Ref.get(claims) }
+      // A pause while busy: announced, read at the next tick, which claims nothing more.
+      yield* settings.set(SettingKeys.paused, true)
+      yield* queue.enqueueMany(items(5), yield* FakeClock.now)
+      yield* FakeClock.advance("1 second")
+      const paused = { handled, reads: yield* Ref.get(reads) }
+      yield* settings.set(SettingKeys.paused, false)
+      yield* settle(Effect.sync(() => handled === 45))
+      return { drained, paused }
+    })
+
+  it.scoped("while the subscription listens, a busy runner reads the switches once, and again after a change", () =>
+    Effect.gen(function* () {
+      const { drained, paused } = yield* drainAndPause(true)
+      // Forty items in batches of five: eight claims or more, and one read of the switches for all of them.
+      expect(drained.claims).toBeGreaterThanOrEqual(8)
+      expect(drained.reads).toBe(1)
+      expect(paused.handled).toBe(40)
+      expect(paused.reads).toBe(2)
+    }).pipe(Effect.provide(countingLayer({ interval: "1 minute", batchSize: 5 }, true)))
+  )
+
+  it.scoped("while it does not listen (an outage), every tick reads them", () =>
+    Effect.gen(function* () {
+      const { drained, paused } = yield* drainAndPause(false)
+      expect(drained.claims).toBeGreaterThanOrEqual(8)
+      expect(drained.reads).toBeGreaterThanOrEqual(drained.claims)
+      expect(paused.handled).toBe(40)
+    }).pipe(Effect.provide(countingLayer({ interval: "1 minute", batchSize: 5 }, false)))
+  )
+
+  it.scoped("a read is trusted for one poll interval at most", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const reads = yield* TickCounter
+      const queue = yield* QueueStore
+      const runner = yield* Runner.Runner
+      let handled = 0
+      yield* runner.register("t", () => {
+        handled++
+      })
+      yield* runner.start
+      // An item every 10 s wakes the runner each time; the switches are read again once a minute has passed.
+      for (let i = 1; i <= 12; i++) {
+        yield* queue.enqueue({ taskType: "t" }, yield* FakeClock.now)
+        yield* settle(Effect.sync(() => handled === i))
+        yield* FakeClock.advance("10 seconds")
+      }
+      expect(yield* Ref.get(reads)).toBeGreaterThanOrEqual(2)
+      expect(yield* Ref.get(reads)).toBeLessThanOrEqual(4)
+    }).pipe(Effect.provide(countingLayer({ interval: "1 minute" }, true)))
+  )
+})
 
 describe("Runner and missed slots", () => {
   for (const [policy, expected] of [

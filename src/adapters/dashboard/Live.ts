@@ -11,6 +11,7 @@ import * as Ref from "effect/Ref"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
+import type { WakeTopic } from "../../ports/QueueStore.js"
 
 /** A running change source: subscribe with `events`. */
 export interface Live {
@@ -23,7 +24,7 @@ export interface LiveOptions {
   /** A text that changes whenever a page would; polled. Its failure (database away) is itself a change. */
   readonly signature: Effect.Effect<string, unknown>
   /** The store's wake-up subscription (LISTEN on the schema's channel), held until the scope closes. */
-  readonly subscribe: (wake: (topic: "queue" | "jobs") => void) => Effect.Effect<void, never, Scope.Scope>
+  readonly subscribe: (wake: (topic: WakeTopic) => void) => Effect.Effect<unknown, never, Scope.Scope>
   readonly pollInterval: Duration.DurationInput
 }
 

@@ -336,8 +336,12 @@ export const make: Effect.Effect<
           Effect.sync(() => listeners.add(onQueue)),
           () => Effect.sync(() => listeners.delete(onQueue))
         ),
-        // Settings changes wake the runner too, as the NOTIFY trigger on scheduler_meta does in Postgres.
-        meta.subscribe(onQueue)
+        // Settings changes wake the runner too, as the NOTIFY trigger on scheduler_meta does in Postgres. In memory
+        // no change can be missed: the subscription is always live.
+        Effect.as(
+          meta.subscribe(() => wake("settings")),
+          { live: () => true }
+        )
       )
     },
     cancel: (itemId) =>

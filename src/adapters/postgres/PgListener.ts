@@ -78,11 +78,15 @@ const describe = (cause: unknown): string => (cause instanceof Error ? cause.mes
  * const up = yield* listener.connected
  * ```
  */
-export const make: (
-  options: ListenerOptions
-) => Effect.Effect<{ readonly connected: Effect.Effect<boolean> }, never, Scope.Scope> = Effect.fnUntraced(function* (
-  options: ListenerOptions
-) {
+export const make: (options: ListenerOptions) => Effect.Effect<
+  {
+    readonly connected: Effect.Effect<boolean>
+    /** `connected`, read without an Effect (a hot path asks it often). */
+    readonly live: () => boolean
+  },
+  never,
+  Scope.Scope
+> = Effect.fnUntraced(function* (options: ListenerOptions) {
   const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
   const { channel, onNotify, onReconnect } = options
   const applicationName = `kairos-listener:${channel}`.slice(0, 63)
@@ -91,6 +95,8 @@ export const make: (
   const maxBackoff = Duration.max(initialBackoff, Duration.decode(options.reconnectBackoff?.max ?? "5 seconds"))
 
   const connected = yield* Ref.make(false)
+  // The same, for `live` (read without an Effect).
+  let listening = false
   const ready = yield* Deferred.make<void>()
   // pg calls us from its event emitter, outside any fiber: log through the caller's runtime (logger, annotations).
   const runtime = yield* Effect.runtime<never>()
@@ -133,6 +139,7 @@ export const make: (
   const close = (client: pg.Client, live: Live, exit: Exit.Exit<unknown, unknown>) =>
     Effect.gen(function* () {
       live.active = false
+      listening = false
       yield* Ref.set(connected, false)
       // UNLISTEN only on shutdown: a failed connection cannot answer, and ending the session drops the LISTEN anyway.
       if (live.listening && Exit.isInterrupted(exit)) {
@@ -162,6 +169,7 @@ export const make: (
         yield* attempt("listen", () => client.query(`LISTEN ${client.escapeIdentifier(channel)}`))
         live.listening = true
         yield* Ref.set(listeningSince, yield* Clock.currentTimeMillis)
+        listening = true
         yield* Ref.set(connected, true)
         yield* Deferred.succeed(ready, undefined)
         if (reconnecting && onReconnect !== undefined) {
@@ -202,5 +210,5 @@ export const make: (
 
   yield* Effect.forkScoped(loop)
   yield* Deferred.await(ready)
-  return { connected: Ref.get(connected) }
+  return { connected: Ref.get(connected), live: () => listening }
 })

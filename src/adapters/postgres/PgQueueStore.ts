@@ -31,7 +31,8 @@ import {
   type QueueClaim,
   type RecordInput,
   QueueStore,
-  QueueStoreError
+  QueueStoreError,
+  type Subscription
 } from "../../ports/QueueStore.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { mapPgErrors } from "./PgErrors.js"
@@ -580,10 +581,10 @@ export const make = (
         return PgListener.make({
           url,
           channel: wakeChannel,
-          onNotify: (payload) => wake(payload === "jobs" ? "jobs" : "queue"),
+          onNotify: (payload) => wake(payload === "jobs" ? "jobs" : payload === "settings" ? "settings" : "queue"),
           // Notifications sent while it was away are lost: look at everything.
           onReconnect: () => wake("jobs")
-        }).pipe(Effect.asVoid)
+        }).pipe(Effect.map((listener): Subscription => ({ live: listener.live })))
       },
 
       cancel: (itemId) =>
