@@ -210,6 +210,37 @@ describe("the queue across processes", () => {
   )
 
   it(
+    "a pause written while the listener is away still stops a busy worker, whose poll is a minute",
+    { timeout: 60_000 },
+    async () => {
+      db = await migratedSchema("qpauseaway")
+      // A busy worker trusts the switches it read while its listener listens: with the listener gone, it must read
+      // them at every tick again (the NOTIFY of this pause is lost), not wait for its one-minute poll.
+      const worker = startWorker(db, { config: { interval: "1 minute" } })
+      workers = [worker]
+      await worker.waitFor((e) => e.event === "ready")
+      await db.query(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread) SELECT 'sleepy', '20', 1 FROM generate_series(1, 2000)`
+      )
+      await worker.waitFor((e) => e.event === "end", 10_000)
+      await db.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [
+        `kairos-listener:${channel(db.schema)}`.slice(0, 63)
+      ])
+      await db.query(`INSERT INTO $schema.scheduler_meta (key, value) VALUES ('semaphore', 'red')`)
+      // Whatever was claimed before the pause finishes; then nothing more starts.
+      await sleep(3000)
+      const starts = () => worker.events.filter((e) => e.event === "start").length
+      const paused = starts()
+      await sleep(2000)
+      expect(starts()).toBe(paused)
+      expect(paused).toBeLessThan(2000)
+      await db.query(`UPDATE $schema.scheduler_meta SET value = 'green' WHERE key = 'semaphore'`)
+      await until(async () => starts() > paused, 10_000, "work to resume")
+      await worker.stop()
+    }
+  )
+
+  it(
     "the semaphore set to red by another process: nothing new starts; green: work resumes",
     { timeout: 60_000 },
     async () => {
