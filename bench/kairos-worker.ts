@@ -52,6 +52,9 @@ const main = async () => {
             event: "stats",
             rss: mem.rss,
             heapUsed: mem.heapUsed,
+            heapTotal: mem.heapTotal,
+            external: mem.external,
+            arrayBuffers: mem.arrayBuffers,
             cpuMs: (cpu.user + cpu.system) / 1000,
             ok: stats.ok,
             failed: stats.failed

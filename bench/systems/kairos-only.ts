@@ -223,6 +223,9 @@ export const memory = (ctx: Context, first: number, total: number): Promise<Figu
       child.send("stats")
       const b = await child.next("stats")
       const mb = (x: unknown) => Number(x) / 1024 / 1024
+      const parts = (s: Record<string, unknown>) =>
+        ["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"].map((k) => `${k} ${mb(s[k]).toFixed(1)}`).join(", ")
+      ctx.log(`  kairos memory after ${first}: ${parts(a)}; after ${total}: ${parts(b)} (MB)`)
       return {
         "rss.first": {
           value: mb(a["rss"]),
