@@ -445,7 +445,9 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     if (batch.length === 0) return
     // The chain's request is taken at each try, so a write retried later claims with its own time and lease.
     const completeAndClaim = source.completeAndClaim
+    let tries = 0
     const write = Effect.gen(function* () {
+      tries++
       const next = completeAndClaim === undefined ? undefined : yield* context.chain
       if (completeAndClaim === undefined || next === undefined)
         return { written: yield* source.complete(batch), claimed: [], next: undefined }
@@ -471,9 +473,14 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       // Written or not, the lease is no longer renewed: a dropped result's lease expires and the work is taken back.
       active.delete(finished.claim.key)
       if (written[i] === false) {
-        yield* Effect.logWarning("result refused: the execution's lease was lost").pipe(
-          Effect.annotateLogs({ taskType: finished.claim.job.taskType, jobId: finished.claim.job.id })
-        )
+        // A try that failed may have committed before its answer was lost: a later try then finds the lease gone
+        // because the result was written, not because the lease was lost. Which one cannot be told here.
+        yield* Effect.logWarning(
+          tries > 1
+            ? "result not confirmed: an earlier try of this write may have recorded it (its answer was lost), or " +
+                "the execution's lease was lost"
+            : "result refused: the execution's lease was lost"
+        ).pipe(Effect.annotateLogs({ taskType: finished.claim.job.taskType, jobId: finished.claim.job.id }))
       }
     }
     if (next !== undefined) yield* startClaimed(claimed, next)

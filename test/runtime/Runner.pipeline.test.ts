@@ -20,6 +20,8 @@ class Faults extends Context.Tag("test/Faults")<
     readonly loseLeases: (n: number) => Effect.Effect<void>
     /** Makes the next `n` lease renewals hang (a frozen network: no answer, no error). */
     readonly hangRenewals: (n: number) => Effect.Effect<void>
+    /** Makes the next `n` result writes die after they were written (a connection lost before its answer). */
+    readonly loseAnswers: (n: number) => Effect.Effect<void>
   }
 >() {}
 
@@ -44,7 +46,11 @@ const faultyStores = Layer.effectContext(
         QueueStore,
         QueueStore.of({
           ...queue,
-          recordResults: (...args) => maybeDie("recordResults", queue.recordResults(...args)),
+          recordResults: (...args) =>
+            maybeDie(
+              "recordResults",
+              Effect.tap(queue.recordResults(...args), () => maybeDie("answers", Effect.void))
+            ),
           // The writer's other way to record (with the claim of a freed sequential type's next item).
           recordAndClaim: (...args) => maybeDie("recordResults", queue.recordAndClaim(...args)),
           renewLeases: (...args) =>
@@ -67,7 +73,8 @@ const faultyStores = Layer.effectContext(
       Context.add(Faults, {
         die: (method, n) => Effect.sync(() => void remaining.set(method, n)),
         loseLeases: (n) => Effect.sync(() => void remaining.set("lose", n)),
-        hangRenewals: (n) => Effect.sync(() => void remaining.set("hang", n))
+        hangRenewals: (n) => Effect.sync(() => void remaining.set("hang", n)),
+        loseAnswers: (n) => Effect.sync(() => void remaining.set("answers", n))
       })
     )
   })
@@ -86,6 +93,27 @@ const faultyLayer = (config: Parameters<typeof Runner.layer>[0]) =>
   Runner.layer({ interval: "1 minute", heartbeatInterval: "1 day", ...config }).pipe(Layer.provideMerge(faultyStores))
 
 describe("long-lived fibers survive any cause", () => {
+  it.scoped("a write whose answer was lost is tried again; what it finds gone is not called a lost lease", () =>
+    Effect.gen(function* () {
+      logged.length = 0
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const faults = yield* Faults
+      yield* runner.register("t", () => undefined)
+      yield* faults.loseAnswers(1)
+      yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
+      yield* runner.start
+      yield* FakeClock.advance("10 seconds")
+      // Recorded once, by the first try; the second found its lease gone.
+      expect((yield* memory.processed).map((p) => p.payload)).toEqual(["a"])
+      expect(yield* memory.items).toEqual([])
+      expect(logged.some((l) => l.startsWith("WARN result not confirmed: an earlier try"))).toBe(true)
+      expect(logged.some((l) => l.includes("result refused"))).toBe(false)
+    }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
   it.scoped(
     "a store that dies (a defect) in the tick, the results writer and the renewal: logged, and work goes on",
     () =>
