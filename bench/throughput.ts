@@ -5,7 +5,7 @@
  *                                 sequential items of one type; DATABASE_URL or embedded)
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Logger, LogLevel } from "effect"
+import { type Duration, Effect, Logger, LogLevel } from "effect"
 import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
 import * as PgKairos from "../src/layers/PgKairos.js"
 import * as Runner from "../src/runtime/Runner.js"
@@ -15,6 +15,10 @@ const ITEMS = Number(process.env["BENCH_ITEMS"] ?? 20_000)
 const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 64)
 const BATCH = Number(process.env["BENCH_BATCH"] ?? 500)
 const THREAD = process.env["BENCH_THREAD"] === "0" ? 0 : 1
+// The runner's poll interval (the drain is woken by NOTIFY and its own claims, whatever it is).
+const INTERVAL = (process.env["BENCH_INTERVAL"] ?? "1 second") as Duration.DurationInput
+// BENCH_ASYNC=1: an async handler (a promise per execution, as the side-by-side bench's), else a plain function.
+const ASYNC = process.env["BENCH_ASYNC"] === "1"
 
 const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -22,7 +26,7 @@ const program = Effect.gen(function* () {
   const items = sql(`${schema}.queue_items`)
   yield* sql`TRUNCATE ${items} CASCADE`
   yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
-  yield* runner.register("noop", () => undefined)
+  yield* runner.register("noop", ASYNC ? async () => undefined : () => undefined)
   yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'noop', '{}', ${THREAD} FROM generate_series(1, ${ITEMS})`
   const start = performance.now()
   yield* runner.start
@@ -47,7 +51,7 @@ const main = (url: string) =>
   Effect.runPromise(
     program.pipe(
       Effect.provide(
-        PgKairos.layer({ url, schema, workers: WORKERS, batchSize: BATCH, interval: "1 second", maxConnections: 20 })
+        PgKairos.layer({ url, schema, workers: WORKERS, batchSize: BATCH, interval: INTERVAL, maxConnections: 20 })
       ),
       Effect.scoped,
       Logger.withMinimumLogLevel(LogLevel.Warning)

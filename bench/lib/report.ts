@@ -76,6 +76,7 @@ export const render = (options: {
   readonly kairosOnlySizes: {
     readonly cronJobs: number
     readonly claimRows: number
+    readonly claimBacklog: number
     readonly rssFirst: number
     readonly rssTotal: number
     readonly procs: ReadonlyArray<number>
@@ -200,6 +201,14 @@ export const render = (options: {
   put(`claimBatch(20) median, ${rows1} rows in processed_items (ms)`, "ms", a("claim.full"))
   if (a("claim.empty") !== undefined && a("claim.full") !== undefined) {
     put("… claim cost change", "%", { value: (a("claim.full")!.value / a("claim.empty")!.value - 1) * 100 })
+  }
+  put(
+    `claimBatch(20) median, ${ko.claimBacklog.toLocaleString("en-US")} more items queued (ms)`,
+    "ms",
+    a("claim.backlog")
+  )
+  if (a("claim.empty") !== undefined && a("claim.backlog") !== undefined) {
+    put("… claim cost change", "%", { value: (a("claim.backlog")!.value / a("claim.empty")!.value - 1) * 100 })
   }
   put("recordResults(20) median, empty processed_items (ms)", "ms", a("record.empty"))
   put(`recordResults(20) median, ${rows1} rows (ms)`, "ms", a("record.full"))

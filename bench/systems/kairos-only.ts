@@ -74,78 +74,98 @@ export const intervalJobs = (ctx: Context, config: KairosConfig, count: number, 
   })
 
 /**
- * The claim cost: medians of `claimBatch` of 20 and of `recordResults` of those 20, in two schemas side by side:
- * one with an empty `processed_items`, one with `rows` rows in it. The two are measured in turns (A B, B A, ...),
- * so caches, checkpoints and the machine's other load weigh on both alike.
+ * The claim cost: medians of `claimBatch` of 20 and of `recordResults` of those 20, in three schemas side by side:
+ * one with an empty `processed_items` and a short queue, one with `rows` rows in `processed_items`, and one with
+ * `backlogRows` more items queued (a backlog: before migration 0010, a backlog of tens of thousands made the
+ * claim's generic plan scan the whole queue). They are measured in turns (A B C, C B A, ...), so caches, checkpoints and
+ * the machine's other load weigh on all alike.
  */
-export const claimCost = (ctx: Context, rows: number, claims = 100): Promise<Figures> => {
+export const claimCost = (ctx: Context, rows: number, backlogRows: number, claims = 100): Promise<Figures> => {
   const full = { ...ctx, schema: `${ctx.schema}_full` }
+  const backlog = { ...ctx, schema: `${ctx.schema}_backlog` }
   return withKairos(ctx, DEFAULTS, (rtEmpty) =>
-    withKairos(full, DEFAULTS, async (rtFull) => {
-      const warmUp = 20
-      for (const [rt, c] of [
-        [rtEmpty, ctx],
-        [rtFull, full]
-      ] as const) {
-        await enqueueAll(rt, noopInputs((claims + warmUp) * 20, 1))
-        await c.admin.query(`ANALYZE ${quoteIdent(c.schema)}.queue_items`)
-      }
-      const t = now()
-      await ctx.admin.query(
-        `INSERT INTO ${quoteIdent(full.schema)}.processed_items
+    withKairos(full, DEFAULTS, (rtFull) =>
+      withKairos(backlog, DEFAULTS, async (rtBacklog) => {
+        const warmUp = 20
+        for (const [rt, c] of [
+          [rtEmpty, ctx],
+          [rtFull, full],
+          [rtBacklog, backlog]
+        ] as const) {
+          await enqueueAll(rt, noopInputs((claims + warmUp) * 20, 1))
+          await c.admin.query(`ANALYZE ${quoteIdent(c.schema)}.queue_items`)
+        }
+        const tb = now()
+        await ctx.admin.query(
+          `INSERT INTO ${quoteIdent(backlog.schema)}.queue_items (task_type, payload, thread)
+         SELECT 'noop', '{}', 1 FROM generate_series(1, $1::int)`,
+          [rows]
+        )
+        await ctx.admin.query(`VACUUM ANALYZE ${quoteIdent(backlog.schema)}.queue_items`)
+        ctx.log(`  ${backlogRows.toLocaleString("en-US")} more items queued in ${((now() - tb) / 1000).toFixed(1)} s`)
+        const t = now()
+        await ctx.admin.query(
+          `INSERT INTO ${quoteIdent(full.schema)}.processed_items
            (queue_item_id, task_type, payload, status, started_at, finished_at, duration_ms)
          SELECT g, 'noop', '{}', 'ok', now(), now(), 0 FROM generate_series(1, $1::int) g`,
-        [rows]
-      )
-      await ctx.admin.query(`VACUUM ANALYZE ${quoteIdent(full.schema)}.processed_items`)
-      await ctx.admin.query("CHECKPOINT").catch(() => undefined)
-      ctx.log(`  ${rows.toLocaleString("en-US")} processed_items rows in ${((now() - t) / 1000).toFixed(1)} s`)
-      const cycle = (rt: typeof rtEmpty) =>
-        rt.runPromise(
-          Effect.gen(function* () {
-            const queue = yield* QueueStore
-            const at = new Date()
-            const t0 = now()
-            const got: ReadonlyArray<QueueClaim> = yield* queue.claimBatch({
-              limit: 20,
-              taskTypes: ["noop"],
-              owner: "bench",
-              leaseUntil: new Date(at.getTime() + 600_000),
-              now: at,
-              repeatAfter: at
-            })
-            const t1 = now()
-            yield* queue.recordResults(
-              got.map((claim) => ({ claim, result: { startedAt: at, finishedAt: new Date() } }))
-            )
-            const t2 = now()
-            if (got.length !== 20) return yield* Effect.die(new Error(`claimBatch returned ${got.length} of 20`))
-            return { claim: t1 - t0, record: t2 - t1 }
-          })
+          [rows]
         )
-      const times = {
-        empty: { claim: [] as Array<number>, record: [] as Array<number> },
-        full: { claim: [] as Array<number>, record: [] as Array<number> }
-      }
-      for (let i = 0; i < claims + warmUp; i++) {
-        const order = i % 2 === 0 ? (["empty", "full"] as const) : (["full", "empty"] as const)
-        for (const which of order) {
-          const got = await cycle(which === "empty" ? rtEmpty : rtFull)
-          // The first rounds warm up (prepared statements, caches).
-          if (i >= warmUp) {
-            times[which].claim.push(got.claim)
-            times[which].record.push(got.record)
+        await ctx.admin.query(`VACUUM ANALYZE ${quoteIdent(full.schema)}.processed_items`)
+        await ctx.admin.query("CHECKPOINT").catch(() => undefined)
+        ctx.log(`  ${rows.toLocaleString("en-US")} processed_items rows in ${((now() - t) / 1000).toFixed(1)} s`)
+        const cycle = (rt: typeof rtEmpty) =>
+          rt.runPromise(
+            Effect.gen(function* () {
+              const queue = yield* QueueStore
+              const at = new Date()
+              const t0 = now()
+              const got: ReadonlyArray<QueueClaim> = yield* queue.claimBatch({
+                limit: 20,
+                taskTypes: ["noop"],
+                owner: "bench",
+                leaseUntil: new Date(at.getTime() + 600_000),
+                now: at,
+                repeatAfter: at
+              })
+              const t1 = now()
+              yield* queue.recordResults(
+                got.map((claim) => ({ claim, result: { startedAt: at, finishedAt: new Date() } }))
+              )
+              const t2 = now()
+              if (got.length !== 20) return yield* Effect.die(new Error(`claimBatch returned ${got.length} of 20`))
+              return { claim: t1 - t0, record: t2 - t1 }
+            })
+          )
+        const times = {
+          empty: { claim: [] as Array<number>, record: [] as Array<number> },
+          full: { claim: [] as Array<number>, record: [] as Array<number> },
+          backlog: { claim: [] as Array<number>, record: [] as Array<number> }
+        }
+        const runtimes = { empty: rtEmpty, full: rtFull, backlog: rtBacklog }
+        for (let i = 0; i < claims + warmUp; i++) {
+          const order = i % 2 === 0 ? (["empty", "full", "backlog"] as const) : (["backlog", "full", "empty"] as const)
+          for (const which of order) {
+            const got = await cycle(runtimes[which])
+            // The first rounds warm up (prepared statements, caches).
+            if (i >= warmUp) {
+              times[which].claim.push(got.claim)
+              times[which].record.push(got.record)
+            }
           }
         }
-      }
-      const rowsText = `${rows.toLocaleString("en-US")} rows`
-      return {
-        "claim.empty": { value: median(times.empty.claim) },
-        "claim.full": { value: median(times.full.claim), detail: rowsText },
-        "record.empty": { value: median(times.empty.record) },
-        "record.full": { value: median(times.full.record), detail: rowsText }
-      }
-    })
+        const rowsText = `${rows.toLocaleString("en-US")} rows`
+        return {
+          "claim.empty": { value: median(times.empty.claim) },
+          "claim.full": { value: median(times.full.claim), detail: rowsText },
+          "record.empty": { value: median(times.empty.record) },
+          "record.full": { value: median(times.full.record), detail: rowsText },
+          "claim.backlog": {
+            value: median(times.backlog.claim),
+            detail: `${backlogRows.toLocaleString("en-US")} queued`
+          }
+        }
+      })
+    )
   )
 }
 
@@ -224,7 +244,9 @@ export const memory = (ctx: Context, first: number, total: number): Promise<Figu
       const b = await child.next("stats")
       const mb = (x: unknown) => Number(x) / 1024 / 1024
       const parts = (s: Record<string, unknown>) =>
-        ["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"].map((k) => `${k} ${mb(s[k]).toFixed(1)}`).join(", ")
+        ["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"]
+          .map((k) => `${k} ${mb(s[k]).toFixed(1)}`)
+          .join(", ")
       ctx.log(`  kairos memory after ${first}: ${parts(a)}; after ${total}: ${parts(b)} (MB)`)
       return {
         "rss.first": {

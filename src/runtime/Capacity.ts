@@ -57,9 +57,11 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     // A FIFO with a moving head: shift() on a large array is linear.
     let queue: Array<Task> = []
     let head = 0
+    // Up to two batches: a claim (at most a batch) is made while a batch is still buffered, so quick handlers
+    // have work while it is in flight, and each claim takes a whole batch rather than the half just freed.
     const buffer = () =>
       Math.min(
-        config.batchSize,
+        2 * config.batchSize,
         Math.max(config.workers, Math.floor((config.workers * BUFFER_MS) / Math.max(averageMs, 0.01)))
       )
     const next = (): Task | undefined => {

@@ -132,7 +132,8 @@ describe("kairos commands", () => {
           "0006_unfinished_runs",
           "0007_delayed_unique_items",
           "0008_retention",
-          "0009_item_retries"
+          "0009_item_retries",
+          "0010_claim_by_index"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })
