@@ -20,36 +20,51 @@ const PgQueue = (label: string) =>
 suite("postgres", PgQueue("queue"))
 
 layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })("queue tables", (it) => {
-  it.effect("a claim reads queue_items through its indexes only, whatever the backlog (no sequential scan)", () =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const schema = yield* TestSchema
-      const items = sql(`${schema}.queue_items`)
-      yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'backlog', '{}', 1 FROM generate_series(1, 40000)`
-      yield* sql`ANALYZE ${items}`
-      // The sequential scans of the queue this session counts (it may include its earlier, unflushed statements:
-      // hence a difference, in one transaction), around the claim function as the store calls it.
-      const seqScans = Effect.map(
-        sql<{ n: number }>`SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables
+  it.effect(
+    "a claim and its record read queue_items through its indexes only, whatever the backlog (no sequential scan)",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const items = sql(`${schema}.queue_items`)
+        yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'backlog', '{}', 1 FROM generate_series(1, 40000)`
+        yield* sql`ANALYZE ${items}`
+        // The sequential scans of the queue this session counts (it may include its earlier, unflushed statements:
+        // hence a difference, in one transaction), around the store's claims and records.
+        const seqScans = Effect.map(
+          sql<{ n: number }>`SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables
           WHERE relid = ${`${schema}.queue_items`}::regclass`,
-        (rows) => rows[0]!.n
-      )
-      const scans = yield* sql.withTransaction(
-        Effect.gen(function* () {
-          const before = yield* seqScans
-          const at = new Date()
-          for (const limit of [20, 500]) {
-            const rows = yield* sql`SELECT id FROM ${sql(`${schema}.kairos_claim`)}(${["backlog"]}::text[],
-              ${limit}::int, 'scan-test', ${at}::timestamptz, ${new Date(at.getTime() + 60_000)}::timestamptz,
-              ${at}::timestamptz)`
-            expect(rows.length).toBe(limit)
-          }
-          return (yield* seqScans) - before
-        })
-      )
-      expect(scans).toBe(0)
-      yield* sql`DELETE FROM ${items} WHERE task_type = 'backlog'`
-    })
+          (rows) => rows[0]!.n
+        )
+        const scans = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const queue = yield* QueueStore
+            const before = yield* seqScans
+            const at = new Date()
+            for (const limit of [20, 500]) {
+              const claims = yield* queue.claimBatch({
+                limit,
+                taskTypes: ["backlog"],
+                owner: "scan-test",
+                now: at,
+                leaseUntil: new Date(at.getTime() + 60_000),
+                repeatAfter: at
+              })
+              expect(claims.length).toBe(limit)
+              const recorded = yield* queue.recordResults(
+                claims.map((claim, i) => ({
+                  claim,
+                  result: { startedAt: at, finishedAt: at, error: i % 2 === 0 ? undefined : "failed" }
+                }))
+              )
+              expect(recorded.every((r) => r)).toBe(true)
+            }
+            return (yield* seqScans) - before
+          })
+        )
+        expect(scans).toBe(0)
+        yield* sql`DELETE FROM ${items} WHERE task_type = 'backlog'`
+      })
   )
 
   it.effect("rows inserted by plain SQL are normalised like the API's", () =>
