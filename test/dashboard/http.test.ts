@@ -117,6 +117,28 @@ describe("pages", () => {
     expect(await count("task_type=nothing-like-this")).toBe(0)
   })
 
+  it("shows an item's runs left (max_runs counts down) and the failures of its current run", async () => {
+    // An item of three runs after two finished, its third failed twice and waiting for a retry.
+    const [row] = await db.query<{ id: string }>(
+      `INSERT INTO $schema.queue_items (task_type, payload, max_runs) VALUES ('three-runs', '{}', 3) RETURNING id::text AS id`
+    )
+    const id = row!.id
+    try {
+      await db.query(`UPDATE $schema.queue_items SET max_runs = 1, runs_done = 2, failures = 2 WHERE id = $1`, [id])
+      const list = (await get("/queue?task_type=three-runs")).text
+      const cells = [
+        ...(/<tr data-id="\d+">([\s\S]*?)<\/tr>/.exec(list)?.[1] ?? "").matchAll(/<td class="num">([^<]*)<\/td>/g)
+      ]
+      // priority, runs left, failures, thread
+      expect(cells.map((m) => m[1])).toEqual(["0", "1", "2", "0"])
+      const detail = (await get(`/queue/${id}`)).text
+      expect(detail).toContain("2 done, 1 left")
+      expect(detail).toMatch(/<dt>failures<\/dt>\s*<dd>2 of the current run/)
+    } finally {
+      await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [id])
+    }
+  })
+
   it("pages the queue in claim order", async () => {
     const first = await get("/queue")
     const second = await get("/queue?page=2")

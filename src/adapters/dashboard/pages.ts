@@ -20,6 +20,9 @@ export interface PageContext {
   readonly now: Date
 }
 
+/** `max_runs` counts down as runs finish: it is the runs left (-1: for ever). */
+const runsLeft = (maxRuns: number): string => (maxRuns === -1 ? "∞" : String(Math.max(0, maxRuns)))
+
 // Display lengths: enough to recognise a value in a table; the detail pages show the full text.
 const CELL = 80
 const PAYLOAD_CELL = 100
@@ -329,6 +332,9 @@ export const queue = (
                 <th>status</th>
                 <th class="num">priority</th>
                 <th class="num">runs left</th>
+                <th class="num" title="failed attempts of the current run, retried under the item's policy">
+                  failures
+                </th>
                 <th class="num">thread</th>
                 <th>created</th>
                 <th>run after</th>
@@ -348,7 +354,8 @@ export const queue = (
                     </td>
                     <td>${badge(item.status)}</td>
                     <td class="num">${item.priority}</td>
-                    <td class="num">${item.maxRuns === -1 ? "∞" : Math.max(0, item.maxRuns - item.runsDone)}</td>
+                    <td class="num">${runsLeft(item.maxRuns)}</td>
+                    <td class="num">${item.failures}</td>
                     <td class="num">${item.thread}</td>
                     <td>${time(item.createdAt, ctx.now)}</td>
                     <td>${time(item.runAfter, ctx.now)}</td>
@@ -437,7 +444,9 @@ export const item = (
               <dt>priority</dt>
               <dd>${it.priority}</dd>
               <dt>runs</dt>
-              <dd>${it.runsDone} done of ${it.maxRuns === -1 ? "∞" : it.maxRuns}</dd>
+              <dd>${it.runsDone} done, ${runsLeft(it.maxRuns)} left</dd>
+              <dt>failures</dt>
+              <dd>${it.failures} of the current run${it.failures > 0 ? " (retried under its policy)" : ""}</dd>
               <dt>thread</dt>
               <dd>${it.thread === 1 ? "1 (concurrent)" : "0 (sequential)"}</dd>
               <dt>created</dt>

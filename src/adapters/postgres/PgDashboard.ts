@@ -78,8 +78,11 @@ const ItemRow = Schema.Struct({
   payload: Schema.NullOr(Schema.String),
   status: QueueStatus,
   priority: Schema.Int,
+  /** Runs left (it counts down as runs finish; -1: for ever). */
   maxRuns: from(Schema.Int, "max_runs"),
   runsDone: from(Schema.Int, "runs_done"),
+  /** Failed attempts of the current run, each retried under the item's retry policy. */
+  failures: Schema.Int,
   thread: Schema.Int,
   createdAt: from(Time, "created_at"),
   runAfter: from(NullTime, "run_after"),
@@ -218,7 +221,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
 
     const itemColumns = (full: boolean) => sql`
       i.id::text AS id, i.task_type, ${full ? sql`i.payload` : preview(sql`i.payload`)} AS payload, i.status,
-      i.priority, i.max_runs, i.runs_done, i.thread, i.created_at, i.run_after, i.unique_key,
+      i.priority, i.max_runs, i.runs_done, i.failures, i.thread, i.created_at, i.run_after, i.unique_key,
       ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled`
     const executionColumns = (full: boolean) => sql`
       p.id::text AS id, p.queue_item_id::text AS queue_item_id, p.task_type,
