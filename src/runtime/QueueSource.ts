@@ -150,7 +150,7 @@ export const make = (options: {
           const handled = next.taskTypes.filter((t) => types.has(t))
           // Under a rate limit, starts are counted by the tick's claims only.
           if (config.rateLimit > 0 || handled.length === 0 || next.limit <= 0)
-            return { written: yield* complete(finished), claimed: [] }
+            return { written: yield* complete(finished), claimed: [], chained: false }
           const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
             limit: Math.min(next.limit, handled.length),
             taskTypes: handled,
@@ -159,8 +159,16 @@ export const make = (options: {
             now: next.now,
             repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval))
           })
-          return { written: recorded, claimed: claims.map(toClaimed) }
+          // Chained when every freed type got its next sequential item. One that got none may be empty, or its claim
+          // may have lost to another instance's tick holding the type's lock: a tick then looks again.
+          const chained =
+            next.limit >= handled.length &&
+            handled.every((t) => claims.some((c) => c.item.taskType === t && c.item.thread === 0))
+          return { written: recorded, claimed: claims.map(toClaimed), chained }
         }),
+      // A run-once sequential item frees only its type's slot, which the write's chained claim takes again. Under a
+      // rate limit nothing is chained.
+      chains: (claimed) => config.rateLimit <= 0 && claimed.claim.item.thread === 0 && claimed.claim.item.maxRuns === 1,
       // Everything this owner still holds is handed back (its interrupted executions among them).
       release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner))
     }

@@ -211,6 +211,14 @@ export const make = (
     const signalNow = (queue: Queue.Queue<void>) => void Queue.unsafeOffer(queue, undefined)
     // The writer is signalled once per batch, not once per result: reset when it takes the signal.
     let writerSignalled = false
+    // Whether a tick may be skipped after a chained result (see `needsTick`): the last tick's queue claim took less
+    // than it asked (nothing else was claimable then), no wake-up came since, and that tick was recent enough for
+    // the rescue of expired leases, which ticks do, not to fall behind.
+    let queueQuiet = false
+    let lastTickAtMs = Number.NEGATIVE_INFINITY
+    const clock = yield* Effect.clock
+    const needsTick = (chained: boolean) =>
+      !chained || !queueQuiet || clock.unsafeCurrentTimeMillis() - lastTickAtMs >= leaseMs / 3
     // The timeout watch is woken only by a deadline sooner than the one it sleeps until.
     const deadlineSooner = yield* Queue.sliding<void>(1)
     let watchedUntil = Number.POSITIVE_INFINITY
@@ -242,11 +250,12 @@ export const make = (
         capacity.started()
       },
       stopped: capacity.stopped,
-      ended: (result) => {
+      ended: (result, chained) => {
         // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
         if (result === undefined || result.failed) stats.failed++
         else stats.ok++
-        if (capacity.ended()) signalNow(wake)
+        // The buffer ran low: claim more, unless all this could free is claimed again with its result (a chain).
+        if (capacity.ended() && needsTick(chained)) signalNow(wake)
       },
       resultsReady: () => {
         if (writerSignalled) return
@@ -254,7 +263,9 @@ export const make = (
         signalNow(resultsReady)
       },
       leasesHeld: () => signalNow(leasesHeld),
-      written: () => signalNow(wake),
+      written: (chained) => {
+        if (needsTick(chained)) signalNow(wake)
+      },
       deadline: (atMs) => {
         if (atMs >= watchedUntil) return
         watchedUntil = atMs
@@ -341,6 +352,7 @@ export const make = (
           overlapped: 0,
           rescued: 0
         })
+        queueQuiet = false
         if (yield* Ref.get(stopping)) return { report: idle("stopped"), interval: config.interval }
         const switches = yield* currentSwitches(force)
         const interval = switches.interval
@@ -348,6 +360,7 @@ export const make = (
         if (!switches.enabled) return { report: idle("disabled"), interval }
         let room = capacity.room()
         const now = yield* clockNow
+        lastTickAtMs = now.getTime()
         const request = requestAt(now, interval, force)
         if (room <= 0) {
           // Every worker busy: only what takes no worker (an overlapped slot recorded as skipped) is done now.
@@ -369,7 +382,11 @@ export const make = (
           const report = yield* lane.claimAndStart({ ...request, limit: room })
           room -= report.started
           started += report.started
-          if (lane.kind === "queue") queued += report.started
+          if (lane.kind === "queue") {
+            queued += report.started
+            // It took less than it could: nothing else of the queue was claimable.
+            queueQuiet = room > 0
+          }
           overlapped += report.overlapped
           rescued += report.rescued
         }
@@ -557,6 +574,7 @@ export const make = (
           // An operator changed a job, or changes may have been missed: the next tick reads the job tables whatever
           // they were last known to hold, and the settings.
           if (topic === "jobs") lookEverywhere = true
+          queueQuiet = false
           if (topic !== "queue") {
             settingsChanges++
             // The writer stops chaining claims until a tick has read the change.
@@ -633,6 +651,7 @@ export const make = (
       wake: Effect.zipRight(
         Effect.sync(() => {
           lookEverywhere = true
+          queueQuiet = false
         }),
         signal(wake)
       ),

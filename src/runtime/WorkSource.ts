@@ -93,8 +93,21 @@ export interface WorkSource<C extends Claimed, E> {
     | ((
         finished: ReadonlyArray<Finished<C>>,
         next: ClaimRequest
-      ) => Effect.Effect<{ readonly written: ReadonlyArray<boolean>; readonly claimed: ReadonlyArray<C> }, E>)
+      ) => Effect.Effect<
+        {
+          readonly written: ReadonlyArray<boolean>
+          readonly claimed: ReadonlyArray<C>
+          /** The claim looked for the next item of every type the batch freed (false: it was only completed). */
+          readonly chained: boolean
+        },
+        E
+      >)
     | undefined
+  /**
+   * Whether this execution, once it succeeded, frees nothing but what `completeAndClaim` claims again along with its
+   * result (the next item of a sequential type): the runner then needs no tick for it.
+   */
+  readonly chains?: ((claim: C) => boolean) | undefined
   /** Hands back executions interrupted by a forced stop, so another instance takes them at once. */
   readonly release: (interrupted: ReadonlyArray<C>, now: Date) => Effect.Effect<void, E>
 }
@@ -121,14 +134,20 @@ export interface LaneContext {
   readonly started: () => void
   /** A started handler returned after `tookMs` (undefined: it was interrupted). */
   readonly stopped: (tookMs: number | undefined) => void
-  /** An execution ended with `result` (or never ran to a result: undefined); its claim no longer counts. */
-  readonly ended: (result: Result.Result | undefined) => void
+  /**
+   * An execution ended with `result` (or never ran to a result: undefined); its claim no longer counts. `chained`:
+   * it succeeded and its result will be written with a claim of what it frees (see `WorkSource.chains`).
+   */
+  readonly ended: (result: Result.Result | undefined, chained: boolean) => void
   /** A result is waiting for the writer. */
   readonly resultsReady: () => void
   /** Leases are now held (the renewal round should run). */
   readonly leasesHeld: () => void
-  /** A batch of results was written: work they blocked (a sequential type, an item's next run) may be claimable. */
-  readonly written: () => void
+  /**
+   * A batch of results was written: work they blocked (a sequential type, an item's next run) may be claimable.
+   * `chained`: every result in it was chainable and the write claimed again what they freed.
+   */
+  readonly written: (chained: boolean) => void
   /**
    * What the results writer may claim along with a batch (see `WorkSource.completeAndClaim`): undefined while the
    * runner is paused, disabled, stopping or full (the tick claims then, as usual).
@@ -219,6 +238,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   context: LaneContext
 ): Lane<E> => {
   const active = new Map<string, Entry<C>>()
+  const chainable = (claim: C, result: Result.Result) =>
+    source.chains !== undefined && !Result.isFailure(result) && source.chains(claim)
   const waiting: Array<Finished<C>> = []
   const annotations = (job: Job) => ({ kind: source.kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt })
 
@@ -229,7 +250,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     waiting.push({ claim: entry.claim, result, startedAt: new Date(startedAt), finishedAt: new Date(finishedAt) })
     // The result is written by the runner's writer; the worker is free as soon as the handler returns.
     context.resultsReady()
-    context.ended(result)
+    context.ended(result, chainable(entry.claim, result))
     if (context.executed !== undefined) {
       const failed = Result.isFailure(result)
       context.executed({
@@ -247,7 +268,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     entry.running = false
     entry.fiber = undefined
     context.stopped(undefined)
-    context.ended(undefined)
+    context.ended(undefined, false)
     if (context.executed !== undefined) {
       context.executed({
         job: entry.claim.job,
@@ -308,7 +329,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       const job = entry.claim.job
       if (entry.lost) {
         entry.running = false
-        context.ended(undefined)
+        context.ended(undefined, false)
         return Effect.logWarning("lease lost before the execution started: it was not run").pipe(
           Effect.annotateLogs(annotations(job))
         )
@@ -392,7 +413,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
           cancel: () => {
             entry.running = false
             entry.interrupted = true
-            context.ended(undefined)
+            context.ended(undefined, false)
           }
         })
       }
@@ -450,11 +471,11 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       tries++
       const next = completeAndClaim === undefined ? undefined : yield* context.chain
       if (completeAndClaim === undefined || next === undefined)
-        return { written: yield* source.complete(batch), claimed: [], next: undefined }
+        return { written: yield* source.complete(batch), claimed: [], chained: false, next: undefined }
       return { ...(yield* completeAndClaim(batch, next)), next }
     })
     // Any cause is retried, defects included: a store that dies on a dead connection may work on the next try.
-    const { claimed, next, written } = yield* write.pipe(
+    const { chained, claimed, next, written } = yield* write.pipe(
       Effect.sandbox,
       Effect.retry(resultWriteRetry),
       Effect.unsandbox,
@@ -464,7 +485,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
             "recording results failed; their executions run again once their leases expire (nothing is lost)",
             cause
           ),
-          { written: batch.map(() => undefined), claimed: [] as ReadonlyArray<C>, next: undefined }
+          { written: batch.map(() => undefined), claimed: [] as ReadonlyArray<C>, chained: false, next: undefined }
         )
       )
     )
@@ -484,7 +505,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       }
     }
     if (next !== undefined) yield* startClaimed(claimed, next)
-    context.written()
+    context.written(chained && batch.every((f) => chainable(f.claim, f.result)))
   }).pipe(Effect.annotateLogs({ kind: source.kind }))
 
   const releaseInterrupted = (now: Date) =>

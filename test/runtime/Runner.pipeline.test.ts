@@ -353,13 +353,20 @@ const chainLayer = Runner.layer({ interval: "1 day", heartbeatInterval: "1 day",
       Effect.gen(function* () {
         const { memory, store } = yield* MemoryQueueStore.make
         const chained = yield* Ref.make(0)
+        const claims = yield* Ref.make(0)
         const recordAndClaim: typeof store.recordAndClaim = (results, options) =>
           Effect.tap(store.recordAndClaim(results, options), ({ claims }) =>
             Ref.update(chained, (n) => n + claims.length)
           )
-        return Context.make(QueueStore, QueueStore.of({ ...store, recordAndClaim })).pipe(
+        const claimBatch: typeof store.claimBatch = (options) =>
+          Effect.zipRight(
+            Ref.update(claims, (n) => n + 1),
+            store.claimBatch(options)
+          )
+        return Context.make(QueueStore, QueueStore.of({ ...store, recordAndClaim, claimBatch })).pipe(
           Context.add(MemoryQueueStore.MemoryQueue, memory),
-          Context.add(Chained, chained)
+          Context.add(Chained, chained),
+          Context.add(TickClaims, claims)
         )
       })
     ).pipe(
@@ -371,6 +378,8 @@ const chainLayer = Runner.layer({ interval: "1 day", heartbeatInterval: "1 day",
 )
 
 class Chained extends Context.Tag("test/Chained")<Chained, Ref.Ref<number>>() {}
+/** The claims made by ticks (claimBatch), as opposed to those made along with results. */
+class TickClaims extends Context.Tag("test/TickClaims")<TickClaims, Ref.Ref<number>>() {}
 
 describe("sequential chains", () => {
   it.scoped("a sequential item's result and its type's next item go in one store call: no tick per item", () =>
@@ -389,6 +398,86 @@ describe("sequential chains", () => {
       expect((yield* memory.processed).map((p) => p.payload)).toEqual(["1", "2", "3", "4", "5"])
       // The first came with a tick; each of the others with its predecessor's result.
       expect(yield* Ref.get(yield* Chained)).toBe(4)
+    }).pipe(Effect.provide(chainLayer))
+  )
+
+  it.scoped(
+    "while nothing else is claimable, a chain runs without ticks: one claim, then each item with a result",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        yield* runner.register("s", () => undefined)
+        const payloads = Array.from({ length: 30 }, (_, i) => String(i))
+        yield* queue.enqueueMany(
+          payloads.map((payload) => ({ taskType: "s", payload })),
+          yield* FakeClock.now
+        )
+        yield* runner.start
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 30))
+        expect((yield* memory.processed).map((p) => p.payload)).toEqual(payloads)
+        expect(yield* Ref.get(yield* Chained)).toBe(29)
+        // The start's tick, and one more at the end, when the last result found its type empty: in between, each
+        // result claimed its successor, and nothing else could be claimed.
+        expect(yield* Ref.get(yield* TickClaims)).toBe(2)
+      }).pipe(Effect.provide(chainLayer))
+  )
+
+  it.scoped("an item that arrives during a chain is claimed at once (its wake-up ticks)", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("s", (job) =>
+        job.payload === "3"
+          ? Effect.asVoid(Effect.flatMap(FakeClock.now, (now) => queue.enqueue({ taskType: "t", payload: "t" }, now)))
+          : Effect.void
+      )
+      yield* runner.register("t", () => undefined)
+      yield* queue.enqueueMany(
+        Array.from({ length: 10 }, (_, i) => ({ taskType: "s", payload: String(i) })),
+        yield* FakeClock.now
+      )
+      yield* runner.start
+      // No clock movement: the item of the other type does not wait for a poll (a day here).
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 11))
+      expect((yield* memory.processed).filter((p) => p.taskType === "t").length).toBe(1)
+    }).pipe(Effect.provide(chainLayer))
+  )
+
+  it.scoped("a failure in a chain wakes the runner: the retry runs at its backoff, not at the next poll", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      let failedOnce = false
+      yield* runner.register(
+        "s",
+        (job) => {
+          if (job.payload === "1" && !failedOnce) {
+            failedOnce = true
+            throw new Error("first try fails")
+          }
+        },
+        { retry: { attempts: 2, backoff: "10 seconds" } }
+      )
+      yield* queue.enqueueMany(
+        ["1", "2"].map((payload) => ({ taskType: "s", payload })),
+        yield* FakeClock.now
+      )
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      yield* FakeClock.advance("11 seconds")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 3))
+      expect((yield* memory.processed).map((p) => [p.payload, p.status])).toEqual([
+        ["1", "error"],
+        ["2", "ok"],
+        ["1", "ok"]
+      ])
     }).pipe(Effect.provide(chainLayer))
   )
 
