@@ -94,8 +94,7 @@ export const make: (options: ListenerOptions) => Effect.Effect<
   const initialBackoff = Duration.decode(options.reconnectBackoff?.initial ?? "100 millis")
   const maxBackoff = Duration.max(initialBackoff, Duration.decode(options.reconnectBackoff?.max ?? "5 seconds"))
 
-  const connected = yield* Ref.make(false)
-  // The same, for `live` (read without an Effect).
+  // Whether the current connection listens: read as `connected` (an Effect) and `live` (a plain call).
   let listening = false
   const ready = yield* Deferred.make<void>()
   // pg calls us from its event emitter, outside any fiber: log through the caller's runtime (logger, annotations).
@@ -140,7 +139,6 @@ export const make: (options: ListenerOptions) => Effect.Effect<
     Effect.gen(function* () {
       live.active = false
       listening = false
-      yield* Ref.set(connected, false)
       // UNLISTEN only on shutdown: a failed connection cannot answer, and ending the session drops the LISTEN anyway.
       if (live.listening && Exit.isInterrupted(exit)) {
         yield* Effect.tryPromise(() => client.query(`UNLISTEN ${client.escapeIdentifier(channel)}`)).pipe(
@@ -170,7 +168,6 @@ export const make: (options: ListenerOptions) => Effect.Effect<
         live.listening = true
         yield* Ref.set(listeningSince, yield* Clock.currentTimeMillis)
         listening = true
-        yield* Ref.set(connected, true)
         yield* Deferred.succeed(ready, undefined)
         if (reconnecting && onReconnect !== undefined) {
           yield* Effect.try(onReconnect).pipe(
@@ -210,5 +207,5 @@ export const make: (options: ListenerOptions) => Effect.Effect<
 
   yield* Effect.forkScoped(loop)
   yield* Deferred.await(ready)
-  return { connected: Ref.get(connected), live: () => listening }
+  return { connected: Effect.sync(() => listening), live: () => listening }
 })
