@@ -4,7 +4,8 @@
  * Not a test: nothing is asserted.
  *
  *   npm run build:bench && node .bench-build/bench/runner-overhead.js
- *   (BENCH_ITEMS=200000, BENCH_WORKERS=1, BENCH_BATCH=20, BENCH_ASYNC=1 for an async handler)
+ *   (BENCH_ITEMS=200000, BENCH_WORKERS=1, BENCH_BATCH=20, BENCH_ASYNC=1 for an async handler, BENCH_THREAD=0 for
+ *   sequential items: one in flight, each result written with the claim of the next, as a chain runs)
  */
 import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as EmptyQueueStore from "../src/adapters/memory/EmptyQueueStore.js"
@@ -18,44 +19,58 @@ const WORKERS = Number(process.env["BENCH_WORKERS"] ?? 1)
 const BATCH = Number(process.env["BENCH_BATCH"] ?? 20)
 // BENCH_ASYNC=1: an async handler (a promise per execution, as graphile-worker's tasks are), else a plain function.
 const ASYNC = process.env["BENCH_ASYNC"] === "1"
+const THREAD = process.env["BENCH_THREAD"] === "0" ? 0 : 1
 
 const synthetic = Layer.effect(
   QueueStore,
   Effect.gen(function* () {
     const empty = yield* QueueStore
     let next = 0
+    let inFlight = 0
     const created = new Date()
+    const take = (limit: number) => {
+      // Sequential items: one of the type at a time.
+      const room = THREAD === 0 ? Math.min(1, 1 - inFlight) : limit
+      const n = Math.max(0, Math.min(room, ITEMS - next))
+      const claims: Array<QueueClaim> = []
+      for (let i = 0; i < n; i++) {
+        const id = String(++next)
+        claims.push({
+          item: {
+            id,
+            taskType: "noop",
+            payload: "{}",
+            status: "processing",
+            priority: 0,
+            maxRuns: 1,
+            thread: THREAD,
+            runAfter: null,
+            uniqueKey: null,
+            createdAt: created,
+            updatedAt: created
+          },
+          runsDone: 0,
+          attempt: 1,
+          leaseId: id,
+          token: id
+        })
+      }
+      inFlight += n
+      return claims
+    }
     return QueueStore.of({
       ...empty,
-      claimBatch: (options) =>
+      claimBatch: (options) => Effect.sync(() => take(options.limit)),
+      recordAndClaim: (results, options) =>
         Effect.sync(() => {
-          const n = Math.max(0, Math.min(options.limit, ITEMS - next))
-          const claims: Array<QueueClaim> = []
-          for (let i = 0; i < n; i++) {
-            const id = String(++next)
-            claims.push({
-              item: {
-                id,
-                taskType: "noop",
-                payload: "{}",
-                status: "processing",
-                priority: 0,
-                maxRuns: 1,
-                thread: 1,
-                runAfter: null,
-                uniqueKey: null,
-                createdAt: created,
-                updatedAt: created
-              },
-              runsDone: 0,
-              attempt: 1,
-              leaseId: id,
-              token: id
-            })
-          }
-          return claims
+          inFlight -= results.length
+          return { recorded: results.map(() => true), claims: take(options.limit) }
         }),
-      recordResults: (results) => Effect.succeed(results.map(() => true)),
+      recordResults: (results) =>
+        Effect.sync(() => {
+          inFlight -= results.length
+          return results.map(() => true)
+        }),
       renewLeases: (claims) => Effect.succeed(claims.map((c) => c.leaseId))
     })
   })
@@ -78,7 +93,7 @@ const program = Effect.gen(function* () {
   const cpu = process.cpuUsage(cpu0)
   console.log(
     `runner alone, ${ITEMS.toLocaleString("en")} no-op executions: ${Math.round(ITEMS / seconds).toLocaleString("en")}/s, ` +
-      `client CPU ${((cpu.user + cpu.system) / 1000 / ITEMS).toFixed(4)} ms/item (workers ${WORKERS}, batch ${BATCH}, ${ASYNC ? "async" : "sync"} handler)`
+      `client CPU ${((cpu.user + cpu.system) / 1000 / ITEMS).toFixed(4)} ms/item (workers ${WORKERS}, batch ${BATCH}, thread ${THREAD}, ${ASYNC ? "async" : "sync"} handler)`
   )
   yield* runner.stop
 })

@@ -28,6 +28,8 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         const schema = yield* TestSchema
         const items = sql(`${schema}.queue_items`)
         yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'backlog', '{}', 1 FROM generate_series(1, 40000)`
+        yield* sql`INSERT INTO ${items} (task_type, payload, thread)
+          SELECT 'backlog-seq', '{}', 0 FROM generate_series(1, 20000)`
         yield* sql`ANALYZE ${items}`
         // The sequential scans of the queue this session counts (it may include its earlier, unflushed statements:
         // hence a difference, in one transaction), around the store's claims and records.
@@ -41,15 +43,14 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
             const queue = yield* QueueStore
             const before = yield* seqScans
             const at = new Date()
+            const request = {
+              owner: "scan-test",
+              now: at,
+              leaseUntil: new Date(at.getTime() + 60_000),
+              repeatAfter: at
+            }
             for (const limit of [20, 500]) {
-              const claims = yield* queue.claimBatch({
-                limit,
-                taskTypes: ["backlog"],
-                owner: "scan-test",
-                now: at,
-                leaseUntil: new Date(at.getTime() + 60_000),
-                repeatAfter: at
-              })
+              const claims = yield* queue.claimBatch({ ...request, limit, taskTypes: ["backlog"] })
               expect(claims.length).toBe(limit)
               const recorded = yield* queue.recordResults(
                 claims.map((claim, i) => ({
@@ -59,14 +60,127 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
               )
               expect(recorded.every((r) => r)).toBe(true)
             }
+            // A chain of sequential items, one success recorded with the claim of the next, step by step.
+            const [first] = yield* queue.claimBatch({ ...request, limit: 1, taskTypes: ["backlog-seq"] })
+            let claim = first!
+            for (let i = 0; i < 3; i++) {
+              const step = yield* queue.recordAndClaim([{ claim, result: { startedAt: at, finishedAt: at } }], {
+                ...request,
+                limit: 1,
+                taskTypes: ["backlog-seq"]
+              })
+              expect(step.recorded).toEqual([true])
+              expect(step.claims.map((c) => c.item.thread)).toEqual([0])
+              claim = step.claims[0]!
+            }
             return (yield* seqScans) - before
           })
         )
         expect(scans).toBe(0)
         // Nothing left for the tests after this one: the backlog, and the log of its records (TRUNCATE is allowed).
-        yield* sql`DELETE FROM ${items} WHERE task_type = 'backlog'`
+        yield* sql`DELETE FROM ${items} WHERE task_type IN ('backlog', 'backlog-seq')`
+        yield* sql`DELETE FROM ${sql(`${schema}.queue_leases`)} WHERE owner = 'scan-test'`
         yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
       })
+  )
+
+  it.effect("a chain's step whose item was changed by SQL to run again is recorded as a repetition, not deleted", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const queue = yield* QueueStore
+      const items = sql(`${schema}.queue_items`)
+      const at = new Date()
+      const request = { owner: "w1", now: at, leaseUntil: new Date(at.getTime() + 60_000), repeatAfter: at }
+      const item = yield* queue.enqueue({ taskType: "raised", payload: "r" }, at)
+      const [claim] = yield* queue.claimBatch({ ...request, limit: 1, taskTypes: ["raised"] })
+      yield* sql`UPDATE ${items} SET max_runs = 2 WHERE id = ${item.id}::bigint`
+      const step = yield* queue.recordAndClaim([{ claim: claim!, result: { startedAt: at, finishedAt: at } }], {
+        ...request,
+        limit: 1,
+        taskTypes: ["raised"]
+      })
+      // Its last run is still to come: recorded, kept, and, free again, the type's next item.
+      expect(step.recorded).toEqual([true])
+      expect(step.claims.map((c) => [c.item.id, c.runsDone, c.attempt])).toEqual([[item.id, 1, 2]])
+      const log = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM ${sql(`${schema}.processed_items`)} WHERE queue_item_id = ${item.id}::bigint`
+      expect(log[0]!.n).toBe(1)
+      const last = yield* queue.recordAndClaim(
+        [{ claim: step.claims[0]!, result: { startedAt: at, finishedAt: at } }],
+        {
+          ...request,
+          limit: 1,
+          taskTypes: ["raised"]
+        }
+      )
+      expect(last).toEqual({ recorded: [true], claims: [] })
+      expect(yield* sql`SELECT 1 FROM ${items} WHERE id = ${item.id}::bigint`).toEqual([])
+      yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
+    })
+  )
+
+  it.effect("a chain's claim takes what kairos_claim takes for one type and a limit of one, in any queue state", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const items = sql(`${schema}.queue_items`)
+      const at = new Date("2026-06-01T12:00:00Z")
+      const args = [at, new Date(at.getTime() + 60_000), new Date(at.getTime() + 5_000)] as const
+      // A random queue of one type: run-once, repeating and concurrent items, some running, some delayed.
+      let seed = 7
+      const rand = (n: number) => {
+        seed = (seed * 1103515245 + 12345) % 2147483648
+        return Math.floor(seed / 65536) % n
+      }
+      class Rollback {
+        constructor(readonly rows: ReadonlyArray<unknown>) {}
+      }
+      const inRollback = <A>(query: Effect.Effect<ReadonlyArray<A>, unknown>) =>
+        sql
+          .withTransaction(Effect.flatMap(query, (rows) => Effect.fail(new Rollback(rows))))
+          .pipe(Effect.catchAll((e) => (e instanceof Rollback ? Effect.succeed(e.rows) : Effect.fail(e))))
+      let claimed = 0
+      for (let trial = 0; trial < 80; trial++) {
+        const t = `diff-${trial}`
+        let sequentialRunning = false
+        for (let i = 0, n = 1 + rand(6); i < n; i++) {
+          const thread = rand(2)
+          const maxRuns = [1, 1, 2, -1][rand(4)]!
+          const runAfter = [null, null, new Date(at.getTime() - 1000), new Date(at.getTime() + 1000)][rand(4)]
+          const [row] = yield* sql<{ id: string }>`
+            INSERT INTO ${items} (task_type, payload, thread, max_runs, priority, run_after)
+            VALUES (${t}, ${String(i)}, ${thread}, ${maxRuns}, ${rand(3)}, ${runAfter})
+            RETURNING id::text AS id`
+          const running = rand(3) === 0 && (thread === 1 || !sequentialRunning)
+          if (running) {
+            if (thread === 0) sequentialRunning = true
+            yield* sql`UPDATE ${items} SET status = 'processing', in_flight = 1, runs_started = 1
+              WHERE id = ${row!.id}::bigint`
+          }
+        }
+        const general = yield* inRollback(
+          sql<{ id: string; attempt: number }>`SELECT id::text AS id, attempt FROM ${sql(`${schema}.kairos_claim`)}(
+            ARRAY[${t}]::text[], 1, 'w', ${args[0]}, ${args[1]}, ${args[2]})`
+        )
+        const chain = yield* inRollback(
+          sql<{ id: string; attempt: number }>`SELECT id::text AS id, attempt
+            FROM ${sql(`${schema}.kairos_record_and_claim_next`)}(0, 'none', ${at}, ${at}, 0, ${t}, 'w', ${args[0]},
+              ${args[1]}, ${args[2]}) WHERE recorded IS NULL`
+        )
+        expect({ trial, chain }).toEqual({ trial, chain: general })
+        claimed += general.length
+      }
+      // The states were varied enough to claim in some trials and not in others.
+      expect(claimed).toBeGreaterThan(20)
+      expect(claimed).toBeLessThan(80)
+    }).pipe(
+      Effect.ensuring(
+        Effect.flatMap(Effect.all([SqlClient.SqlClient, TestSchema]), ([sql, schema]) =>
+          Effect.ignore(sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE task_type LIKE 'diff-%'`)
+        )
+      )
+    )
   )
 
   it.effect("rows inserted by plain SQL are normalised like the API's", () =>

@@ -133,7 +133,8 @@ describe("kairos commands", () => {
           "0007_delayed_unique_items",
           "0008_retention",
           "0009_item_retries",
-          "0010_claim_by_index"
+          "0010_claim_by_index",
+          "0011_record_and_claim_next"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })

@@ -562,6 +562,51 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect(
+      "recordAndClaim of one success for one type takes the type's next item in queue order, of either kind",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const t = type("step")
+          const step = (claim: QueueClaim, s: number) =>
+            q.recordAndClaim([done(claim, at(s - 1), at(s))], claimOpts([t], 1, "w1", at(s)))
+          const s1 = yield* q.enqueue({ taskType: t, payload: "s1" }, T0)
+          const s2 = yield* q.enqueue({ taskType: t, payload: "s2" }, T0)
+          const d = yield* q.enqueue({ taskType: t, payload: "d", priority: 9, runAfter: at(100) }, T0)
+          const [first] = yield* q.claimBatch(claimOpts([t], 1))
+          expect(first!.item.id).toBe(s1.id)
+          // Not our lease: nothing recorded, and the type is still busy with s1.
+          expect(yield* step({ ...first!, token: "not-mine" }, 1)).toEqual({ recorded: [false], claims: [] })
+          const c = yield* q.enqueue({ taskType: t, payload: "c", thread: 1, priority: 5 }, T0)
+          const e = yield* q.enqueue({ taskType: t, payload: "e", thread: 1 }, T0)
+          // A concurrent item of higher priority comes before the next sequential one.
+          const a = yield* step(first!, 1)
+          expect(a.recorded).toEqual([true])
+          expect(a.claims.map((x) => [x.item.id, x.item.status, x.attempt, x.runsDone])).toEqual([
+            [c.id, "processing", 1, 0]
+          ])
+          // Equal priority: the older first, s2 before e.
+          const b = yield* step(a.claims[0]!, 2)
+          expect([b.recorded, ids(b.claims)]).toEqual([[true], [s2.id]])
+          const bb = yield* step(b.claims[0]!, 3)
+          expect([bb.recorded, ids(bb.claims)]).toEqual([[true], [e.id]])
+          // d waits for its time.
+          expect(yield* step(bb.claims[0]!, 4)).toEqual({ recorded: [true], claims: [] })
+          const [late] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(100)))
+          expect(late!.item.id).toBe(d.id)
+          expect(yield* step(late!, 101)).toEqual({ recorded: [true], claims: [] })
+          const log = (yield* q.recentProcessed(100)).filter((p) => p.taskType === t)
+          expect(log.map((p) => [p.payload, p.status, p.durationMs])).toEqual([
+            ["d", "ok", 1000],
+            ["e", "ok", 1000],
+            ["s2", "ok", 1000],
+            ["c", "ok", 1000],
+            ["s1", "ok", 1000]
+          ])
+          expect(yield* q.claimBatch(claimOpts([t], 5, "w1", at(200)))).toEqual([])
+        })
+    )
+
     it.effect("maxRuns: re-queued until exhausted, then deleted; -1 forever; each execution logged once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

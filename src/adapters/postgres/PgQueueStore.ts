@@ -137,6 +137,7 @@ export const make = (
     const claimFunction = sql(table(schema, "kairos_claim"))
     const recordOnceFunction = sql(table(schema, "kairos_record_once"))
     const recordAndClaimFunction = sql(table(schema, "kairos_record_and_claim"))
+    const recordAndClaimNextFunction = sql(table(schema, "kairos_record_and_claim_next"))
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
@@ -296,6 +297,17 @@ export const make = (
           ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
           ${options.repeatAfter}::timestamptz)`.pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
 
+    // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0011): the
+    // same rows as above, from single-row statements instead of the batch functions' CTEs.
+    const recordOneAndClaimNext = (one: Recorded, options: ClaimOptions, taskType: string) =>
+      sql<ClaimRow & { recorded: string | null }>`
+        SELECT recorded::text AS recorded, ${itemCols}, lease_id::text AS lease_id, token, attempt
+        FROM ${recordAndClaimNextFunction}(${one.claim.leaseId}::bigint, ${one.claim.token}::text,
+          ${one.result.startedAt.toISOString()}::timestamptz, ${one.result.finishedAt.toISOString()}::timestamptz,
+          ${Math.max(0, one.result.finishedAt.getTime() - one.result.startedAt.getTime())}::int, ${taskType}::text,
+          ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
+          ${options.repeatAfter}::timestamptz)`.pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
+
     const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
       Effect.gen(function* () {
         const { recorded, repeats, singles } = splitBatch(results)
@@ -309,8 +321,13 @@ export const make = (
           const claims = claiming ? (yield* claimRetried(options, limit, types)).map(toClaim) : []
           return { recorded: recorded(held), claims }
         }
+        const chainStep =
+          singles.length === 1 && limit === 1 && types.length === 1 && singles[0]!.result.error === undefined
         const claims: Array<QueueClaim> = []
-        for (const row of yield* recordSinglesAndClaim(singles, options, limit, types)) {
+        const rows = chainStep
+          ? yield* recordOneAndClaimNext(singles[0]!, options, types[0]!)
+          : yield* recordSinglesAndClaim(singles, options, limit, types)
+        for (const row of rows) {
           if (row.recorded !== null) held.add(row.recorded)
           else claims.push(toClaim(row))
         }
