@@ -205,6 +205,81 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     })
   )
 
+  it.effect("a row inserted by plain SQL with any one column out of the normal is normalised", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const items = sql(`${schema}.queue_items`)
+      // The trigger runs only for rows it would change: each case puts one column off, the rest as the API writes.
+      const created = "2026-01-02T03:04:05.000Z"
+      const cases: ReadonlyArray<readonly [string, string]> = [
+        ["max_runs", "NULL"],
+        ["max_runs", "0"],
+        ["max_runs", "-3"],
+        ["thread", "NULL"],
+        ["thread", "7"],
+        ["priority", "NULL"],
+        ["status", "'processing'"],
+        ["in_flight", "2"],
+        ["runs_done", "3"],
+        ["runs_started", "4"],
+        ["created_at", "NULL"],
+        ["updated_at", "NULL"]
+      ]
+      for (const [column, value] of cases) {
+        const values: Record<string, string> = {
+          task_type: `'norm-${column}-${value.replace(/\W/g, "")}'`,
+          max_runs: "1",
+          thread: "0",
+          priority: "0",
+          status: "'pending'",
+          in_flight: "0",
+          runs_done: "0",
+          runs_started: "0",
+          created_at: `'${created}'`,
+          updated_at: `'${created}'`,
+          [column]: value
+        }
+        yield* sql.unsafe(
+          `INSERT INTO "${schema}".queue_items (${Object.keys(values).join(", ")})
+           VALUES (${Object.values(values).join(", ")})`
+        )
+      }
+      const rows = yield* sql<{
+        max_runs: number
+        thread: number
+        priority: number
+        status: string
+        in_flight: number
+        runs_done: number
+        runs_started: number
+        created: boolean
+        updated: boolean
+      }>`
+        SELECT max_runs, thread, priority, status, in_flight, runs_done, runs_started,
+          created_at IS NOT NULL AS created, updated_at = created_at AS updated
+        FROM ${items} WHERE task_type LIKE 'norm-%' ORDER BY id`
+      expect(rows.length).toBe(cases.length)
+      for (const [i, row] of rows.entries()) {
+        expect({ column: cases[i]![0], value: cases[i]![1], ...row }).toEqual({
+          column: cases[i]![0],
+          value: cases[i]![1],
+          max_runs: 1,
+          thread: 0,
+          priority: 0,
+          status: "pending",
+          in_flight: 0,
+          runs_done: 0,
+          runs_started: 0,
+          created: true,
+          // A missing created_at is now; an updated_at given stays.
+          updated: cases[i]![0] !== "created_at"
+        })
+      }
+      yield* sql`DELETE FROM ${items} WHERE task_type LIKE 'norm-%'`
+    })
+  )
+
   it.effect("an item deleted by SQL while it runs loses its lease: not renewed, its result not logged", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

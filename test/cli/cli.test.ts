@@ -134,7 +134,8 @@ describe("kairos commands", () => {
           "0008_retention",
           "0009_item_retries",
           "0010_claim_by_index",
-          "0011_record_and_claim_next"
+          "0011_record_and_claim_next",
+          "0012_normalize_when_needed"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })

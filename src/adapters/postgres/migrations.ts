@@ -935,6 +935,26 @@ const migration0011 = (schema: string) =>
       $fn$`
   })
 
+const migration0012 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // The normalising trigger runs only for a row it would change. A row from the API is normal already, and a
+    // PL/pgSQL call per row was a fifth of a bulk insert's time; this condition is evaluated without one. It lists
+    // exactly what kairos_queue_items_normalize (0003) rewrites.
+    yield* sql`DROP TRIGGER queue_items_normalize ON ${s}.queue_items`
+    yield* sql`
+      CREATE TRIGGER queue_items_normalize BEFORE INSERT ON ${s}.queue_items
+      FOR EACH ROW WHEN (
+        NEW.max_runs IS NULL OR NOT (NEW.max_runs = -1 OR NEW.max_runs >= 1)
+        OR (NEW.thread IS DISTINCT FROM 0 AND NEW.thread IS DISTINCT FROM 1)
+        OR NEW.priority IS NULL
+        OR NEW.status IS DISTINCT FROM 'pending'
+        OR NEW.in_flight IS DISTINCT FROM 0 OR NEW.runs_done IS DISTINCT FROM 0 OR NEW.runs_started IS DISTINCT FROM 0
+        OR NEW.created_at IS NULL OR NEW.updated_at IS NULL
+      ) EXECUTE FUNCTION ${s}.kairos_queue_items_normalize()`
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": named("0001_scheduled_jobs", migration0001(schema)),
@@ -947,7 +967,8 @@ export const migrations = (schema: string) => ({
   "0008_retention": named("0008_retention", migration0008(schema)),
   "0009_item_retries": named("0009_item_retries", migration0009(schema)),
   "0010_claim_by_index": named("0010_claim_by_index", migration0010(schema)),
-  "0011_record_and_claim_next": named("0011_record_and_claim_next", migration0011(schema))
+  "0011_record_and_claim_next": named("0011_record_and_claim_next", migration0011(schema)),
+  "0012_normalize_when_needed": named("0012_normalize_when_needed", migration0012(schema))
 })
 
 /**
