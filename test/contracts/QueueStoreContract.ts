@@ -142,6 +142,55 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       }).pipe(Effect.scoped)
     )
 
+    it.effect("enqueueMany stores a value shared by every item as it stores one that differs between them", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("shared")
+        const shared = { taskType: t, priority: 3, maxRuns: 2, thread: 1, runAfter: at(5) }
+        const retry = { attempts: 2, backoff: "7s" } as const
+        yield* q.enqueueMany(
+          [
+            { ...shared, payload: "x", retry },
+            { ...shared, payload: "y", retry }
+          ],
+          T0
+        )
+        // The same values, each item differing from the other in every column.
+        const mixed = yield* q.enqueueMany(
+          [
+            { ...shared, payload: "m", uniqueKey: `${t}-k`, retry },
+            { taskType: t, payload: "n", priority: 1, thread: 0, runAfter: at(6) }
+          ],
+          T0
+        )
+        expect(yield* q.claimBatch(claimOpts([t], 10, "w1", at(4)))).toEqual([])
+        const claims = yield* q.claimBatch(claimOpts([t], 10, "w1", at(6)))
+        const view = (c: QueueClaim) => [
+          c.item.payload,
+          c.item.priority,
+          c.item.maxRuns,
+          c.item.thread,
+          c.item.runAfter
+        ]
+        expect(claims.map(view)).toEqual([
+          ["x", 3, 2, 1, at(5)],
+          ["x", 3, 2, 1, at(5)],
+          ["y", 3, 2, 1, at(5)],
+          ["y", 3, 2, 1, at(5)],
+          ["m", 3, 2, 1, at(5)],
+          ["m", 3, 2, 1, at(5)],
+          ["n", 1, 1, 0, at(6)]
+        ])
+        expect((yield* q.enqueue({ taskType: t, payload: "again", uniqueKey: `${t}-k` }, T0)).id).toBe(mixed[0])
+        // The shared policy holds for each item: a failure waits its 7 s and is retried.
+        const x = claims.filter((c) => c.item.payload === "x")
+        expect(yield* q.recordResults([done(x[0]!, at(6), at(6), "boom")])).toEqual([true])
+        expect(yield* q.recordResults([done(x[1]!, at(6), at(6))])).toEqual([true])
+        expect(yield* q.claimBatch(claimOpts([t], 10, "w1", at(12)))).toEqual([])
+        expect(ids(yield* q.claimBatch(claimOpts([t], 10, "w1", at(13))))).toEqual([x[0]!.item.id])
+      })
+    )
+
     it.effect("runAfter delays an item: not claimed before it, claimed from it on; an invalid Date means at once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

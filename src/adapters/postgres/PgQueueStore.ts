@@ -389,34 +389,57 @@ export const make = (
       }).pipe(orStoreError)
 
     // Columns as arrays: one statement and a fixed number of parameters, however many items. Inserted in input
-    // order, so of two inputs with one key the first is inserted and the second conflicts with it.
-    const insertMany = (inputs: ReadonlyArray<EnqueueInput>, policies: ReadonlyArray<Retry.Policy | null>, now: Date) =>
-      sql<{ id: string; unique_key: string | null }>`
-        INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, run_after, unique_key, retry_attempts,
-          retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at)
-        SELECT x.task_type, x.payload, x.priority, x.max_runs, x.thread, x.run_after, x.unique_key, x.attempts,
-          x.backoff_ms, x.exponential, x.max_backoff_ms, ${now}, ${now}
-        FROM unnest(
-          ${inputs.map((i) => i.taskType)}::text[], ${inputs.map((i) => normalizePayload(i.payload))}::text[],
-          ${inputs.map((i) => normalizePriority(i.priority))}::int[],
-          ${inputs.map((i) => normalizeMaxRuns(i.maxRuns))}::int[],
-          ${inputs.map((i) => normalizeThread(i.thread))}::int[],
-          ${inputs.map((i) => normalizeRunAfter(i.runAfter)?.toISOString() ?? null)}::timestamptz[],
-          ${inputs.map((i) => normalizeUniqueKey(i.uniqueKey))}::text[],
-          ${policies.map((p) => p?.attempts ?? null)}::int[], ${policies.map((p) => p?.backoffMs ?? null)}::bigint[],
-          ${policies.map((p) => p?.exponential ?? null)}::boolean[],
-          ${policies.map((p) => p?.maxBackoffMs ?? null)}::bigint[]
-        ) WITH ORDINALITY AS x(task_type, payload, priority, max_runs, thread, run_after, unique_key, attempts,
-          backoff_ms, exponential, max_backoff_ms, n)
+    // order, so of two inputs with one key the first is inserted and the second conflicts with it. A column with
+    // one value for every item (no delay, no key, no policy: the usual bulk) is sent once, not as an array: less
+    // to encode here and to parse there.
+    const insertMany = (
+      inputs: ReadonlyArray<EnqueueInput>,
+      policies: ReadonlyArray<Retry.Policy | null>,
+      now: Date
+    ) => {
+      const columns: ReadonlyArray<readonly [name: string, type: string, values: ReadonlyArray<unknown>]> = [
+        ["task_type", "text", inputs.map((i) => i.taskType)],
+        ["payload", "text", inputs.map((i) => normalizePayload(i.payload))],
+        ["priority", "int", inputs.map((i) => normalizePriority(i.priority))],
+        ["max_runs", "int", inputs.map((i) => normalizeMaxRuns(i.maxRuns))],
+        ["thread", "int", inputs.map((i) => normalizeThread(i.thread))],
+        ["run_after", "timestamptz", inputs.map((i) => normalizeRunAfter(i.runAfter)?.toISOString() ?? null)],
+        ["unique_key", "text", inputs.map((i) => normalizeUniqueKey(i.uniqueKey))],
+        ["retry_attempts", "int", policies.map((p) => p?.attempts ?? null)],
+        ["retry_backoff_ms", "bigint", policies.map((p) => p?.backoffMs ?? null)],
+        ["retry_exponential", "boolean", policies.map((p) => p?.exponential ?? null)],
+        ["retry_max_backoff_ms", "bigint", policies.map((p) => p?.maxBackoffMs ?? null)]
+      ]
+      // task_type always goes as an array: unnest needs one, and it gives the row count.
+      const uniform = (name: string, values: ReadonlyArray<unknown>) =>
+        name !== "task_type" && values.every((v) => v === values[0])
+      const arrays = columns.filter(([name, , values]) => !uniform(name, values))
+      const selected = columns.map(([name, type, values]) =>
+        uniform(name, values)
+          ? sql`${values[0] as string | number | boolean | null}::${sql.literal(type)}`
+          : sql`x.${sql(name)}`
+      )
+      return sql<{ id: string; unique_key: string | null }>`
+        INSERT INTO ${items} (${sql.literal(columns.map(([name]) => name).join(", "))}, created_at, updated_at)
+        SELECT ${sql.csv(selected)}, ${now}, ${now}
+        FROM unnest(${sql.csv(arrays.map(([, type, values]) => sql`${values as ReadonlyArray<string>}::${sql.literal(`${type}[]`)}`))})
+          WITH ORDINALITY AS x(${sql.literal(arrays.map(([name]) => name).join(", "))}, n)
         ORDER BY x.n
         ${conflictTarget}
         RETURNING id::text AS id, unique_key`
+    }
 
     const enqueueMany = (
       inputs: ReadonlyArray<EnqueueInput>,
       now: Date
     ): Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError> =>
-      Effect.flatMap(Effect.forEach(inputs, policyOf), (policies) => enqueueManyValid(inputs, policies, now))
+      Effect.flatMap(
+        // Most bulks carry no policy of their own: no Effect per item then.
+        inputs.some((i) => i.retry !== undefined)
+          ? Effect.forEach(inputs, policyOf)
+          : Effect.succeed(inputs.map(() => null)),
+        (policies) => enqueueManyValid(inputs, policies, now)
+      )
 
     const enqueueManyValid = (
       inputs: ReadonlyArray<EnqueueInput>,
