@@ -50,15 +50,40 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const projectRoot =
   path.basename(path.dirname(here)) === ".bench-build" ? path.resolve(here, "..", "..") : path.dirname(here)
 
-const { values: args } = parseArgs({
-  options: {
-    quick: { type: "boolean", default: false },
-    rounds: { type: "string" },
-    only: { type: "string" },
-    systems: { type: "string" },
-    "no-json": { type: "boolean", default: false }
+const USAGE = `usage: npm run bench [-- options]
+
+  --quick            1 round, small sizes (under two minutes; CI runs it)
+  --rounds N         rounds to take medians over (default 3; 1 with --quick)
+  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale (default all)
+  --systems S,...    kairos, graphile-worker, pg-boss, floor (default all)
+  --no-json          do not write bench/results/<timestamp>.json
+  --help             this text
+
+The database is DATABASE_URL when set, else a throwaway embedded Postgres.
+`
+
+const parsed = (() => {
+  try {
+    return parseArgs({
+      options: {
+        quick: { type: "boolean", default: false },
+        rounds: { type: "string" },
+        only: { type: "string" },
+        systems: { type: "string" },
+        "no-json": { type: "boolean", default: false },
+        help: { type: "boolean", short: "h", default: false }
+      }
+    })
+  } catch (e) {
+    process.stderr.write(`${e instanceof Error ? e.message : String(e)}\n\n${USAGE}`)
+    process.exit(2)
   }
-})
+})()
+const args = parsed.values
+if (args.help === true) {
+  process.stdout.write(USAGE)
+  process.exit(0)
+}
 
 const quick = args.quick === true
 const rounds = Number(args.rounds ?? (quick ? 1 : 3))
@@ -92,7 +117,11 @@ const kairosOnlySizes = quick
     }
 
 const ALL: ReadonlyArray<System> = [kairos.system, graphile.system, pgboss.system, floor.system]
-const systems = args.systems === undefined ? ALL : ALL.filter((s) => args.systems!.split(",").includes(s.name))
+const named = args.systems?.split(",").map((s) => s.trim())
+for (const n of named ?? []) {
+  if (!ALL.some((s) => s.name === n)) throw new Error(`--systems: unknown ${n} (${ALL.map((s) => s.name).join(", ")})`)
+}
+const systems = named === undefined ? ALL : ALL.filter((s) => named.includes(s.name))
 const SCHEMAS: Record<SystemName | "kairos-only", string> = {
   kairos: "kbench_kairos",
   "graphile-worker": "kbench_graphile",
