@@ -656,6 +656,23 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         })
     )
 
+    it.effect("a chain's step whose lease was taken back records nothing and claims the item again", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("takenback")
+        const item = yield* q.enqueue({ taskType: t, payload: "p" }, T0)
+        const [claim] = yield* q.claimBatch(claimOpts([t], 1))
+        // Its lease expired (claimOpts leases for 30 s) and another instance took it back.
+        expect(yield* q.recoverStuck(at(31))).toBeGreaterThanOrEqual(1)
+        const step = yield* q.recordAndClaim([done(claim!, at(31), at(32))], claimOpts([t], 1, "w1", at(32)))
+        expect(step.recorded).toEqual([false])
+        expect(step.claims.map((c) => [c.item.id, c.attempt])).toEqual([[item.id, 2]])
+        expect((yield* q.recentProcessed(100)).filter((p) => p.taskType === t)).toEqual([])
+        const last = yield* q.recordAndClaim([done(step.claims[0]!, at(32), at(33))], claimOpts([t], 1, "w1", at(33)))
+        expect(last).toEqual({ recorded: [true], claims: [] })
+      })
+    )
+
     it.effect("maxRuns: re-queued until exhausted, then deleted; -1 forever; each execution logged once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -831,12 +831,12 @@ const migration0011 = (schema: string) =>
     const seqLock = sql.literal(`'kairos.seq.${schema}.'`)
     const seqName = sql.literal(`'${schema}.queue_items_seq'`)
     // A chain of sequential items records one success and claims its type's next item, once per item. Through
-    // kairos_record_and_claim that is two nested functions of set-based CTEs built for batches (~0.8 ms of server
-    // time per item, most of it starting their plans); here it is a handful of single-row statements (~0.45 ms).
+    // kairos_record_and_claim that is two nested functions of set-based CTEs built for batches, most of whose cost
+    // for one item is starting their plans; here it is a handful of single-row statements (measured with plain pg,
+    // round trip included: a step takes about two thirds of the time it took).
     //
-    // The record: the plain case (a run-once item with this one execution in flight) deletes the lease and the
-    // item and logs the item's own row, fenced by the token. Anything else, a lease gone included, goes through
-    // kairos_record_once, which says what to do. The claim is kairos_claim(ARRAY[p_type], 1, ...) for one type:
+    // The record is kairos_record_once's for one success (its log row takes the task type and payload from the item
+    // row, so the client sends neither). The claim is kairos_claim(ARRAY[p_type], 1, ...) for one type:
     // the best claimable concurrent item, and the next sequential one when the type is free and its lock taken,
     // whichever comes first in queue order. Rows as kairos_record_and_claim's: the recorded lease, then the claim.
     yield* sql`
@@ -851,8 +851,6 @@ const migration0011 = (schema: string) =>
       #variable_conflict use_column
       DECLARE
         v_recorded bigint;
-        v_type text;
-        v_payload text;
         c1 ${s}.queue_items%ROWTYPE;
         c0 ${s}.queue_items%ROWTYPE;
         c ${s}.queue_items%ROWTYPE;
@@ -861,28 +859,33 @@ const migration0011 = (schema: string) =>
         v_lease bigint;
         v_token text;
       BEGIN
+        -- kairos_record_once for one success, its retry step left out. The lease goes first (fenced by its token),
+        -- then the item: deleted after its last run, else updated as a finished run, each condition checked again on
+        -- the row's latest version, so an item changed meanwhile (by SQL, or by another instance taking back its
+        -- lease) is never left in flight without a lease.
         WITH l AS (
           DELETE FROM ${s}.queue_leases q WHERE q.id = p_lease_id AND q.token = p_token
-            AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id AND i.max_runs = 1 AND i.in_flight <= 1)
+            AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
           RETURNING q.id, q.item_id
-        ), gone AS (
-          DELETE FROM ${s}.queue_items i USING l WHERE i.id = l.item_id RETURNING l.id, i.id AS item_id, i.task_type, i.payload
         ), log AS (
           INSERT INTO ${s}.processed_items
             (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT g.item_id, g.task_type, g.payload, 'ok', '', p_started, p_finished, p_duration FROM gone g
+          SELECT i.id, i.task_type, i.payload, 'ok', '', p_started, p_finished, p_duration
+          FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
+        ), gone AS (
+          DELETE FROM ${s}.queue_items i USING l
+          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
+        ), kept AS (
+          UPDATE ${s}.queue_items i SET
+            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            failures = 0,
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+            updated_at = now()
+          FROM l WHERE i.id = l.item_id AND NOT (i.max_runs <= 1 AND i.in_flight <= 1)
         )
-        SELECT g.id INTO v_recorded FROM gone g;
-        IF v_recorded IS NULL THEN
-          SELECT i.task_type, i.payload INTO v_type, v_payload
-          FROM ${s}.queue_leases q JOIN ${s}.queue_items i ON i.id = q.item_id
-          WHERE q.id = p_lease_id AND q.token = p_token;
-          IF FOUND THEN
-            SELECT r INTO v_recorded FROM ${s}.kairos_record_once(ARRAY[p_lease_id], ARRAY[p_token], ARRAY[v_type],
-              ARRAY[v_payload], ARRAY['ok'], ARRAY[''], ARRAY[p_started], ARRAY[p_finished], ARRAY[p_duration],
-              ARRAY[1], ARRAY[0::bigint], ARRAY[false], ARRAY[0::bigint]) AS r;
-          END IF;
-        END IF;
+        SELECT l.id INTO v_recorded FROM l;
         IF v_recorded IS NOT NULL THEN
           recorded := v_recorded;
           RETURN NEXT;
