@@ -419,11 +419,15 @@ export const make = (
           ? sql`${values[0] as string | number | boolean | null}::${sql.literal(type)}`
           : sql`x.${sql(name)}`
       )
+      const unnested = arrays.map(
+        ([, type, values]) => sql`${values as ReadonlyArray<string>}::${sql.literal(`${type}[]`)}`
+      )
+      const names = (cs: ReadonlyArray<readonly [string, ...Array<unknown>]>) =>
+        sql.literal(cs.map(([name]) => name).join(", "))
       return sql<{ id: string; unique_key: string | null }>`
-        INSERT INTO ${items} (${sql.literal(columns.map(([name]) => name).join(", "))}, created_at, updated_at)
+        INSERT INTO ${items} (${names(columns)}, created_at, updated_at)
         SELECT ${sql.csv(selected)}, ${now}, ${now}
-        FROM unnest(${sql.csv(arrays.map(([, type, values]) => sql`${values as ReadonlyArray<string>}::${sql.literal(`${type}[]`)}`))})
-          WITH ORDINALITY AS x(${sql.literal(arrays.map(([name]) => name).join(", "))}, n)
+        FROM unnest(${sql.csv(unnested)}) WITH ORDINALITY AS x(${names(arrays)}, n)
         ORDER BY x.n
         ${conflictTarget}
         RETURNING id::text AS id, unique_key`
