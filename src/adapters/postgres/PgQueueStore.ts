@@ -355,7 +355,10 @@ export const make = (
     // A unique key already queued makes the insert do nothing (the partial unique index decides, so concurrent
     // enqueuers never both insert); the queued item is then read in a statement of its own, whose fresh snapshot sees
     // the winner's committed row. Should that item finish in between (deleted), the insert is tried again.
-    const conflictTarget = sql.literal("ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING")
+    // Without a key a row cannot conflict (the index is partial), and the clause would make every insert a
+    // speculative one (an extra lock and WAL record per row): it is written only when some row has a key.
+    const conflictTarget = (keyed: boolean) =>
+      sql.literal(keyed ? "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING" : "")
     const MAX_KEY_ATTEMPTS = 10
 
     const enqueue = (input: EnqueueInput, now: Date): Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError> =>
@@ -374,7 +377,7 @@ export const make = (
                     ${normalizeRunAfter(input.runAfter)}, ${key}, ${retry?.attempts ?? null},
                     ${retry?.backoffMs ?? null}, ${retry?.exponential ?? null}, ${retry?.maxBackoffMs ?? null},
                     ${now}, ${now})
-            ${conflictTarget}
+            ${conflictTarget(key !== null)}
             RETURNING ${itemCols}`
           // The row was just written through the table's types and its normalising trigger: no decode needed.
           if (inserted.length > 0 || key === null) return toItem(inserted[0] as unknown as ItemRow)
@@ -397,6 +400,7 @@ export const make = (
       policies: ReadonlyArray<Retry.Policy | null>,
       now: Date
     ) => {
+      const keys = inputs.map((i) => normalizeUniqueKey(i.uniqueKey))
       const columns: ReadonlyArray<readonly [name: string, type: string, values: ReadonlyArray<unknown>]> = [
         ["task_type", "text", inputs.map((i) => i.taskType)],
         ["payload", "text", inputs.map((i) => normalizePayload(i.payload))],
@@ -404,7 +408,7 @@ export const make = (
         ["max_runs", "int", inputs.map((i) => normalizeMaxRuns(i.maxRuns))],
         ["thread", "int", inputs.map((i) => normalizeThread(i.thread))],
         ["run_after", "timestamptz", inputs.map((i) => normalizeRunAfter(i.runAfter)?.toISOString() ?? null)],
-        ["unique_key", "text", inputs.map((i) => normalizeUniqueKey(i.uniqueKey))],
+        ["unique_key", "text", keys],
         ["retry_attempts", "int", policies.map((p) => p?.attempts ?? null)],
         ["retry_backoff_ms", "bigint", policies.map((p) => p?.backoffMs ?? null)],
         ["retry_exponential", "boolean", policies.map((p) => p?.exponential ?? null)],
@@ -429,7 +433,7 @@ export const make = (
         SELECT ${sql.csv(selected)}, ${now}, ${now}
         FROM unnest(${sql.csv(unnested)}) WITH ORDINALITY AS x(${names(arrays)}, n)
         ORDER BY x.n
-        ${conflictTarget}
+        ${conflictTarget(keys.some((k) => k !== null))}
         RETURNING id::text AS id, unique_key`
     }
 
