@@ -81,6 +81,10 @@ export interface ExecutionResult {
   readonly error?: string | undefined
 }
 
+/** How long an execution took, as its log row records it (never negative, whatever the clocks did). */
+export const durationMs = (result: ExecutionResult): number =>
+  Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime())
+
 /** A live worker, as registered in `scheduler_workers`. */
 export interface WorkerInfo {
   readonly id: string

@@ -25,6 +25,7 @@ import {
 } from "../../domain/QueueItem.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import {
+  durationMs,
   type EnqueueInput,
   type ExecutionResult,
   type ClaimOptions,
@@ -145,7 +146,7 @@ export const make: Effect.Effect<
     errorMsg: result.error ?? "",
     startedAt: result.startedAt,
     finishedAt: result.finishedAt,
-    durationMs: Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime()),
+    durationMs: durationMs(result),
     createdAt: result.finishedAt
   })
 

@@ -25,6 +25,7 @@ import {
   QueueItem
 } from "../../domain/QueueItem.js"
 import {
+  durationMs,
   type EnqueueInput,
   type ExecutionResult,
   type ClaimOptions,
@@ -164,9 +165,12 @@ export const make = (
       (e as { cause?: { code?: unknown; constraint?: unknown } }).cause?.code === "23505" &&
       (e as { cause?: { constraint?: unknown } }).cause?.constraint === "queue_items_one_sequential"
 
-    // A claim that lost a sequential race is tried again with a fresh snapshot.
+    // A statement that claims and lost a sequential race is tried again, whole, with a fresh snapshot.
+    const retryLostRace = <A, E, R>(self: Effect.Effect<A, E, R>) =>
+      Effect.retry(self, { times: 5, while: lostSequentialRace })
+
     const claimRetried = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
-      claimOnce(options, limit, types).pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
+      retryLostRace(claimOnce(options, limit, types))
 
     const claimBatch = (options: ClaimOptions) =>
       Effect.gen(function* () {
@@ -191,7 +195,7 @@ export const make = (
         ${col((x) => x.result.error ?? "")}::text[],
         ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
         ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-        ${col((x) => Math.max(0, x.result.finishedAt.getTime() - x.result.startedAt.getTime()))}::int[],
+        ${col((x) => durationMs(x.result))}::int[],
         ${col((x) => policy(x).attempts)}::int[], ${col((x) => policy(x).backoffMs)}::bigint[],
         ${col((x) => policy(x).exponential)}::boolean[], ${col((x) => policy(x).maxBackoffMs)}::bigint[]`
     }
@@ -295,7 +299,7 @@ export const make = (
         SELECT recorded::text AS recorded, ${itemCols}, lease_id::text AS lease_id, token, attempt
         FROM ${recordAndClaimFunction}(${resultColumns(batch)}, ${types}::text[], ${limit}::int,
           ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
-          ${options.repeatAfter}::timestamptz)`.pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
+          ${options.repeatAfter}::timestamptz)`.pipe(retryLostRace)
 
     // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0011): the
     // same rows as above, from single-row statements instead of the batch functions' CTEs.
@@ -304,9 +308,9 @@ export const make = (
         SELECT recorded::text AS recorded, ${itemCols}, lease_id::text AS lease_id, token, attempt
         FROM ${recordAndClaimNextFunction}(${one.claim.leaseId}::bigint, ${one.claim.token}::text,
           ${one.result.startedAt.toISOString()}::timestamptz, ${one.result.finishedAt.toISOString()}::timestamptz,
-          ${Math.max(0, one.result.finishedAt.getTime() - one.result.startedAt.getTime())}::int, ${taskType}::text,
+          ${durationMs(one.result)}::int, ${taskType}::text,
           ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
-          ${options.repeatAfter}::timestamptz)`.pipe(Effect.retry({ times: 5, while: lostSequentialRace }))
+          ${options.repeatAfter}::timestamptz)`.pipe(retryLostRace)
 
     const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
       Effect.gen(function* () {
