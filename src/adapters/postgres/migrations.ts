@@ -892,10 +892,9 @@ const migration0011 = (schema: string) =>
           recorded := NULL;
         END IF;
 
+        -- Room for another run implies the claimable index's predicate: that index is used.
         SELECT i.* INTO c1 FROM ${s}.queue_items i
-        WHERE i.task_type = p_type AND i.thread = 1
-          AND (i.in_flight = 0 OR (i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)))
-          AND (i.max_runs = -1 OR i.in_flight < i.max_runs)
+        WHERE i.task_type = p_type AND i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)
           AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
         ORDER BY i.priority DESC, i.seq LIMIT 1
         FOR UPDATE SKIP LOCKED;
