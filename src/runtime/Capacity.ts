@@ -7,22 +7,43 @@
  * execution per worker, at most a batch. Quick handlers then drain a batch per claim; slow ones leave the rest of the
  * queue to other instances.
  *
- * A worker is a fiber that runs buffered executions one after another, in claim order, while there are any: a
- * burst of quick executions costs a few fibers, not one per execution. Bookkeeping is plain counters: it runs once
- * per execution, on the hot path.
+ * A worker runs buffered executions one after another, in claim order, while there are any. It is plain code driven
+ * by its executions' ends, not a fiber: a plain or async handler costs no fiber and no Effect step, and a burst of
+ * quick executions costs a few workers, not one per execution. Bookkeeping is plain counters: it runs once per
+ * execution, on the hot path.
  */
 import * as Effect from "effect/Effect"
+import type * as Fiber from "effect/Fiber"
 import * as FiberSet from "effect/FiberSet"
+import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 
 /** How long the buffer should keep the workers busy at the handlers' recent pace. */
 const BUFFER_MS = 50
 
+/** Executions a worker runs back to back, without waiting, before it lets the rest of the process go on. */
+const BURST = 64
+
+/** What a worker lends the execution it runs. */
+export interface Worker {
+  /** The time, read through the runner's clock (ms). */
+  readonly now: () => number
+  /** Runs an Effect in a fiber of the runner: a forced stop interrupts it. */
+  readonly fork: <A>(effect: Effect.Effect<A>) => Fiber.RuntimeFiber<A>
+  /** The execution `Task.run` left running has ended: the worker goes on to the next. Call it once. */
+  readonly done: () => void
+  /** How to cut the running execution short at a forced stop (a pending promise is settled as stopped). */
+  readonly onStop: (stop: () => void) => void
+}
+
 /** One claimed execution waiting for a worker. */
 export interface Task {
-  /** Runs the execution on the current worker, reading the time through `now` (the worker's clock). Never fails. */
-  readonly run: (now: () => number) => Effect.Effect<void>
+  /**
+   * Runs the execution on `worker`. True when it ended before returning (a plain handler); false when it runs on
+   * (a promise, an Effect), and `worker.done()` is called once it ends. Never throws.
+   */
+  readonly run: (worker: Worker) => boolean
   /** The task will never run (a forced stop): its claim is handed back. */
   readonly cancel: () => void
 }
@@ -46,13 +67,28 @@ export interface Capacity {
   readonly interruptAll: Effect.Effect<void>
 }
 
+/** A worker's own state: one per worker alive, reused for every execution it runs. */
+interface Pump extends Worker {
+  stop: (() => void) | undefined
+  /** Inside `Task.run` now; `doneEarly`: the execution ended before `run` returned. */
+  inRun: boolean
+  doneEarly: boolean
+}
+
 export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const workers = yield* FiberSet.make<void, never>()
+    // The fibers of Effect handlers (and of the odd log line): a forced stop, or the runner's scope closing,
+    // interrupts them.
+    const fibers = yield* FiberSet.make<unknown, unknown>()
+    // The runtime and clock of the fiber that last submitted work: executions run with its services, as a fiber it
+    // forked would.
+    let runtime: Runtime.Runtime<never> | undefined
+    let clockNow: () => number = () => Date.now()
+    const pumps = new Set<Pump>()
+    let idleWaiters: Array<() => void> = []
     /** Claimed and not yet ended (running, or waiting for a worker). */
     let outstanding = 0
     let busy = 0
-    let alive = 0
     let averageMs = BUFFER_MS
     // A FIFO with a moving head: shift() on a large array is linear.
     let queue: Array<Task> = []
@@ -75,34 +111,71 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
       return task
     }
 
-    // Runs buffered tasks until none is left, then ends. Interrupted (a lost lease, a forced stop), it ends too, and
-    // a replacement takes over whatever is still buffered.
-    const worker: Effect.Effect<void> = Effect.clockWith((clock) => {
-      const now = () => clock.unsafeCurrentTimeMillis()
-      const loop: Effect.Effect<void> = Effect.suspend(() => {
+    const fork = <A>(effect: Effect.Effect<A>): Fiber.RuntimeFiber<A> => {
+      const fiber = Runtime.runFork(runtime!)(effect)
+      FiberSet.unsafeAdd(fibers, fiber)
+      return fiber
+    }
+
+    const retire = (pump: Pump) => {
+      pumps.delete(pump)
+      if (pumps.size > 0) return
+      const waiters = idleWaiters
+      idleWaiters = []
+      for (const resolve of waiters) resolve()
+    }
+
+    // A worker runs buffered executions until none is left, then retires; an Effect handler gets a fiber of its own
+    // (see `fork`). After a burst of executions that end at once it goes on in a microtask, so other fibers (the
+    // results writer, the tick) are not starved by a buffer of quick handlers.
+    const drain = (pump: Pump): void => {
+      for (let burst = 0; burst < BURST; burst++) {
         const task = next()
-        return task === undefined ? Effect.void : Effect.zipRight(task.run(now), loop)
-      })
-      return loop
-    })
-    const spawn = (): Effect.Effect<void> =>
-      Effect.suspend(() => {
-        const n = Math.min(config.workers - alive, queue.length - head)
-        if (n <= 0) return Effect.void
-        alive += n
-        const one = FiberSet.run(
-          workers,
-          worker.pipe(
-            Effect.ensuring(
-              Effect.suspend(() => {
-                alive--
-                return spawn()
-              })
-            )
-          )
-        )
-        return Effect.asVoid(Effect.replicateEffect(one, n, { discard: true }))
-      })
+        if (task === undefined) return retire(pump)
+        pump.inRun = true
+        pump.doneEarly = false
+        let ended: boolean
+        try {
+          ended = task.run(pump)
+        } catch (defect) {
+          // A bug of the runner's own: logged, and the worker goes on.
+          ended = true
+          fork(Effect.logError("a worker's execution failed unexpectedly (going on)", defect))
+        }
+        pump.inRun = false
+        if (!ended && !pump.doneEarly) return
+      }
+      queueMicrotask(() => drain(pump))
+    }
+
+    const makePump = (): Pump => {
+      const pump: Pump = {
+        stop: undefined,
+        inRun: false,
+        doneEarly: false,
+        now: () => clockNow(),
+        fork,
+        done: () => {
+          pump.stop = undefined
+          if (pump.inRun) pump.doneEarly = true
+          else drain(pump)
+        },
+        onStop: (stop) => {
+          pump.stop = stop
+        }
+      }
+      return pump
+    }
+
+    const spawn = () => {
+      const n = Math.min(config.workers - pumps.size, queue.length - head)
+      for (let i = 0; i < n; i++) {
+        const pump = makePump()
+        pumps.add(pump)
+        // Started after the submitting fiber's step, as a forked fiber would be.
+        queueMicrotask(() => drain(pump))
+      }
+    }
 
     return {
       room: () => {
@@ -112,12 +185,20 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
         return outstanding > 0 && free < Math.max(1, Math.floor(buffer() / 2)) ? 0 : free
       },
       submit: (tasks) =>
-        Effect.suspend(() => {
-          if (tasks.length === 0) return Effect.void
-          outstanding += tasks.length
-          for (const task of tasks) queue.push(task)
-          return spawn()
-        }),
+        Effect.runtime<never>().pipe(
+          Effect.flatMap((rt) =>
+            Effect.clockWith((clock) =>
+              Effect.sync(() => {
+                if (tasks.length === 0) return
+                runtime = rt
+                clockNow = () => clock.unsafeCurrentTimeMillis()
+                outstanding += tasks.length
+                for (const task of tasks) queue.push(task)
+                spawn()
+              })
+            )
+          )
+        ),
       started: () => {
         busy++
       },
@@ -131,13 +212,23 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
         return outstanding - busy <= Math.floor(buffer() / 2)
       },
       running: () => busy,
-      awaitIdle: FiberSet.awaitEmpty(workers),
+      awaitIdle: Effect.async<void>((resume) => {
+        if (pumps.size === 0) return resume(Effect.void)
+        const waiter = () => resume(Effect.void)
+        idleWaiters.push(waiter)
+        return Effect.sync(() => {
+          idleWaiters = idleWaiters.filter((w) => w !== waiter)
+        })
+      }),
       interruptAll: Effect.suspend(() => {
         const cancelled = queue.slice(head)
         queue = []
         head = 0
         for (const task of cancelled) task.cancel()
-        return FiberSet.clear(workers)
+        // Pending promises are settled as stopped (their workers then find nothing left and retire); Effect
+        // handlers are interrupted, and their workers retire as their fibers end.
+        for (const pump of [...pumps]) pump.stop?.()
+        return FiberSet.clear(fibers)
       })
     }
   })

@@ -16,7 +16,7 @@ import * as RetryPolicy from "effect/Schedule"
 import type { Job, JobKind } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
-import type { Task } from "./Capacity.js"
+import type { Task, Worker } from "./Capacity.js"
 import { type Handler, HandlerTimeoutError, invoke, PendingPromise, timedOut } from "./Handler.js"
 
 /** One claimed execution, as a source hands it over: a key unique among this runner's executions, and its job. */
@@ -232,6 +232,11 @@ const leaseMargin = (leaseMs: number) => Math.max(1, Math.floor(leaseMs / 10))
 const unknownTaskType = (taskType: string) =>
   Result.failure(`unknown task type "${taskType}": no handler is registered`)
 
+/** Runs a log line off the worker, in a fiber of the runner; nothing is forked for nothing to do. */
+const runAside = (worker: Worker, effect: Effect.Effect<void>) => {
+  if (effect !== Effect.void) worker.fork(effect)
+}
+
 /** Wires a source into the pipeline. */
 export const makeLane = <C extends Claimed, E extends { readonly message: string }>(
   source: WorkSource<C, E>,
@@ -286,96 +291,107 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     return Effect.void
   }
 
-  // A handler's promise, awaited on the worker. Whichever comes first settles it: the promise, its timeout (the
-  // runner's timeout watch), a lost lease (the renewal round) or a forced stop (the worker is interrupted). A promise
-  // cannot be cancelled: one settled early runs on unobserved, its signal aborted.
+  // A handler's promise, awaited on the worker (no fiber, no timer: plain callbacks). Whichever comes first settles
+  // it: the promise, its timeout (the runner's timeout watch), a lost lease (the renewal round) or a forced stop. A
+  // promise cannot be cancelled: one settled early runs on unobserved, its signal aborted.
   const awaitPromise = (
     entry: Entry<C>,
     pending: PendingPromise,
     timeout: Duration.Duration,
     startedAt: number,
-    now: () => number
-  ): Effect.Effect<void> =>
-    Effect.async<void>((resume) => {
-      const job = entry.claim.job
-      const settle = (result: Result.Result | "lost" | "stopped") => {
-        if (entry.settle === undefined) return
-        entry.settle = undefined
+    worker: Worker
+  ): false => {
+    const job = entry.claim.job
+    const settle = (result: Result.Result | "lost" | "stopped", byPromise: boolean) => {
+      if (entry.settle === undefined) return
+      entry.settle = undefined
+      try {
         if (result === "lost" || result === "stopped") {
           pending.controller?.abort(new Error("the execution was interrupted"))
-          // Now, not in the resumed effect: an interrupted worker (a forced stop) never runs that.
-          resume(abandon(entry))
-          return
+          runAside(worker, abandon(entry))
+        } else {
+          if (Result.isFailure(result) && result.error instanceof HandlerTimeoutError) {
+            pending.controller?.abort(result.error)
+          }
+          finish(entry, result, startedAt, worker.now())
         }
-        if (Result.isFailure(result) && result.error instanceof HandlerTimeoutError) {
-          pending.controller?.abort(result.error)
-        }
-        finish(entry, result, startedAt, now())
-        resume(Effect.void)
+      } catch (defect) {
+        // A bug of the runner's own: logged, and the worker goes on all the same (else it would wait forever).
+        runAside(worker, Effect.logError("settling an execution failed unexpectedly (going on)", defect))
       }
-      entry.settle = (why) => settle(why === "timeout" ? timedOut(job.taskType, timeout) : why)
-      entry.deadline = startedAt + Duration.toMillis(timeout)
-      context.deadline(entry.deadline)
-      Promise.resolve(pending.promise).then(
-        (value) => settle(Result.success(value)),
-        (error: unknown) => settle(Result.failure(error))
-      )
-      // The worker interrupted (a forced stop): the execution is handed back.
-      return Effect.sync(() => settle("stopped"))
-    })
+      // Settled from outside (a renewal round, the timeout watch, a stop going through every execution): the worker
+      // goes on once that is done, so the next execution starts with what it learnt (its own lease lost too).
+      if (byPromise) worker.done()
+      else queueMicrotask(worker.done)
+    }
+    entry.settle = (why) => settle(why === "timeout" ? timedOut(job.taskType, timeout) : why, false)
+    entry.deadline = startedAt + Duration.toMillis(timeout)
+    context.deadline(entry.deadline)
+    // A forced stop: the execution is handed back.
+    worker.onStop(() => settle("stopped", false))
+    Promise.resolve(pending.promise).then(
+      (value) => settle(Result.success(value), true),
+      (error: unknown) => settle(Result.failure(error), true)
+    )
+    return false
+  }
 
-  const execute = (entry: Entry<C>, now: () => number): Effect.Effect<void> =>
-    Effect.suspend(() => {
-      const job = entry.claim.job
-      if (entry.lost) {
-        entry.running = false
-        context.ended(undefined, false)
-        return Effect.logWarning("lease lost before the execution started: it was not run").pipe(
+  // Runs an execution on a worker; true when it ended before returning (see `Task.run`).
+  const execute = (entry: Entry<C>, worker: Worker): boolean => {
+    const job = entry.claim.job
+    if (entry.lost) {
+      entry.running = false
+      context.ended(undefined, false)
+      runAside(
+        worker,
+        Effect.logWarning("lease lost before the execution started: it was not run").pipe(
           Effect.annotateLogs(annotations(job))
         )
-      }
-      const handler = context.handler(job.taskType)
-      context.started()
-      const startedAt = now()
-      const out =
-        handler === undefined
-          ? unknownTaskType(job.taskType)
-          : invoke(handler.run, job, handler.timeout, handler.takesSignal)
-      if (out instanceof PendingPromise) return awaitPromise(entry, out, handler!.timeout, startedAt, now)
-      if (!Effect.isEffect(out)) {
-        finish(entry, out, startedAt, now())
-        return Effect.void
-      }
-      // An Effect handler runs in a fiber of its own, so a lost lease interrupts this execution only.
-      const run = out.pipe(
-        Effect.annotateLogs(annotations(job)),
-        // The handler's failure is already a Result here: say it on the span, which would otherwise end "ok".
-        Effect.tap((result) =>
-          Result.isFailure(result)
-            ? Effect.annotateCurrentSpan({ "kairos.outcome": "failed", "kairos.error": result.message })
-            : Effect.annotateCurrentSpan("kairos.outcome", "ok")
-        ),
-        // A span per execution of an Effect handler: exported by whatever Tracer the application installs.
-        Effect.withSpan("kairos.execute", {
-          attributes: {
-            "kairos.kind": source.kind,
-            "kairos.task_type": job.taskType,
-            "kairos.id": job.id,
-            "kairos.name": job.name,
-            "kairos.attempt": job.attempt
-          }
-        }),
-        Effect.onExit((exit) =>
-          Exit.isSuccess(exit)
-            ? Effect.sync(() => finish(entry, exit.value, startedAt, now()))
-            : Effect.suspend(() => abandon(entry))
-        )
       )
-      return Effect.flatMap(Effect.fork(run), (fiber) => {
-        if (entry.running) entry.fiber = fiber
-        return Fiber.await(fiber)
-      })
-    })
+      return true
+    }
+    const handler = context.handler(job.taskType)
+    context.started()
+    const startedAt = worker.now()
+    const out =
+      handler === undefined
+        ? unknownTaskType(job.taskType)
+        : invoke(handler.run, job, handler.timeout, handler.takesSignal)
+    if (out instanceof PendingPromise) return awaitPromise(entry, out, handler!.timeout, startedAt, worker)
+    if (!Effect.isEffect(out)) {
+      finish(entry, out, startedAt, worker.now())
+      return true
+    }
+    // An Effect handler runs in a fiber of its own, so a lost lease interrupts this execution only.
+    const run = out.pipe(
+      Effect.annotateLogs(annotations(job)),
+      // The handler's failure is already a Result here: say it on the span, which would otherwise end "ok".
+      Effect.tap((result) =>
+        Result.isFailure(result)
+          ? Effect.annotateCurrentSpan({ "kairos.outcome": "failed", "kairos.error": result.message })
+          : Effect.annotateCurrentSpan("kairos.outcome", "ok")
+      ),
+      // A span per execution of an Effect handler: exported by whatever Tracer the application installs.
+      Effect.withSpan("kairos.execute", {
+        attributes: {
+          "kairos.kind": source.kind,
+          "kairos.task_type": job.taskType,
+          "kairos.id": job.id,
+          "kairos.name": job.name,
+          "kairos.attempt": job.attempt
+        }
+      }),
+      Effect.onExit((exit) =>
+        Exit.isSuccess(exit)
+          ? Effect.sync(() => finish(entry, exit.value, startedAt, worker.now()))
+          : Effect.suspend(() => abandon(entry))
+      )
+    )
+    const fiber = worker.fork(run)
+    if (entry.running) entry.fiber = fiber
+    fiber.addObserver(() => worker.done())
+    return false
+  }
 
   const claimAndStart = (request: ClaimRequest) =>
     Effect.gen(function* () {
@@ -408,7 +424,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         }
         active.set(claim.key, entry)
         tasks.push({
-          run: (now) => execute(entry, now),
+          run: (worker) => execute(entry, worker),
           // A forced stop before it ran: handed back with the interrupted ones.
           cancel: () => {
             entry.running = false
