@@ -490,17 +490,27 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         return { written: yield* source.complete(batch), claimed: [], chained: false, next: undefined }
       return { ...(yield* completeAndClaim(batch, next)), next }
     })
-    // Any cause is retried, defects included: a store that dies on a dead connection may work on the next try.
-    const { chained, claimed, next, written } = yield* write.pipe(
-      Effect.sandbox,
-      Effect.retry(resultWriteRetry),
+    // Any cause is retried, defects included: a store that dies on a dead connection may work on the next try. The
+    // retry's schedule is set up only once a try failed (most writes never do): that failure is the schedule's first
+    // input, so the waits between tries are those of retrying from the start.
+    const attempt = Effect.sandbox(write)
+    const { chained, claimed, next, written } = yield* attempt.pipe(
+      Effect.catchAll((firstFailure) => {
+        let replay = true
+        const again = Effect.suspend(() => {
+          if (!replay) return attempt
+          replay = false
+          return Effect.fail(firstFailure)
+        })
+        return Effect.retry(again, resultWriteRetry)
+      }),
       Effect.unsandbox,
       Effect.catchAllCause((cause) =>
         Effect.as(
           Effect.logError(
             "recording results failed; their executions run again once their leases expire (nothing is lost)",
             cause
-          ),
+          ).pipe(Effect.annotateLogs({ kind: source.kind })),
           { written: batch.map(() => undefined), claimed: [] as ReadonlyArray<C>, chained: false, next: undefined }
         )
       )
@@ -517,12 +527,18 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
             ? "result not confirmed: an earlier try of this write may have recorded it (its answer was lost), or " +
                 "the execution's lease was lost"
             : "result refused: the execution's lease was lost"
-        ).pipe(Effect.annotateLogs({ taskType: finished.claim.job.taskType, jobId: finished.claim.job.id }))
+        ).pipe(
+          Effect.annotateLogs({
+            kind: source.kind,
+            taskType: finished.claim.job.taskType,
+            jobId: finished.claim.job.id
+          })
+        )
       }
     }
     if (next !== undefined) yield* startClaimed(claimed, next)
     context.written(chained && batch.every((f) => chainable(f.claim, f.result)))
-  }).pipe(Effect.annotateLogs({ kind: source.kind }))
+  })
 
   const releaseInterrupted = (now: Date) =>
     Effect.gen(function* () {

@@ -114,6 +114,28 @@ describe("long-lived fibers survive any cause", () => {
     }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
   )
 
+  it.scoped("a failed result write is tried again after the retry's waits (50 ms, then 100 ms), not at once", () =>
+    Effect.gen(function* () {
+      logged.length = 0
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const faults = yield* Faults
+      yield* runner.register("t", () => undefined)
+      yield* faults.die("recordResults", 2)
+      yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
+      yield* runner.start
+      yield* settle(Effect.map(runner.stats, (s) => s.ok === 1))
+      // The first try failed at once; the second fails 50 ms later; the third, 100 ms after that, writes it.
+      yield* FakeClock.advance("140 millis")
+      expect(yield* memory.processed).toEqual([])
+      yield* FakeClock.advance("20 millis")
+      expect((yield* memory.processed).map((p) => p.payload)).toEqual(["a"])
+      expect(logged.some((l) => l.startsWith("ERROR recording results failed"))).toBe(false)
+    }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
   it.scoped(
     "a store that dies (a defect) in the tick, the results writer and the renewal: logged, and work goes on",
     () =>
