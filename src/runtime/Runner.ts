@@ -427,7 +427,13 @@ export const make = (
       const force = lookEverywhere
       lookEverywhere = false
       const delayMs = yield* tickOnce(force).pipe(
-        Effect.flatMap(({ interval, report }) => nextDelay(report, interval)),
+        // What the tick started begins before the sleep is planned (which may cost a statement to build and send):
+        // the workers take their first executions in the yield.
+        Effect.flatMap(({ interval, report }) =>
+          report.started > 0
+            ? Effect.zipRight(Effect.yieldNow(), nextDelay(report, interval))
+            : nextDelay(report, interval)
+        ),
         Effect.tap(() => {
           failures = 0
         }),

@@ -721,3 +721,49 @@ describe("what a worker says", () => {
     ).pipe(Effect.provide(testLayer({ workers: 4 })))
   )
 })
+
+describe("a tick's executions", () => {
+  // The order of what happened: handlers starting, and the tick's look for the next delayed item (after a claim that
+  // took less than it asked, the tick asks the store when the queue next has work: a statement, in Postgres).
+  const order: Array<string> = []
+  const watchedStores = Layer.effectContext(
+    Effect.gen(function* () {
+      const { fake, store } = yield* FakeStore.make
+      const { store: queue } = yield* MemoryQueueStore.make
+      return Context.make(JobStore, store).pipe(
+        Context.add(
+          QueueStore,
+          QueueStore.of({
+            ...queue,
+            nextRunAfter: (...args) =>
+              Effect.zipRight(
+                Effect.sync(() => order.push("planned its sleep")),
+                queue.nextRunAfter(...args)
+              )
+          })
+        ),
+        Context.add(FakeStore.FakeStore, fake)
+      )
+    })
+  ).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+
+  it.scoped("start before the tick plans its sleep: a pickup does not wait for that statement", () =>
+    Effect.gen(function* () {
+      order.length = 0
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      yield* runner.register("t", (job) => {
+        order.push(`ran ${job.payload}`)
+      })
+      yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
+      yield* runner.start
+      yield* settle(Effect.sync(() => order.length >= 2))
+      expect(order.slice(0, 2)).toEqual(["ran a", "planned its sleep"])
+    }).pipe(
+      Effect.provide(
+        Runner.layer({ interval: "1 minute", heartbeatInterval: "1 day" }).pipe(Layer.provideMerge(watchedStores))
+      )
+    )
+  )
+})
