@@ -421,8 +421,39 @@ export const make = (
     // Set by an explicit `wake`: the next tick also reads the job tables, whatever they were last known to hold
     // (another program may have changed a job's next slot).
     let lookEverywhere = false
+
+    // The loop's alarm. The loop sleeps by waiting for a wake-up only; a fiber of its own sleeps until the time the
+    // loop asked to be woken at (its next poll, slot or retry) and sends that wake-up. A wake-up then resumes the loop
+    // at once, instead of ending a race of two fibers forked for every sleep (and interrupting the loser).
+    let alarmAtMs = Number.POSITIVE_INFINITY
+    const alarmSooner = yield* Queue.sliding<void>(1)
+    const alarmRound = Effect.gen(function* () {
+      const target = alarmAtMs
+      if (target === Number.POSITIVE_INFINITY) return yield* Queue.take(alarmSooner)
+      const nowMs = yield* Clock.currentTimeMillis
+      if (target > nowMs) {
+        // Woken early when the loop asks for a sooner time; a later one is seen when this sleep ends.
+        yield* Effect.raceFirst(Effect.sleep(Duration.millis(target - nowMs)), Queue.take(alarmSooner))
+        return
+      }
+      alarmAtMs = Number.POSITIVE_INFINITY
+      signalNow(wake)
+    })
+    /** Waits until `ms` have passed or a wake-up came, whichever is first. */
+    const sleepOrWake = (ms: number) =>
+      Effect.suspend(() => {
+        if (ms <= 0) return Effect.yieldNow()
+        const atMs = clock.unsafeCurrentTimeMillis() + ms
+        const sooner = atMs < alarmAtMs
+        alarmAtMs = atMs
+        if (sooner) signalNow(alarmSooner)
+        return Queue.take(wake)
+      })
+
     const loopRound = Effect.gen(function* () {
       if (yield* Ref.get(stopping)) return yield* Effect.interrupt
+      // Awake: the alarm set for the last sleep no longer stands (a tick in progress is not woken again by it).
+      alarmAtMs = Number.POSITIVE_INFINITY
       yield* Queue.takeAll(wake)
       const force = lookEverywhere
       lookEverywhere = false
@@ -457,10 +488,10 @@ export const make = (
         yield* Effect.sleep(Duration.millis(WAKE_AFTER_FAILURE_MS))
         if (yield* Ref.get(stopping)) return yield* Effect.interrupt
         yield* Queue.takeAll(wake)
-        yield* Effect.raceFirst(Effect.sleep(Duration.millis(delayMs - WAKE_AFTER_FAILURE_MS)), Queue.take(wake))
+        yield* sleepOrWake(delayMs - WAKE_AFTER_FAILURE_MS)
         return
       }
-      yield* Effect.raceFirst(Effect.sleep(Duration.millis(delayMs)), Queue.take(wake))
+      yield* sleepOrWake(delayMs)
     })
 
     // One renewal round for every held lease, every third of a lease; asleep while nothing is held.
@@ -596,6 +627,7 @@ export const make = (
       // Not in the scope: its finalizers run in reverse order, so a loop forked into it here would be interrupted
       // before `stop` (registered earlier) runs — mid-tick, after a claim committed and before its executions
       // started, leaving them leased and never run. `stop`, the scope's finalizer, ends the loop instead.
+      yield* Effect.forkIn(supervised("runner alarm", alarmRound), scope)
       const fiber = yield* Effect.forkDaemon(supervised("runner loop", loopRound))
       yield* Ref.set(loopFiber, Option.some(fiber))
     })
