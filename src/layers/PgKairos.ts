@@ -4,14 +4,16 @@
 import { DatabaseConnectionError, explainConnectFailure } from "../adapters/postgres/PgConnect.js"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import type * as ConfigError from "effect/ConfigError"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
 import * as PgClock from "../adapters/postgres/PgClock.js"
+import { PgPool } from "../adapters/postgres/PgPrepared.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
@@ -21,6 +23,7 @@ import type { JobStore } from "../ports/JobStore.js"
 import type { QueueStore } from "../ports/QueueStore.js"
 import type { Settings, SettingsWriter } from "../ports/Settings.js"
 import * as Runner from "../runtime/Runner.js"
+import * as Pg from "pg"
 
 export interface Options extends Runner.RunnerOptions {
   /** The database: a URL (`postgres://…`). */
@@ -61,24 +64,52 @@ const withSessionTimeouts = (url: string, options: Options): string => {
 
 /**
  * The pooled client kairos runs on: sessions with the timeouts above, named `applicationName` (default `kairos`)
- * in `pg_stat_activity`.
+ * in `pg_stat_activity`. The node-postgres pool under it is provided too (`PgPool`): the statements run per
+ * execution go to it directly, as prepared statements (see `PgPrepared`).
  */
 export const clientLayer = (
   options: Options & { readonly applicationName?: string | undefined }
 ): Layer.Layer<
-  SqlClient.SqlClient | PgClient.PgClient,
+  SqlClient.SqlClient | PgClient.PgClient | PgPool,
   DatabaseConnectionError | SqlError | ConfigError.ConfigError
 > => {
   const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
-  return PgClient.layer({
-    url: Redacted.make(withSessionTimeouts(url, options)),
-    maxConnections: options.maxConnections ?? 10,
-    applicationName: options.applicationName ?? "kairos"
-  }).pipe(
-    // "PgClient: Failed to connect" names no fix: say what is wrong with the URL, the server or the database.
-    Layer.mapError((error) => {
-      const message = explainConnectFailure(url, error)
-      return message === undefined ? error : new DatabaseConnectionError({ message, cause: error })
+  // "Failed to connect" names no fix: say what is wrong with the URL, the server or the database.
+  const explained = (error: SqlError) => {
+    const message = explainConnectFailure(url, error)
+    return message === undefined ? error : new DatabaseConnectionError({ message, cause: error })
+  }
+  return Layer.unwrapScoped(
+    Effect.gen(function* () {
+      const pool = yield* Effect.acquireRelease(
+        Effect.sync(() => {
+          const pool = new Pg.Pool({
+            connectionString: withSessionTimeouts(url, options),
+            max: options.maxConnections ?? 10,
+            application_name: options.applicationName ?? "kairos"
+          })
+          // An idle connection that dies (a restarted server) must not crash the process: the next use reconnects.
+          pool.on("error", () => {})
+          return pool
+        }),
+        (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption("1 second"))
+      )
+      // Connect once now, so a wrong URL fails the layer with its reason rather than the first statement.
+      yield* Effect.tryPromise({
+        try: () => pool.query("SELECT 1"),
+        catch: (cause) => new SqlError({ cause, message: "PgClient: Failed to connect" })
+      }).pipe(
+        Effect.timeoutFail({
+          duration: "5 seconds",
+          onTimeout: () =>
+            new SqlError({ cause: new Error("Connection timed out"), message: "PgClient: Connection timed out" })
+        }),
+        Effect.mapError(explained)
+      )
+      return Layer.merge(
+        PgClient.layerFromPool({ acquire: Effect.succeed(pool) }).pipe(Layer.mapError(explained)),
+        Layer.succeed(PgPool, pool)
+      )
     })
   )
 }

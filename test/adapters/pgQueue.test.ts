@@ -7,9 +7,11 @@ import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Either, Layer, Option, Redacted } from "effect"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
+import { migrate } from "../../src/adapters/postgres/migrations.js"
+import * as PgKairos from "../../src/layers/PgKairos.js"
 import { type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
-import { databaseUrl, TestSchema } from "../support/database.js"
+import { databaseUrl, TestSchema, TestSchemaLive } from "../support/database.js"
 import { PgMigrated } from "../support/pgStores.js"
 
 const PgQueue = (label: string) =>
@@ -18,6 +20,22 @@ const PgQueue = (label: string) =>
   )
 
 suite("postgres", PgQueue("queue"))
+
+// The same contract over a client kairos did not build (a user's own PgClient layer): no pool of kairos's in
+// context, so the statements PgPrepared sends to the pool directly go through @effect/sql instead.
+const PgQueueOverOwnClient = Layer.unwrapEffect(
+  Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema }))
+).pipe(
+  Layer.provideMerge(Layer.effectDiscard(Effect.flatMap(TestSchema, (schema) => migrate({ schema })))),
+  Layer.provideMerge(TestSchemaLive("queueown")),
+  Layer.provideMerge(
+    Layer.suspend(() =>
+      PgClient.layer({ url: Redacted.make(databaseUrl()), maxConnections: 4, applicationName: "kairos-test" })
+    )
+  )
+)
+
+suite("postgres over a client of the user's own", PgQueueOverOwnClient)
 
 layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })("queue tables", (it) => {
   it.effect(
@@ -181,6 +199,29 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         )
       )
     )
+  )
+
+  it.effect("a prepared statement whose result type changed under it (a newer instance migrated) is sent again", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      // The store has one connection to itself here, so the enqueue below runs on the connection that prepared it.
+      const store = yield* Effect.provide(
+        PgQueueStore.make({ schema }),
+        yield* Layer.build(PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 1 }))
+      )
+      yield* store.enqueue({ taskType: "stale", payload: "before" }, new Date())
+      // What the insert returns changes type: its prepared plan can no longer be used ("cached plan must not
+      // change result type").
+      yield* sql`ALTER TABLE ${sql(`${schema}.queue_items`)} ALTER COLUMN payload TYPE varchar`
+      const after = yield* store.enqueue({ taskType: "stale", payload: "after" }, new Date())
+      expect(after.payload).toBe("after")
+      const rows = yield* sql<{ payload: string }>`
+        SELECT payload FROM ${sql(`${schema}.queue_items`)} WHERE task_type = 'stale' ORDER BY id`
+      expect(rows.map((r) => r.payload)).toEqual(["before", "after"])
+      yield* sql`ALTER TABLE ${sql(`${schema}.queue_items`)} ALTER COLUMN payload TYPE text`
+      yield* sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE task_type = 'stale'`
+    }).pipe(Effect.scoped)
   )
 
   it.effect("rows inserted by plain SQL are normalised like the API's", () =>
@@ -446,10 +487,13 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
       const schema = yield* TestSchema
       const items = sql(`${schema}.queue_items`)
       // Twenty stores, each on a client of its own with a single connection, connected before the race starts.
-      const stores = yield* Effect.forEach(Array.from({ length: 20 }), () =>
+      const stores = yield* Effect.forEach(Array.from({ length: 20 }), (_, i) =>
         Effect.gen(function* () {
+          // Half on kairos's own client (prepared statements on its pool), half on a plain PgClient.
           const context = yield* Layer.build(
-            PgClient.layer({ url: Redacted.make(databaseUrl()), maxConnections: 1, applicationName: "kairos-uniq" })
+            i % 2 === 0
+              ? PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 1, applicationName: "kairos-uniq" })
+              : PgClient.layer({ url: Redacted.make(databaseUrl()), maxConnections: 1, applicationName: "kairos-uniq" })
           )
           yield* Effect.provide(SqlClient.SqlClient, context).pipe(Effect.flatMap((c) => c`SELECT 1`))
           return yield* Effect.provide(PgQueueStore.make({ schema }), context)

@@ -2,10 +2,12 @@
  * Postgres for a test file: a client on the run's database and a schema of the file's own, dropped at the end.
  */
 import { SqlClient } from "@effect/sql"
-import { PgClient } from "@effect/sql-pg"
-import { Context, Effect, Layer, Redacted } from "effect"
+import type { PgClient } from "@effect/sql-pg"
+import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { inject } from "vitest"
+import type { PgPool } from "../../src/adapters/postgres/PgPrepared.js"
+import * as PgKairos from "../../src/layers/PgKairos.js"
 
 /** The database URL of this test run (embedded Postgres or `DATABASE_URL`). */
 export const databaseUrl = (): string => inject("databaseUrl")
@@ -20,9 +22,9 @@ export const uniqueSchemaName = (label: string): string =>
     .replace(/[^a-z0-9]+/g, "_")
     .slice(0, 30)}_${randomBytes(5).toString("hex")}`
 
-/** A pooled client on the test run's database. */
-export const PgTestClient: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient, unknown> = Layer.suspend(() =>
-  PgClient.layer({ url: Redacted.make(databaseUrl()), maxConnections: 8, applicationName: "kairos-test" })
+/** A pooled client on the test run's database, built as kairos builds its own (so with its pool: `PgPool`). */
+export const PgTestClient: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown> = Layer.suspend(() =>
+  PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 8, applicationName: "kairos-test" })
 )
 
 /** Creates a schema of the file's own and drops it (with everything in it) when the layer is released. */
@@ -40,5 +42,7 @@ export const TestSchemaLive = (label: string): Layer.Layer<TestSchema, unknown, 
   )
 
 /** A client plus a schema of the file's own. */
-export const PgTest = (label: string): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | TestSchema, unknown> =>
+export const PgTest = (
+  label: string
+): Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool | TestSchema, unknown> =>
   TestSchemaLive(label).pipe(Layer.provideMerge(PgTestClient))

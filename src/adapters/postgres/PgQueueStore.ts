@@ -13,6 +13,7 @@ import * as Schema from "effect/Schema"
 import type { InvalidRetryError } from "../../domain/errors.js"
 import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import * as Retry from "../../domain/Retry.js"
+import * as PgPrepared from "./PgPrepared.js"
 import {
   gaveUpMessage,
   MAX_UNFINISHED,
@@ -130,15 +131,37 @@ export const make = (
     const processed = sql(table(schema, "processed_items"))
     const meta = sql(table(schema, "scheduler_meta"))
     const workers = sql(table(schema, "scheduler_workers"))
-    const itemCols = sql.literal(
+    const itemColumns =
       "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started, run_after, " +
-        "unique_key, created_at, updated_at"
+      "unique_key, created_at, updated_at"
+    const itemCols = sql.literal(itemColumns)
+    // The statements run per execution, prepared once per connection (see PgPrepared). Schema names are plain
+    // lower-case identifiers (schemaName checks), so they are written into the text as they are.
+    const prepare = yield* PgPrepared.make
+    const fn = (name: string) => `"${schema}".${name}`
+    const claimed = `${itemColumns}, lease_id::text AS lease_id, token, attempt`
+    const resultParams = (from: number) =>
+      ["bigint", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int", "int", "bigint"]
+        .concat(["boolean", "bigint"])
+        .map((type, i) => `$${from + i}::${type}[]`)
+        .join(", ")
+    const claimStatement = prepare<ClaimRow>(
+      `SELECT ${claimed} FROM ${fn("kairos_claim")}($1::text[], $2::int, $3::text, $4::timestamptz, $5::timestamptz, ` +
+        "$6::timestamptz)"
+    )
+    const recordOnceStatement = prepare<{ id: string }>(
+      `SELECT id::text AS id FROM ${fn("kairos_record_once")}(${resultParams(1)}) AS r(id)`
+    )
+    const recordAndClaimStatement = prepare<ClaimRow & { recorded: string | null }>(
+      `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim")}(${resultParams(1)}, ` +
+        "$14::text[], $15::int, $16::text, $17::timestamptz, $18::timestamptz, $19::timestamptz)"
+    )
+    const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
+      `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
+        "$3::timestamptz, $4::timestamptz, $5::int, $6::text, $7::text, $8::timestamptz, $9::timestamptz, " +
+        "$10::timestamptz)"
     )
     const wakeChannel = channel(schema)
-    const claimFunction = sql(table(schema, "kairos_claim"))
-    const recordOnceFunction = sql(table(schema, "kairos_record_once"))
-    const recordAndClaimFunction = sql(table(schema, "kairos_record_and_claim"))
-    const recordAndClaimNextFunction = sql(table(schema, "kairos_record_and_claim_next"))
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
@@ -155,10 +178,7 @@ export const make = (
     // says what it takes). Its rows come in the queue's order (priority first, then age), the order in which
     // buffered executions start.
     const claimOnce = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
-      sql<ClaimRow>`
-        SELECT ${itemCols}, lease_id::text AS lease_id, token, attempt
-        FROM ${claimFunction}(${types}::text[], ${limit}::int, ${options.owner}::text, ${options.now}::timestamptz,
-          ${options.leaseUntil}::timestamptz, ${options.repeatAfter}::timestamptz)`
+      claimStatement([types, limit, options.owner, options.now, options.leaseUntil, options.repeatAfter])
 
     /** Another claimer took the type's sequential slot after this statement's snapshot: try again. */
     const lostSequentialRace = (e: unknown) =>
@@ -185,20 +205,30 @@ export const make = (
     // A batch of results as thirteen arrays, one per column, so one statement takes any number of them: the
     // arguments of `kairos_record_once`, and the columns of `resultInput`. The last four are the task type's retry
     // policy (the item's own, on its row, wins).
-    const resultColumns = (batch: ReadonlyArray<Recorded>) => {
+    const resultArrays = (batch: ReadonlyArray<Recorded>): ReadonlyArray<ReadonlyArray<unknown>> => {
       const col = <A>(f: (x: Recorded) => A) => batch.map(f)
       const policy = (x: Recorded) => x.retry ?? Retry.none
-      return sql`
-        ${col((x) => x.claim.leaseId)}::bigint[], ${col((x) => x.claim.token)}::text[],
-        ${col((x) => x.claim.item.taskType)}::text[], ${col((x) => x.claim.item.payload)}::text[],
-        ${col((x) => (x.result.error === undefined ? "ok" : "error"))}::text[],
-        ${col((x) => x.result.error ?? "")}::text[],
-        ${col((x) => x.result.startedAt.toISOString())}::timestamptz[],
-        ${col((x) => x.result.finishedAt.toISOString())}::timestamptz[],
-        ${col((x) => durationMs(x.result))}::int[],
-        ${col((x) => policy(x).attempts)}::int[], ${col((x) => policy(x).backoffMs)}::bigint[],
-        ${col((x) => policy(x).exponential)}::boolean[], ${col((x) => policy(x).maxBackoffMs)}::bigint[]`
+      return [
+        col((x) => x.claim.leaseId),
+        col((x) => x.claim.token),
+        col((x) => x.claim.item.taskType),
+        col((x) => x.claim.item.payload),
+        col((x) => (x.result.error === undefined ? "ok" : "error")),
+        col((x) => x.result.error ?? ""),
+        col((x) => x.result.startedAt.toISOString()),
+        col((x) => x.result.finishedAt.toISOString()),
+        col((x) => durationMs(x.result)),
+        col((x) => policy(x).attempts),
+        col((x) => policy(x).backoffMs),
+        col((x) => policy(x).exponential),
+        col((x) => policy(x).maxBackoffMs)
+      ]
     }
+    const resultTypes = ["bigint", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int", "int"]
+      .concat(["bigint", "boolean", "bigint"])
+      .map((type) => sql.literal(`${type}[]`))
+    const resultColumns = (batch: ReadonlyArray<Recorded>) =>
+      sql.csv(resultArrays(batch).map((values, i) => sql`${values as ReadonlyArray<string>}::${resultTypes[i]!}`))
 
     const resultInput = (batch: ReadonlyArray<Recorded>) =>
       sql`SELECT * FROM unnest(${resultColumns(batch)})
@@ -207,8 +237,7 @@ export const make = (
 
     // Executions of items that run once (the common case), in one statement with no transaction around it: the
     // schema's `kairos_record_once` function (migration 0004 says what it writes).
-    const recordSingles = (batch: ReadonlyArray<Recorded>) =>
-      sql<{ id: string }>`SELECT id::text AS id FROM ${recordOnceFunction}(${resultColumns(batch)}) AS r(id)`
+    const recordSingles = (batch: ReadonlyArray<Recorded>) => recordOnceStatement(resultArrays(batch))
 
     // Executions of items that run more than once: the same fencing, and each item updated once, by how many
     // finished. Then, in a statement of its own (a fresh snapshot: another instance may have recorded the item's
@@ -295,22 +324,31 @@ export const make = (
       limit: number,
       types: ReadonlyArray<string>
     ) =>
-      sql<ClaimRow & { recorded: string | null }>`
-        SELECT recorded::text AS recorded, ${itemCols}, lease_id::text AS lease_id, token, attempt
-        FROM ${recordAndClaimFunction}(${resultColumns(batch)}, ${types}::text[], ${limit}::int,
-          ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
-          ${options.repeatAfter}::timestamptz)`.pipe(retryLostRace)
+      recordAndClaimStatement([
+        ...resultArrays(batch),
+        types,
+        limit,
+        options.owner,
+        options.now,
+        options.leaseUntil,
+        options.repeatAfter
+      ]).pipe(retryLostRace)
 
     // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0011): the
     // same rows as above, from single-row statements instead of the batch functions' CTEs.
     const recordOneAndClaimNext = (one: Recorded, options: ClaimOptions, taskType: string) =>
-      sql<ClaimRow & { recorded: string | null }>`
-        SELECT recorded::text AS recorded, ${itemCols}, lease_id::text AS lease_id, token, attempt
-        FROM ${recordAndClaimNextFunction}(${one.claim.leaseId}::bigint, ${one.claim.token}::text,
-          ${one.result.startedAt.toISOString()}::timestamptz, ${one.result.finishedAt.toISOString()}::timestamptz,
-          ${durationMs(one.result)}::int, ${taskType}::text,
-          ${options.owner}::text, ${options.now}::timestamptz, ${options.leaseUntil}::timestamptz,
-          ${options.repeatAfter}::timestamptz)`.pipe(retryLostRace)
+      recordAndClaimNextStatement([
+        one.claim.leaseId,
+        one.claim.token,
+        one.result.startedAt.toISOString(),
+        one.result.finishedAt.toISOString(),
+        durationMs(one.result),
+        taskType,
+        options.owner,
+        options.now,
+        options.leaseUntil,
+        options.repeatAfter
+      ]).pipe(retryLostRace)
 
     const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
       Effect.gen(function* () {
@@ -364,6 +402,15 @@ export const make = (
     const conflictTarget = (keyed: boolean) =>
       sql.literal(keyed ? "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING" : "")
     const MAX_KEY_ATTEMPTS = 10
+    const insertText = (keyed: boolean) =>
+      `INSERT INTO "${schema}".queue_items (task_type, payload, priority, max_runs, thread, run_after, unique_key, ` +
+      "retry_attempts, retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at) " +
+      "VALUES ($1::text, $2::text, $3::int, $4::int, $5::int, $6::timestamptz, $7::text, $8::int, $9::bigint, " +
+      `$10::boolean, $11::bigint, $12::timestamptz, $12::timestamptz) ` +
+      (keyed ? "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING " : "") +
+      `RETURNING ${itemColumns}`
+    const insertStatement = prepare<ItemRow>(insertText(false))
+    const insertKeyedStatement = prepare<ItemRow>(insertText(true))
 
     const enqueue = (input: EnqueueInput, now: Date): Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError> =>
       Effect.flatMap(policyOf(input), (retry) => enqueueValid(input, retry, now))
@@ -372,19 +419,22 @@ export const make = (
       Effect.gen(function* () {
         const key = normalizeUniqueKey(input.uniqueKey)
         for (let attempt = 1; ; attempt++) {
-          const inserted = yield* sql`
-            INSERT INTO ${items}
-              (task_type, payload, priority, max_runs, thread, run_after, unique_key, retry_attempts,
-               retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at)
-            VALUES (${input.taskType}, ${normalizePayload(input.payload)}, ${normalizePriority(input.priority)},
-                    ${normalizeMaxRuns(input.maxRuns)}, ${normalizeThread(input.thread)},
-                    ${normalizeRunAfter(input.runAfter)}, ${key}, ${retry?.attempts ?? null},
-                    ${retry?.backoffMs ?? null}, ${retry?.exponential ?? null}, ${retry?.maxBackoffMs ?? null},
-                    ${now}, ${now})
-            ${conflictTarget(key !== null)}
-            RETURNING ${itemCols}`
+          const inserted = yield* (key === null ? insertStatement : insertKeyedStatement)([
+            input.taskType,
+            normalizePayload(input.payload),
+            normalizePriority(input.priority),
+            normalizeMaxRuns(input.maxRuns),
+            normalizeThread(input.thread),
+            normalizeRunAfter(input.runAfter),
+            key,
+            retry?.attempts ?? null,
+            retry?.backoffMs ?? null,
+            retry?.exponential ?? null,
+            retry?.maxBackoffMs ?? null,
+            now
+          ])
           // The row was just written through the table's types and its normalising trigger: no decode needed.
-          if (inserted.length > 0 || key === null) return toItem(inserted[0] as unknown as ItemRow)
+          if (inserted.length > 0 || key === null) return toItem(inserted[0]!)
           const existing = yield* sql`SELECT ${itemCols} FROM ${items} WHERE unique_key = ${key}`
           if (existing.length > 0) return toItem(existing[0] as unknown as ItemRow)
           if (attempt >= MAX_KEY_ATTEMPTS)
