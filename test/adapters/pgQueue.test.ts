@@ -201,6 +201,39 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     )
   )
 
+  it.effect("an instance not yet upgraded past 0013 still records through the record function it knows", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const q = yield* QueueStore
+      const now = new Date()
+      yield* q.enqueue({ taskType: "oldrecord", payload: "p" }, now)
+      const [claim] = yield* q.claimBatch({
+        limit: 1,
+        taskTypes: ["oldrecord"],
+        owner: "old",
+        leaseUntil: new Date(now.getTime() + 60_000),
+        now,
+        repeatAfter: now
+      })
+      // kairos_record_once as 0009 made it: task types and payloads sent along.
+      const recorded = yield* sql<{ id: string }>`
+        SELECT r::text AS id FROM ${sql(`${schema}.kairos_record_once`)}(
+          ${[claim!.leaseId]}::bigint[], ${[claim!.token]}::text[], ${["oldrecord"]}::text[], ${["p"]}::text[],
+          ${["ok"]}::text[], ${[""]}::text[], ${[now.toISOString()]}::timestamptz[], ${[now.toISOString()]}::timestamptz[],
+          ${[0]}::int[], ${[1]}::int[], ${[0]}::bigint[], ${[false]}::boolean[], ${[0]}::bigint[]) AS r`
+      expect(recorded.map((r) => r.id)).toEqual([claim!.leaseId])
+      const left = yield* sql<{ n: number }>`
+        SELECT count(*)::int AS n FROM ${sql(`${schema}.queue_items`)} WHERE task_type = 'oldrecord'`
+      expect(left[0]!.n).toBe(0)
+      const log = yield* sql<{ task_type: string; payload: string }>`
+        SELECT task_type, payload FROM ${sql(`${schema}.processed_items`)}`
+      expect(log).toEqual([{ task_type: "oldrecord", payload: "p" }])
+      // Other tests here count the log: leave it empty (TRUNCATE is the one way past its insert-only rule).
+      yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
+    })
+  )
+
   it.effect("a prepared statement whose result type changed under it (a newer instance migrated) is sent again", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -42,7 +42,7 @@ export const describeSchema = (schema: string) =>
     const functions = yield* sql<{ name: string; def: string }>`
       SELECT p.proname AS name, pg_get_functiondef(p.oid) AS def
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-      WHERE n.nspname = ${schema} ORDER BY p.proname`
+      WHERE n.nspname = ${schema} ORDER BY p.proname, pg_get_function_identity_arguments(p.oid)`
     lines.push("", "FUNCTIONS")
     for (const f of functions) lines.push(f.def.trim(), "")
     const text = lines.join("\n").trim() + "\n"

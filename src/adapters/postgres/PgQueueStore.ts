@@ -140,21 +140,21 @@ export const make = (
     const prepare = yield* PgPrepared.make
     const fn = (name: string) => `"${schema}".${name}`
     const claimed = `${itemColumns}, lease_id::text AS lease_id, token, attempt`
-    const resultParams = (from: number) =>
-      ["bigint", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int", "int", "bigint"]
-        .concat(["boolean", "bigint"])
-        .map((type, i) => `$${from + i}::${type}[]`)
-        .join(", ")
+    // The types of resultArrays' columns, in order.
+    const resultTypes = ["bigint", "text", "text", "text", "timestamptz", "timestamptz", "int", "int", "bigint"]
+      .concat(["boolean", "bigint"])
+      .map((type) => `${type}[]`)
+    const resultParams = resultTypes.map((type, i) => `$${i + 1}::${type}`).join(", ")
     const claimStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim")}($1::text[], $2::int, $3::text, $4::timestamptz, $5::timestamptz, ` +
         "$6::timestamptz)"
     )
     const recordOnceStatement = prepare<{ id: string }>(
-      `SELECT id::text AS id FROM ${fn("kairos_record_once")}(${resultParams(1)}) AS r(id)`
+      `SELECT id::text AS id FROM ${fn("kairos_record_once")}(${resultParams}) AS r(id)`
     )
     const recordAndClaimStatement = prepare<ClaimRow & { recorded: string | null }>(
-      `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim")}(${resultParams(1)}, ` +
-        "$14::text[], $15::int, $16::text, $17::timestamptz, $18::timestamptz, $19::timestamptz)"
+      `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim")}(${resultParams}, ` +
+        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz)"
     )
     const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
@@ -202,17 +202,16 @@ export const make = (
 
     type Recorded = RecordInput
 
-    // A batch of results as thirteen arrays, one per column, so one statement takes any number of them: the
-    // arguments of `kairos_record_once`, and the columns of `resultInput`. The last four are the task type's retry
-    // policy (the item's own, on its row, wins).
+    // A batch of results as eleven arrays, one per column, so one statement takes any number of them: the
+    // arguments of `kairos_record_once` (migration 0013), and the columns of `resultInput`. The last four are the task
+    // type's retry policy (the item's own, on its row, wins). No task types or payloads: the log takes them from the
+    // item rows.
     const resultArrays = (batch: ReadonlyArray<Recorded>): ReadonlyArray<ReadonlyArray<unknown>> => {
       const col = <A>(f: (x: Recorded) => A) => batch.map(f)
       const policy = (x: Recorded) => x.retry ?? Retry.none
       return [
         col((x) => x.claim.leaseId),
         col((x) => x.claim.token),
-        col((x) => x.claim.item.taskType),
-        col((x) => x.claim.item.payload),
         col((x) => (x.result.error === undefined ? "ok" : "error")),
         col((x) => x.result.error ?? ""),
         col((x) => x.result.startedAt.toISOString()),
@@ -224,16 +223,15 @@ export const make = (
         col((x) => policy(x).maxBackoffMs)
       ]
     }
-    const resultTypes = ["bigint", "text", "text", "text", "text", "text", "timestamptz", "timestamptz", "int", "int"]
-      .concat(["bigint", "boolean", "bigint"])
-      .map((type) => sql.literal(`${type}[]`))
     const resultColumns = (batch: ReadonlyArray<Recorded>) =>
-      sql.csv(resultArrays(batch).map((values, i) => sql`${values as ReadonlyArray<string>}::${resultTypes[i]!}`))
+      sql.csv(
+        resultArrays(batch).map((values, i) => sql`${values as ReadonlyArray<string>}::${sql.literal(resultTypes[i]!)}`)
+      )
 
     const resultInput = (batch: ReadonlyArray<Recorded>) =>
       sql`SELECT * FROM unnest(${resultColumns(batch)})
-          AS x(lease_id, token, task_type, payload, status, error_msg, started_at, finished_at, duration_ms,
-            attempts, backoff_ms, exponential, max_backoff_ms)`
+          AS x(lease_id, token, status, error_msg, started_at, finished_at, duration_ms, attempts, backoff_ms,
+            exponential, max_backoff_ms)`
 
     // Executions of items that run once (the common case), in one statement with no transaction around it: the
     // schema's `kairos_record_once` function (migration 0004 says what it writes).
@@ -249,9 +247,9 @@ export const make = (
           const held = yield* sql<{ id: string; item_id: string }>`
             WITH input AS (${resultInput(batch)}), l AS (
               -- The input's columns come back with each lease held: no join of the two afterwards.
-              DELETE FROM ${leases} q USING input x WHERE q.id = x.lease_id AND q.token = x.token
-                AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = q.item_id)
-              RETURNING q.id, q.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at,
+              DELETE FROM ${leases} q USING input x, ${items} i
+              WHERE q.id = x.lease_id AND q.token = x.token AND i.id = q.item_id
+              RETURNING q.id, q.item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at, x.finished_at,
                 x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
             ), log AS (
               INSERT INTO ${processed}
