@@ -39,14 +39,15 @@ layer(PgMigrated("schema"), { timeout: "60 seconds", excludeTestServices: true }
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const fresh = `${yield* TestSchema}_x`
+      // Dropped whatever the outcome: a failed assertion must not leave the schema behind.
+      yield* Effect.addFinalizer(() => sql`DROP SCHEMA IF EXISTS ${sql(fresh)} CASCADE`.pipe(Effect.ignore))
       const results = yield* Effect.all(
         Array.from({ length: 4 }, () => migrate({ schema: fresh })),
         { concurrency: "unbounded" }
       )
       expect(results.filter((r) => r.length > 0).length).toBe(1)
       expect(yield* describeSchema(fresh)).toBe(fs.readFileSync(snapshotFile, "utf8"))
-      yield* sql`DROP SCHEMA ${sql(fresh)} CASCADE`
-    })
+    }).pipe(Effect.scoped)
   )
 
   it.effect("a failed migration names itself and carries the database's reason; nothing of the run is kept", () =>
