@@ -676,6 +676,48 @@ const migration0008 = (schema: string) =>
       $fn$`
   })
 
+/**
+ * kairos_record_once from its log row on, as 0009 wrote it: the log, the retries, the items deleted or kept. 0013's
+ * overload (without task types and payloads) ends the same way; only how the held leases are found differs.
+ */
+const recordOnceRest = (sql: SqlClient.SqlClient, schema: string) => {
+  const s = sql(schema)
+  return sql`        ), log AS (
+          INSERT INTO ${s}.processed_items
+            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+          SELECT l.item_id, l.task_type, l.payload, l.status, l.error_msg, l.started_at, l.finished_at, l.duration_ms
+          FROM l
+        ), r AS (
+          -- Failures with an attempt left, and when they run again. Only failures are looked at: a batch of
+          -- successes (the hot path) costs what it did before retries.
+          SELECT l.item_id, l.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms,
+            i.failures) * interval '1 millisecond' AS retry_at
+          FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
+          CROSS JOIN LATERAL ${s}.kairos_retry_policy(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
+            i.retry_max_backoff_ms, l.attempts, l.backoff_ms, l.exponential, l.max_backoff_ms) AS e
+          WHERE l.status = 'error' AND i.failures + 1 < e.attempts
+        ), gone AS (
+          DELETE FROM ${s}.queue_items i USING l
+          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
+            AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = l.item_id)
+        ), kept AS (
+          UPDATE ${s}.queue_items i SET
+            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 OR r.item_id IS NOT NULL THEN i.max_runs
+              ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            failures = CASE WHEN r.item_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
+            run_after = coalesce(r.retry_at, i.run_after),
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+            updated_at = now()
+          FROM l LEFT JOIN r ON r.item_id = l.item_id
+          WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
+        )
+        SELECT l.id FROM l;
+      END
+      $fn$`
+}
+
 const migration0009 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -746,40 +788,7 @@ const migration0009 = (schema: string) =>
             AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
           RETURNING q.id, q.item_id, x.task_type, x.payload, x.status, x.error_msg, x.started_at, x.finished_at,
             x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
-        ), log AS (
-          INSERT INTO ${s}.processed_items
-            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT l.item_id, l.task_type, l.payload, l.status, l.error_msg, l.started_at, l.finished_at, l.duration_ms
-          FROM l
-        ), r AS (
-          -- Failures with an attempt left, and when they run again. Only failures are looked at: a batch of
-          -- successes (the hot path) costs what it did before retries.
-          SELECT l.item_id, l.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms,
-            i.failures) * interval '1 millisecond' AS retry_at
-          FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
-          CROSS JOIN LATERAL ${s}.kairos_retry_policy(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
-            i.retry_max_backoff_ms, l.attempts, l.backoff_ms, l.exponential, l.max_backoff_ms) AS e
-          WHERE l.status = 'error' AND i.failures + 1 < e.attempts
-        ), gone AS (
-          DELETE FROM ${s}.queue_items i USING l
-          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
-            AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = l.item_id)
-        ), kept AS (
-          UPDATE ${s}.queue_items i SET
-            in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 OR r.item_id IS NOT NULL THEN i.max_runs
-              ELSE greatest(0, i.max_runs - 1) END,
-            runs_done = i.runs_done + 1,
-            failures = CASE WHEN r.item_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
-            run_after = coalesce(r.retry_at, i.run_after),
-            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
-            updated_at = now()
-          FROM l LEFT JOIN r ON r.item_id = l.item_id
-          WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
-        )
-        SELECT l.id FROM l;
-      END
-      $fn$`
+${recordOnceRest(sql, schema)}`
     // The record of run-once executions and a claim, in one call, as two statements: the claim's fresh snapshot
     // sees the record (a sequential type's slot freed by it), so the chain result -> next item of the type costs one
     // round trip. Recorded lease ids come as rows with only `recorded` set; claimed executions with it NULL.
@@ -992,38 +1001,7 @@ const migration0013 = (schema: string) =>
           WHERE q.id = x.lease_id AND q.token = x.token AND i.id = q.item_id
           RETURNING q.id, q.item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at, x.finished_at,
             x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
-        ), log AS (
-          INSERT INTO ${s}.processed_items
-            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT l.item_id, l.task_type, l.payload, l.status, l.error_msg, l.started_at, l.finished_at, l.duration_ms
-          FROM l
-        ), r AS (
-          SELECT l.item_id, l.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms,
-            i.failures) * interval '1 millisecond' AS retry_at
-          FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
-          CROSS JOIN LATERAL ${s}.kairos_retry_policy(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
-            i.retry_max_backoff_ms, l.attempts, l.backoff_ms, l.exponential, l.max_backoff_ms) AS e
-          WHERE l.status = 'error' AND i.failures + 1 < e.attempts
-        ), gone AS (
-          DELETE FROM ${s}.queue_items i USING l
-          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
-            AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = l.item_id)
-        ), kept AS (
-          UPDATE ${s}.queue_items i SET
-            in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 OR r.item_id IS NOT NULL THEN i.max_runs
-              ELSE greatest(0, i.max_runs - 1) END,
-            runs_done = i.runs_done + 1,
-            failures = CASE WHEN r.item_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
-            run_after = coalesce(r.retry_at, i.run_after),
-            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
-            updated_at = now()
-          FROM l LEFT JOIN r ON r.item_id = l.item_id
-          WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
-        )
-        SELECT l.id FROM l;
-      END
-      $fn$`
+${recordOnceRest(sql, schema)}`
     yield* sql`
       CREATE FUNCTION ${s}.kairos_record_and_claim(
         p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
