@@ -138,6 +138,7 @@ export const make = (
     // The statements run per execution, prepared once per connection (see PgPrepared). Schema names are plain
     // lower-case identifiers (schemaName checks), so they are written into the text as they are.
     const prepare = yield* PgPrepared.make
+    // A name in the schema, as statement text.
     const fn = (name: string) => `"${schema}".${name}`
     const claimed = `${itemColumns}, lease_id::text AS lease_id, token, attempt`
     // The types of resultArrays' columns, in order.
@@ -234,7 +235,7 @@ export const make = (
             exponential, max_backoff_ms)`
 
     // Executions of items that run once (the common case), in one statement with no transaction around it: the
-    // schema's `kairos_record_once` function (migration 0004 says what it writes).
+    // schema's `kairos_record_once` function (migration 0013's overload; 0009 says what it writes).
     const recordSingles = (batch: ReadonlyArray<Recorded>) => recordOnceStatement(resultArrays(batch))
 
     // Executions of items that run more than once: the same fencing, and each item updated once, by how many
@@ -397,15 +398,15 @@ export const make = (
     // the winner's committed row. Should that item finish in between (deleted), the insert is tried again.
     // Without a key a row cannot conflict (the index is partial), and the clause would make every insert a
     // speculative one (an extra lock and WAL record per row): it is written only when some row has a key.
-    const conflictTarget = (keyed: boolean) =>
-      sql.literal(keyed ? "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING" : "")
+    const onKeyConflict = "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING"
+    const conflictTarget = (keyed: boolean) => sql.literal(keyed ? onKeyConflict : "")
     const MAX_KEY_ATTEMPTS = 10
     const insertText = (keyed: boolean) =>
-      `INSERT INTO "${schema}".queue_items (task_type, payload, priority, max_runs, thread, run_after, unique_key, ` +
+      `INSERT INTO ${fn("queue_items")} (task_type, payload, priority, max_runs, thread, run_after, unique_key, ` +
       "retry_attempts, retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at) " +
       "VALUES ($1::text, $2::text, $3::int, $4::int, $5::int, $6::timestamptz, $7::text, $8::int, $9::bigint, " +
       `$10::boolean, $11::bigint, $12::timestamptz, $12::timestamptz) ` +
-      (keyed ? "ON CONFLICT (unique_key) WHERE unique_key IS NOT NULL DO NOTHING " : "") +
+      (keyed ? `${onKeyConflict} ` : "") +
       `RETURNING ${itemColumns}`
     const insertStatement = prepare<ItemRow>(insertText(false))
     const insertKeyedStatement = prepare<ItemRow>(insertText(true))
