@@ -6,6 +6,7 @@
  */
 import { SqlClient } from "@effect/sql"
 import { type Duration, Effect, Logger, LogLevel } from "effect"
+import { readFileSync } from "node:fs"
 import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
 import * as PgKairos from "../src/layers/PgKairos.js"
 import * as Runner from "../src/runtime/Runner.js"
@@ -26,26 +27,69 @@ const program = Effect.gen(function* () {
   const items = sql(`${schema}.queue_items`)
   yield* sql`TRUNCATE ${items} CASCADE`
   yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
-  yield* runner.register("noop", ASYNC ? async () => undefined : () => undefined)
+  // The handlers count their executions, so the drain's end is seen without asking the database over and over (a
+  // count(*) every few milliseconds would cost Postgres as much as part of the drain it measures).
+  let ran = 0
+  let allRan: () => void = () => undefined
+  const allRanPromise = new Promise<void>((resolve) => (allRan = resolve))
+  const count = () => {
+    if (++ran === ITEMS) allRan()
+  }
+  yield* runner.register(
+    "noop",
+    ASYNC
+      ? async () => {
+          count()
+        }
+      : () => {
+          count()
+        }
+  )
   yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'noop', '{}', ${THREAD} FROM generate_series(1, ${ITEMS})`
   const start = performance.now()
+  const cpu0 = process.cpuUsage()
+  const busy0 = machineBusyMs()
   yield* runner.start
+  yield* Effect.promise(() => allRanPromise)
+  // The last results are recorded a moment after their handlers return.
   while (true) {
     const [row] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${items}`
     if (row!.n === 0 && (yield* runner.running) === 0) break
-    yield* Effect.sleep("20 millis")
+    yield* Effect.sleep("5 millis")
   }
   const seconds = (performance.now() - start) / 1000
+  const cpu = process.cpuUsage(cpu0)
+  const busy = machineBusyMs()
   const [done] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(`${schema}.processed_items`)}`
   console.log(
     `drained ${ITEMS.toLocaleString("en")} no-op items in ${seconds.toFixed(2)} s: ` +
       `${Math.round(ITEMS / seconds).toLocaleString("en")} items/s ` +
       `(workers ${WORKERS}, batch ${BATCH}, thread ${THREAD}, ${done!.n.toLocaleString("en")} processed rows)`
   )
+  // Where the CPU went: this process's, and the whole machine's (Postgres's when it runs here and nothing else does).
+  const perItem = (ms: number) => `${((ms * 1000) / ITEMS).toFixed(1)} µs`
+  const runnerMs = (cpu.user + cpu.system) / 1000
+  console.log(
+    `CPU per item: this process ${perItem(runnerMs)}` +
+      (busy0 !== undefined && busy !== undefined
+        ? `, the machine ${perItem(busy - busy0)} (the rest ${perItem(busy - busy0 - runnerMs)})`
+        : "")
+  )
   // Leave nothing behind on a shared database.
   yield* runner.stop
   yield* sql`DROP SCHEMA ${sql(schema)} CASCADE`
 })
+
+/** Milliseconds of CPU the whole machine has spent busy (Linux's /proc/stat), or undefined elsewhere. */
+const machineBusyMs = (): number | undefined => {
+  try {
+    const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)
+    const [user, nice, system, , , irq, softirq, steal] = fields.map(Number)
+    return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / 100 // USER_HZ is 100 on Linux
+  } catch {
+    return undefined
+  }
+}
 
 const main = (url: string) =>
   Effect.runPromise(
