@@ -37,6 +37,7 @@ import {
   type Subscription
 } from "../../ports/QueueStore.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import { arrayLiteral, type Element } from "./PgArrays.js"
 import { mapPgErrors } from "./PgErrors.js"
 import { liveWorker } from "./PgInspect.js"
 import * as PgListener from "./PgListener.js"
@@ -203,12 +204,12 @@ export const make = (
 
     type Recorded = RecordInput
 
-    // A batch of results as eleven arrays, one per column, so one statement takes any number of them: the
+    // A batch of results as eleven array literals (PgArrays), one per column, so one statement takes any number of them: the
     // arguments of `kairos_record_once` (migration 0013), and the columns of `resultInput`. The last four are the task
     // type's retry policy (the item's own, on its row, wins). No task types or payloads: the log takes them from the
     // item rows.
-    const resultArrays = (batch: ReadonlyArray<Recorded>): ReadonlyArray<ReadonlyArray<unknown>> => {
-      const col = <A>(f: (x: Recorded) => A) => batch.map(f)
+    const resultArrays = (batch: ReadonlyArray<Recorded>): ReadonlyArray<string> => {
+      const col = (f: (x: Recorded) => Element) => arrayLiteral(batch.map(f))
       const policy = (x: Recorded) => x.retry ?? Retry.none
       return [
         col((x) => x.claim.leaseId),
@@ -225,9 +226,7 @@ export const make = (
       ]
     }
     const resultColumns = (batch: ReadonlyArray<Recorded>) =>
-      sql.csv(
-        resultArrays(batch).map((values, i) => sql`${values as ReadonlyArray<string>}::${sql.literal(resultTypes[i]!)}`)
-      )
+      sql.csv(resultArrays(batch).map((literal, i) => sql`${literal}::${sql.literal(resultTypes[i]!)}`))
 
     const resultInput = (batch: ReadonlyArray<Recorded>) =>
       sql`SELECT * FROM unnest(${resultColumns(batch)})
