@@ -575,6 +575,63 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
     }).pipe(Effect.scoped)
   )
 
+  it.effect("a claim reports the item's columns as stored, its two times whether they are equal or not", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const q = yield* QueueStore
+      const items = sql(`${schema}.queue_items`)
+      const now = new Date("2026-10-25T01:30:00.123Z")
+      // One row touched after it was created (a later UPDATE by SQL), one not; microseconds are cut to milliseconds.
+      yield* sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, run_after, unique_key,
+                   created_at, updated_at)
+                 VALUES ('columns', 'touched', 7, 3, 1, '2026-10-25 01:00:00.5+00', 'k1',
+                   '2026-10-24 23:59:59.999999+00', '2026-10-25 03:00:00.25+02'),
+                 ('columns', NULL, 0, 1, 0, NULL, NULL, '2026-01-01 00:00:00+00', '2026-01-01 00:00:00+00')`
+      const claims = yield* q.claimBatch({
+        limit: 5,
+        taskTypes: ["columns"],
+        owner: "w",
+        leaseUntil: new Date(now.getTime() + 60_000),
+        now,
+        repeatAfter: now
+      })
+      // The item that runs three times is claimed three times at once (thread 1), then the other.
+      const touched = {
+        taskType: "columns",
+        payload: "touched",
+        status: "processing",
+        priority: 7,
+        maxRuns: 3,
+        thread: 1,
+        runAfter: new Date("2026-10-25T01:00:00.500Z"),
+        uniqueKey: "k1",
+        createdAt: new Date("2026-10-24T23:59:59.999Z"),
+        updatedAt: new Date("2026-10-25T01:00:00.250Z")
+      }
+      const untouched = {
+        taskType: "columns",
+        payload: null,
+        status: "processing",
+        priority: 0,
+        maxRuns: 1,
+        thread: 0,
+        runAfter: null,
+        uniqueKey: null,
+        createdAt: new Date("2026-01-01T00:00:00.000Z"),
+        updatedAt: new Date("2026-01-01T00:00:00.000Z")
+      }
+      expect(claims.map(({ item: { id: _, ...item } }) => item)).toEqual([touched, touched, touched, untouched])
+      expect(claims.map((c) => [c.runsDone, c.attempt])).toEqual([
+        [0, 1],
+        [0, 2],
+        [0, 3],
+        [0, 1]
+      ])
+      // Equal times, two objects: a handler that changes one does not change the other.
+      expect(claims[3]!.item.updatedAt).not.toBe(claims[3]!.item.createdAt)
+    })
+  )
   it.effect("plain SQL sets run_after and unique_key; the partial unique index refuses a second queued key", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

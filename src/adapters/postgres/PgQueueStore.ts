@@ -98,9 +98,22 @@ const WorkerRow = Schema.Struct({
 /**
  * A claimed execution as the claim returns it: the item as it was before the claim, and the lease. Not decoded
  * through Schema: the claim is the hot path, and the table's own types and constraints (and the normalising
- * trigger) already guarantee each column's shape.
+ * trigger) already guarantee each column's shape. Only what a claim needs comes back, each value parsed on the client
+ * costing time per item: no status (a claimed item is processing), and `updated_at` only where it differs from
+ * `created_at` (an item never claimed before has the two equal, so one time is parsed instead of two).
  */
-interface ClaimRow extends ItemRow {
+interface ClaimRow {
+  readonly id: string
+  readonly task_type: string
+  readonly payload: string | null
+  readonly priority: number
+  readonly max_runs: number
+  readonly thread: number
+  readonly runs_done: number
+  readonly run_after: Date | null
+  readonly unique_key: string | null
+  readonly created_at: Date
+  readonly updated_at: Date | null
   readonly lease_id: string
   readonly token: string
   readonly attempt: number
@@ -141,7 +154,9 @@ export const make = (
     const prepare = yield* PgPrepared.make
     // A name in the schema, as statement text.
     const fn = (name: string) => `"${schema}".${name}`
-    const claimed = `${itemColumns}, lease_id::text AS lease_id, token, attempt`
+    const claimed =
+      "id::text AS id, task_type, payload, priority, max_runs, thread, runs_done, run_after, unique_key, created_at, " +
+      "nullif(updated_at, created_at) AS updated_at, lease_id::text AS lease_id, token, attempt"
     // The types of resultArrays' columns, in order.
     const resultTypes = ["bigint", "text", "text", "text", "timestamptz", "timestamptz", "int", "int", "bigint"]
       .concat(["boolean", "bigint"])
@@ -169,7 +184,19 @@ export const make = (
 
     // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
     const toClaim = (row: ClaimRow): QueueClaim => ({
-      item: { ...toItem(row), status: "processing" },
+      item: {
+        id: row.id,
+        taskType: row.task_type,
+        payload: row.payload,
+        status: "processing",
+        priority: row.priority,
+        maxRuns: row.max_runs,
+        thread: normalizeThread(row.thread),
+        runAfter: row.run_after,
+        uniqueKey: row.unique_key,
+        createdAt: row.created_at,
+        updatedAt: row.updated_at ?? new Date(row.created_at.getTime())
+      },
       runsDone: row.runs_done,
       attempt: row.attempt,
       leaseId: row.lease_id,
