@@ -136,7 +136,8 @@ describe("kairos commands", () => {
           "0010_claim_by_index",
           "0011_record_and_claim_next",
           "0012_normalize_when_needed",
-          "0013_lighter_claims_and_records"
+          "0013_lighter_claims_and_records",
+          "0014_row_leases"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })

@@ -71,6 +71,7 @@ describe("graceful shutdown under load", () => {
       // Its leases were handed back, not left to expire.
       const owner = String(first.events.find((e) => e.event === "ready")!.owner)
       expect(await db.query(`SELECT 1 FROM $schema.queue_leases WHERE owner = $1`, [owner])).toEqual([])
+      expect(await db.query(`SELECT 1 FROM $schema.queue_items WHERE lease_owner = $1`, [owner])).toEqual([])
       // What finished within the grace period is recorded, once each.
       const firstEnded = new Set(first.events.filter((e) => e.event === "end").map((e) => String(e.item)))
       expect(firstEnded).toEqual(short)

@@ -164,10 +164,14 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
   )
   report("retries overdue", overdue)
 
-  // Nothing left running or processing past its lease, and the items' counters agree with their leases.
+  // Nothing left running or processing past its lease, and the items' counters agree with their leases (rows of
+  // queue_leases, and leases held on item rows: migration 0014).
   const expired = await db.query(
     `SELECT 'queue lease' AS what, item_id::text AS id, owner, lease_until FROM $schema.queue_leases
        WHERE lease_until < now() - interval '${leaseSlack}'
+     UNION ALL
+     SELECT 'queue row lease', id::text, lease_owner, lease_until FROM $schema.queue_items
+       WHERE lease_token IS NOT NULL AND lease_until < now() - interval '${leaseSlack}'
      UNION ALL
      SELECT 'job run', id::text, owner, lease_until FROM $schema.job_runs
        WHERE status = 'running' AND (lease_until IS NULL OR lease_until < now() - interval '${leaseSlack}')
@@ -175,9 +179,12 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
   )
   report("executions left running past their lease", expired)
   const inconsistent = await db.query(
-    `SELECT i.id::text AS id, i.status, i.in_flight, count(l.id)::int AS leases
+    `SELECT i.id::text AS id, i.status, i.in_flight,
+       (count(l.id) + CASE WHEN i.lease_token IS NULL THEN 0 ELSE 1 END)::int AS leases
      FROM $schema.queue_items i LEFT JOIN $schema.queue_leases l ON l.item_id = i.id
-     GROUP BY i.id HAVING i.in_flight <> count(l.id) OR (i.status = 'processing') <> (i.in_flight > 0)
+     GROUP BY i.id
+     HAVING i.in_flight <> count(l.id) + CASE WHEN i.lease_token IS NULL THEN 0 ELSE 1 END
+       OR (i.status = 'processing') <> (i.in_flight > 0)
      ORDER BY i.id`
   )
   report("queue items whose status or in_flight disagree with their leases", inconsistent)

@@ -51,7 +51,10 @@ describe("the queue across processes", () => {
           `SELECT task_type, status, thread, in_flight, max_runs, count(*)::int AS n FROM $schema.queue_items
            GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3`
         )
-        const leases = await db!.query(`SELECT count(*)::int AS n FROM $schema.queue_leases`)
+        const leases = await db!.query(
+          `SELECT (SELECT count(*) FROM $schema.queue_leases)::int AS n,
+             (SELECT count(*) FROM $schema.queue_items WHERE lease_token IS NOT NULL)::int AS "onRows"`
+        )
         const logs = workers.flatMap((w) => w.events.filter((ev) => ev.event === "log").slice(-20))
         throw new Error(
           `${String(e)}\nleft: ${JSON.stringify(left)}\nleases: ${JSON.stringify(leases)}\nlogs: ${JSON.stringify(logs)}`
@@ -79,6 +82,7 @@ describe("the queue across processes", () => {
       const exits = await Promise.all(workers.map((w) => w.stop()))
       expect(exits.map((e) => e.code)).toEqual([0, 0, 0])
       expect(await db.query(`SELECT 1 FROM $schema.queue_leases`)).toEqual([])
+      expect(await db.query(`SELECT 1 FROM $schema.queue_items WHERE lease_token IS NOT NULL`)).toEqual([])
     }
   )
 

@@ -1,7 +1,8 @@
 /**
  * The QueueStore on Postgres. Claims are per task type (so a million unclaimable rows of other types, or a
- * blocked sequential backlog, cost nothing), executions hold leases of their own in `queue_leases`, and
- * recording a result is one statement that checks the lease token before anything else is written.
+ * blocked sequential backlog, cost nothing), executions hold leases of their own (a run-once concurrent item's on
+ * its row, any other's in `queue_leases`), and recording a result is one statement that checks the lease token
+ * before anything else is written.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
@@ -162,9 +163,13 @@ export const make = (
       .concat(["boolean", "bigint"])
       .map((type) => `${type}[]`)
     const resultParams = resultTypes.map((type, i) => `$${i + 1}::${type}`).join(", ")
+    // Migration 0014's overload: a run-once concurrent item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim")}($1::text[], $2::int, $3::text, $4::timestamptz, $5::timestamptz, ` +
-        "$6::timestamptz)"
+        "$6::timestamptz, true)"
+    )
+    const recordRowsStatement = prepare<{ id: string }>(
+      `SELECT id::text AS id FROM ${fn("kairos_record_row_leases")}(${resultParams}) AS r(id)`
     )
     const recordOnceStatement = prepare<{ id: string }>(
       `SELECT id::text AS id FROM ${fn("kairos_record_once")}(${resultParams}) AS r(id)`
@@ -183,6 +188,9 @@ export const make = (
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
     // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
+    /** An execution whose lease is held on its item's row: its lease id is the item's id negated (migration 0014). */
+    const rowLeased = (x: Recorded) => x.claim.leaseId.startsWith("-")
+
     const toClaim = (row: ClaimRow): QueueClaim => ({
       item: {
         id: row.id,
@@ -264,6 +272,10 @@ export const make = (
     // schema's `kairos_record_once` function (migration 0013's overload; 0009 says what it writes).
     const recordSingles = (batch: ReadonlyArray<Recorded>) => recordOnceStatement(resultArrays(batch))
 
+    // Executions holding their lease on the item row (`kairos_record_row_leases`, migration 0014): the same rows
+    // written, fenced by the token on the item.
+    const recordRows = (batch: ReadonlyArray<Recorded>) => recordRowsStatement(resultArrays(batch))
+
     // Executions of items that run more than once: the same fencing, and each item updated once, by how many
     // finished. Then, in a statement of its own (a fresh snapshot: another instance may have recorded the item's
     // other executions meanwhile), the items whose last run finished are deleted. One transaction, so an item is
@@ -326,16 +338,18 @@ export const make = (
       const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
       const first = new Set(batch)
       return {
-        singles: batch.filter((x) => x.claim.item.maxRuns === 1),
-        repeats: batch.filter((x) => x.claim.item.maxRuns !== 1),
+        rows: batch.filter(rowLeased),
+        singles: batch.filter((x) => !rowLeased(x) && x.claim.item.maxRuns === 1),
+        repeats: batch.filter((x) => !rowLeased(x) && x.claim.item.maxRuns !== 1),
         recorded: (held: ReadonlySet<string>) => results.map((x) => first.has(x) && held.has(x.claim.leaseId))
       }
     }
 
     const recordResults = (results: ReadonlyArray<Recorded>): Effect.Effect<ReadonlyArray<boolean>, QueueStoreError> =>
       Effect.gen(function* () {
-        const { recorded, repeats, singles } = splitBatch(results)
+        const { recorded, repeats, rows, singles } = splitBatch(results)
         const held = new Set<string>()
+        if (rows.length > 0) for (const r of yield* recordRows(rows)) held.add(r.id)
         if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
         return recorded(held)
@@ -377,11 +391,12 @@ export const make = (
 
     const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
       Effect.gen(function* () {
-        const { recorded, repeats, singles } = splitBatch(results)
+        const { recorded, repeats, rows: rowLeases, singles } = splitBatch(results)
         const limit = Math.max(0, Math.floor(options.limit))
         const types = [...new Set(options.taskTypes)]
         const claiming = limit > 0 && types.length > 0
         const held = new Set<string>()
+        if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
         if (singles.length === 0 || !claiming) {
           if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
@@ -401,16 +416,26 @@ export const make = (
         return { recorded: recorded(held), claims }
       }).pipe(orStoreError)
 
+    // Leases in queue_leases and leases on item rows (their ids negated) in one statement.
     const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
       claims.length === 0
         ? Effect.succeed([])
         : sql<{ id: string }>`
-              UPDATE ${leases} l SET lease_until = ${leaseUntil}
-              FROM unnest(${claims.map((c) => c.leaseId)}::bigint[], ${claims.map((c) => c.token)}::text[]) AS x(id, token)
-              WHERE l.id = x.id AND l.token = x.token
-                -- An item deleted while it runs (by hand, or cancelled) takes its lease with it.
-                AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = l.item_id)
-              RETURNING l.id::text AS id`.pipe(
+              WITH x AS (
+                SELECT * FROM unnest(${arrayLiteral(claims.map((c) => c.leaseId))}::bigint[],
+                  ${arrayLiteral(claims.map((c) => c.token))}::text[]) AS x(id, token)
+              ), t AS (
+                UPDATE ${leases} l SET lease_until = ${leaseUntil} FROM x
+                WHERE x.id > 0 AND l.id = x.id AND l.token = x.token
+                  -- An item deleted while it runs (by hand, or cancelled) takes its lease with it.
+                  AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = l.item_id)
+                RETURNING l.id
+              ), r AS (
+                UPDATE ${items} i SET lease_until = ${leaseUntil} FROM x
+                WHERE x.id < 0 AND i.id = -x.id AND i.lease_token = x.token
+                RETURNING -i.id AS id
+              )
+              SELECT id::text AS id FROM t UNION ALL SELECT id::text AS id FROM r`.pipe(
             Effect.map((rows) => rows.map((r) => r.id)),
             orStoreError
           )
@@ -583,7 +608,21 @@ export const make = (
 
       recoverStuck: (now, owner) =>
         Effect.gen(function* () {
-          // Expired leases count as executions that never finished; an owner's own at its stop do not.
+          // Expired leases count as executions that never finished; an owner's own at its stop do not. Leases on
+          // item rows first, in a statement of their own (an item changed by SQL to run again may hold leases of
+          // both kinds, and one statement must not update a row twice).
+          const [onRows] = yield* sql<{ n: number; giveUp: number }>`
+            WITH u AS (
+              UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - 1),
+                -- (A lease left on a row that runs nothing, copied by SQL from a running one, is only cleared.)
+                unfinished = i.unfinished + CASE WHEN i.lease_until < ${now} AND i.in_flight > 0 THEN 1 ELSE 0 END,
+                status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+                lease_token = NULL, lease_owner = NULL, lease_until = NULL, updated_at = ${now}
+              WHERE i.lease_token IS NOT NULL AND (i.lease_until < ${now} OR i.lease_owner = ${owner ?? null})
+              RETURNING i.unfinished >= ${MAX_UNFINISHED} AND i.in_flight = 0 AS give_up
+            )
+            SELECT count(*)::int AS n, (count(*) FILTER (WHERE give_up))::int AS "giveUp" FROM u`
+          const rows = onRows?.n ?? 0
           const [taken] = yield* sql<{ n: number; giveUp: number }>`
             WITH l AS (
               DELETE FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null}
@@ -600,7 +639,7 @@ export const make = (
             SELECT (SELECT count(*) FROM l)::int AS n, (SELECT count(*) FROM u WHERE give_up)::int AS "giveUp"`
           // Items whose executions keep ending without a result: that run is given up, recorded as an error, and
           // counts as one of the item's runs (deleted when it was the last).
-          if ((taken?.giveUp ?? 0) > 0) {
+          if ((taken?.giveUp ?? 0) + (onRows?.giveUp ?? 0) > 0) {
             yield* sql`
               WITH g AS (
                 SELECT id, task_type, payload, unfinished FROM ${items}
@@ -616,11 +655,14 @@ export const make = (
                 max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END
               FROM g WHERE i.id = g.id AND NOT (i.max_runs BETWEEN 0 AND 1)`
           }
-          return taken?.n ?? 0
+          return (taken?.n ?? 0) + rows
         }).pipe(orStoreError),
 
       nextLeaseExpiry: (exceptOwner) =>
-        sql<{ at: Date | null }>`SELECT min(lease_until) AS at FROM ${leases} WHERE owner <> ${exceptOwner}`.pipe(
+        sql<{ at: Date | null }>`SELECT least(
+            (SELECT min(lease_until) FROM ${leases} WHERE owner <> ${exceptOwner}),
+            (SELECT min(lease_until) FROM ${items} WHERE lease_token IS NOT NULL AND lease_owner <> ${exceptOwner})
+          ) AS at`.pipe(
           Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
           orStoreError
         ),
