@@ -19,6 +19,16 @@ const PgQueue = (label: string) =>
     Layer.provideMerge(PgMigrated(label))
   )
 
+/** What a claim of up to five executions of one type takes: at `at`, leased for `leaseMs`. */
+const claimOptions = (taskType: string, at: Date, owner = "w", leaseMs = 60_000) => ({
+  limit: 5,
+  taskTypes: [taskType],
+  owner,
+  leaseUntil: new Date(at.getTime() + leaseMs),
+  now: at,
+  repeatAfter: at
+})
+
 suite("postgres", PgQueue("queue"))
 
 // The same contract over a client kairos did not build (a user's own PgClient layer): no pool of kairos's in
@@ -243,14 +253,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         const q = yield* QueueStore
         const items = sql(`${schema}.queue_items`)
         const now = new Date("2026-06-01T12:00:00Z")
-        const opts = (at: Date, owner = "w") => ({
-          limit: 5,
-          taskTypes: ["onrow"],
-          owner,
-          leaseUntil: new Date(at.getTime() + 60_000),
-          now: at,
-          repeatAfter: at
-        })
+        const opts = (at: Date, owner = "w") => claimOptions("onrow", at, owner)
         const item = yield* q.enqueue({ taskType: "onrow", payload: "p", thread: 1 }, now)
         const [claim] = yield* q.claimBatch(opts(now))
         expect(claim!.leaseId).toBe(`-${item.id}`)
@@ -305,14 +308,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         const items = sql(`${schema}.queue_items`)
         const now = new Date("2026-06-02T12:00:00Z")
         const item = yield* q.enqueue({ taskType: "onrowagain", payload: "p", thread: 1 }, now)
-        const [claim] = yield* q.claimBatch({
-          limit: 5,
-          taskTypes: ["onrowagain"],
-          owner: "w",
-          leaseUntil: new Date(now.getTime() + 60_000),
-          now,
-          repeatAfter: now
-        })
+        const [claim] = yield* q.claimBatch(claimOptions("onrowagain", now))
         expect(claim!.leaseId).toBe(`-${item.id}`)
         yield* sql`UPDATE ${items} SET max_runs = 3 WHERE id = ${item.id}`
         expect(yield* q.recordResults([{ claim: claim!, result: { startedAt: now, finishedAt: now } }])).toEqual([true])
@@ -320,14 +316,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
           yield* sql`SELECT status, in_flight, max_runs, runs_done, lease_token FROM ${items} WHERE id = ${item.id}`
         ).toEqual([{ status: "pending", in_flight: 0, max_runs: 2, runs_done: 1, lease_token: null }])
         // Its next executions hold rows of queue_leases, as every repetition does.
-        const next = yield* q.claimBatch({
-          limit: 5,
-          taskTypes: ["onrowagain"],
-          owner: "w",
-          leaseUntil: new Date(now.getTime() + 60_000),
-          now,
-          repeatAfter: now
-        })
+        const next = yield* q.claimBatch(claimOptions("onrowagain", now))
         expect(next.map((c) => c.leaseId.startsWith("-"))).toEqual([false, false])
         expect(
           yield* q.recordResults(next.map((claim) => ({ claim, result: { startedAt: now, finishedAt: now } })))
@@ -353,26 +342,12 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       expect(rows.length).toBe(1)
       expect(Number(rows[0]!.lease_id)).toBeGreaterThan(0)
       // This instance claims the other with a row lease; its rescue at an expiry takes back both kinds.
-      const mine = yield* q.claimBatch({
-        limit: 5,
-        taskTypes: ["oldclaim"],
-        owner: "new",
-        leaseUntil: new Date(now.getTime() + 30_000),
-        now,
-        repeatAfter: now
-      })
+      const mine = yield* q.claimBatch(claimOptions("oldclaim", now, "new", 30_000))
       expect(mine.map((c) => c.leaseId.startsWith("-"))).toEqual([true])
       expect(Option.getOrThrow(yield* q.nextLeaseExpiry("old"))).toEqual(new Date(now.getTime() + 30_000))
       expect(Option.getOrThrow(yield* q.nextLeaseExpiry("new"))).toEqual(new Date(now.getTime() + 60_000))
       expect(yield* q.recoverStuck(new Date(now.getTime() + 61_000))).toBe(2)
-      const again = yield* q.claimBatch({
-        limit: 5,
-        taskTypes: ["oldclaim"],
-        owner: "new",
-        leaseUntil: new Date(now.getTime() + 120_000),
-        now: new Date(now.getTime() + 62_000),
-        repeatAfter: now
-      })
+      const again = yield* q.claimBatch(claimOptions("oldclaim", new Date(now.getTime() + 62_000), "new"))
       expect(again.length).toBe(2)
       const result = { startedAt: now, finishedAt: now }
       expect(yield* q.recordResults(again.map((claim) => ({ claim, result })))).toEqual([true, true])

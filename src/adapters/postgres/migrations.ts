@@ -988,6 +988,27 @@ const migration0012 = (schema: string) =>
       ) EXECUTE FUNCTION ${s}.kairos_queue_items_normalize()`
   })
 
+/**
+ * The start of a function that records a batch of results given as eleven arrays (0013's kairos_record_once, 0014's
+ * kairos_record_row_leases): its parameters, and the arrays as the rows of `input`.
+ */
+const recordFunctionHead = (sql: SqlClient.SqlClient, schema: string, name: string) => {
+  const s = sql(schema)
+  return sql`CREATE FUNCTION ${s}.${sql.literal(name)}(
+        p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
+        p_finished timestamptz[], p_durations int[], p_attempts int[], p_backoff_ms bigint[], p_exponential boolean[],
+        p_max_backoff_ms bigint[]
+      ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+      BEGIN
+        RETURN QUERY
+        WITH input AS (
+          SELECT * FROM unnest(
+            p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished, p_durations, p_attempts, p_backoff_ms,
+            p_exponential, p_max_backoff_ms
+          ) AS x(lease_id, token, status, error_msg, started_at, finished_at, duration_ms, attempts, backoff_ms,
+            exponential, max_backoff_ms)`
+}
+
 const migration0013 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -1007,19 +1028,7 @@ const migration0013 = (schema: string) =>
     // row (as kairos_record_and_claim_next does), so a batch no longer sends every payload back to the server.
     // New overloads with two arrays fewer; those of 0009 stay, for instances not yet upgraded.
     yield* sql`
-      CREATE FUNCTION ${s}.kairos_record_once(
-        p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
-        p_finished timestamptz[], p_durations int[], p_attempts int[], p_backoff_ms bigint[], p_exponential boolean[],
-        p_max_backoff_ms bigint[]
-      ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-      BEGIN
-        RETURN QUERY
-        WITH input AS (
-          SELECT * FROM unnest(
-            p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished, p_durations, p_attempts, p_backoff_ms,
-            p_exponential, p_max_backoff_ms
-          ) AS x(lease_id, token, status, error_msg, started_at, finished_at, duration_ms, attempts, backoff_ms,
-            exponential, max_backoff_ms)
+      ${recordFunctionHead(sql, schema, "kairos_record_once")}
         ), l AS (
           DELETE FROM ${s}.queue_leases q USING input x, ${s}.queue_items i
           WHERE q.id = x.lease_id AND q.token = x.token AND i.id = q.item_id
@@ -1076,19 +1085,7 @@ const migration0014 = (schema: string) =>
     // on the row: as kairos_record_once records, the item deleted or kept (a retry, or a row changed by SQL to run
     // again) with its lease cleared.
     yield* sql`
-      CREATE FUNCTION ${s}.kairos_record_row_leases(
-        p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
-        p_finished timestamptz[], p_durations int[], p_attempts int[], p_backoff_ms bigint[], p_exponential boolean[],
-        p_max_backoff_ms bigint[]
-      ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-      BEGIN
-        RETURN QUERY
-        WITH input AS (
-          SELECT * FROM unnest(
-            p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished, p_durations, p_attempts, p_backoff_ms,
-            p_exponential, p_max_backoff_ms
-          ) AS x(lease_id, token, status, error_msg, started_at, finished_at, duration_ms, attempts, backoff_ms,
-            exponential, max_backoff_ms)
+      ${recordFunctionHead(sql, schema, "kairos_record_row_leases")}
         ), r AS (
           -- Failures with an attempt left, and when they run again. Only failures are looked at.
           SELECT x.lease_id, x.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms,
