@@ -211,47 +211,52 @@ describe("kairos commands", () => {
     }
   )
 
-  it("enqueue --run-after (a delay or an ISO time) and --unique-key; queue shows both; bad values are one line", () => {
-    json(["migrate"])
-    const before = Date.now()
-    const delayed = json(["enqueue", "report", "--run-after", "10m"]) as Record<string, unknown>
-    const after = Date.now()
-    const due = new Date(String(delayed["run_after"])).getTime()
-    expect(due).toBeGreaterThanOrEqual(before + 600_000)
-    expect(due).toBeLessThanOrEqual(after + 600_000)
-    expect(delayed["existing"]).toBe(false)
-    const at = json(["enqueue", "report", "--run-after", "2030-01-02T03:04:05Z"]) as Record<string, unknown>
-    expect(at["run_after"]).toBe("2030-01-02T03:04:05.000Z")
-    const first = db(["enqueue", "sync", `{"id":42}`, "--unique-key", "account:42"])
-    expect(first.code).toBe(0)
-    expect(first.stdout).toMatch(/^enqueued (\d+) \(sync, .*unique key account:42\)\n$/)
-    const id = /^enqueued (\d+)/.exec(first.stdout)![1]
-    const again = db(["enqueue", "sync", `{"id":43}`, "--unique-key", "account:42"])
-    expect(again.code).toBe(0)
-    expect(again.stdout).toMatch(new RegExp(`^already queued ${id} \\(sync, `))
-    expect(json(["enqueue", "sync", "--unique-key", "account:42"])).toMatchObject({
-      id,
-      payload: `{"id":42}`,
-      unique_key: "account:42",
-      existing: true
-    })
-    const queue = json(["queue"]) as Array<Record<string, unknown>>
-    expect(queue.map((i) => [i["task_type"], i["run_after"], i["unique_key"]])).toEqual([
-      ["report", delayed["run_after"], null],
-      ["report", "2030-01-02T03:04:05.000Z", null],
-      ["sync", null, "account:42"]
-    ])
-    const human = db(["queue"]).stdout.split("\n")
-    expect(human[2]).toContain("2030-01-02T03:04:05.000Z")
-    expect(human[3]).toMatch(/ - +account:42 /)
-    for (const bad of ["soon", "0s", "2030-13-45"]) {
-      const r = db(["enqueue", "report", "--run-after", bad])
-      expect(r.code).toBe(1)
-      expect(r.stdout).toBe("")
-      expect(r.stderr).toMatch(/^kairos: --run-after: "[^"]+" is (neither a delay|not a positive duration)[^\n]*\n$/)
+  // Eleven cold kairos processes one after another: ~11 s alone, over 30 s beside the suite's other files.
+  it(
+    "enqueue --run-after (a delay or an ISO time) and --unique-key; queue shows both; bad values are one line",
+    { timeout: 90_000 },
+    () => {
+      json(["migrate"])
+      const before = Date.now()
+      const delayed = json(["enqueue", "report", "--run-after", "10m"]) as Record<string, unknown>
+      const after = Date.now()
+      const due = new Date(String(delayed["run_after"])).getTime()
+      expect(due).toBeGreaterThanOrEqual(before + 600_000)
+      expect(due).toBeLessThanOrEqual(after + 600_000)
+      expect(delayed["existing"]).toBe(false)
+      const at = json(["enqueue", "report", "--run-after", "2030-01-02T03:04:05Z"]) as Record<string, unknown>
+      expect(at["run_after"]).toBe("2030-01-02T03:04:05.000Z")
+      const first = db(["enqueue", "sync", `{"id":42}`, "--unique-key", "account:42"])
+      expect(first.code).toBe(0)
+      expect(first.stdout).toMatch(/^enqueued (\d+) \(sync, .*unique key account:42\)\n$/)
+      const id = /^enqueued (\d+)/.exec(first.stdout)![1]
+      const again = db(["enqueue", "sync", `{"id":43}`, "--unique-key", "account:42"])
+      expect(again.code).toBe(0)
+      expect(again.stdout).toMatch(new RegExp(`^already queued ${id} \\(sync, `))
+      expect(json(["enqueue", "sync", "--unique-key", "account:42"])).toMatchObject({
+        id,
+        payload: `{"id":42}`,
+        unique_key: "account:42",
+        existing: true
+      })
+      const queue = json(["queue"]) as Array<Record<string, unknown>>
+      expect(queue.map((i) => [i["task_type"], i["run_after"], i["unique_key"]])).toEqual([
+        ["report", delayed["run_after"], null],
+        ["report", "2030-01-02T03:04:05.000Z", null],
+        ["sync", null, "account:42"]
+      ])
+      const human = db(["queue"]).stdout.split("\n")
+      expect(human[2]).toContain("2030-01-02T03:04:05.000Z")
+      expect(human[3]).toMatch(/ - +account:42 /)
+      for (const bad of ["soon", "0s", "2030-13-45"]) {
+        const r = db(["enqueue", "report", "--run-after", bad])
+        expect(r.code).toBe(1)
+        expect(r.stdout).toBe("")
+        expect(r.stderr).toMatch(/^kairos: --run-after: "[^"]+" is (neither a delay|not a positive duration)[^\n]*\n$/)
+      }
+      json(["truncate", "--yes"])
     }
-    json(["truncate", "--yes"])
-  })
+  )
 
   it(
     "enqueue --retry/--backoff stores the item's policy; a tasks module's { handler, retry } retries items without one",
