@@ -56,7 +56,8 @@ const specs = (n: number) => Array.from({ length: n }, (_, i) => ({ identifier: 
 
 const bulkEnqueue = (ctx: Context): Promise<Figures> =>
   withUtils(ctx, async (utils) => {
-    await utils.addJobs(specs(100))
+    // Warmed with a call of the full size, as every system is: the first call of a size is slower (JIT, buffers).
+    await utils.addJobs(specs(ctx.sizes.items))
     const all = specs(ctx.sizes.items)
     const t0 = now()
     await utils.addJobs(all)
