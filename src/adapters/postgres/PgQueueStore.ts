@@ -61,19 +61,24 @@ const ItemRow = Schema.Struct({
 })
 type ItemRow = typeof ItemRow.Type
 
-const toItem = (r: ItemRow): QueueItem => ({
+/** The columns of an item every reader gets; a claim knows the status and reads `updated_at` its own way. */
+type ItemColumns = Omit<ItemRow, "status" | "runs_started" | "updated_at">
+
+const itemOf = (r: ItemColumns, status: QueueItem["status"], updatedAt: Date): QueueItem => ({
   id: r.id,
   taskType: r.task_type,
   payload: r.payload,
-  status: r.status,
+  status,
   priority: r.priority,
   maxRuns: r.max_runs,
   thread: normalizeThread(r.thread),
   runAfter: r.run_after,
   uniqueKey: r.unique_key,
   createdAt: r.created_at,
-  updatedAt: r.updated_at
+  updatedAt
 })
+
+const toItem = (r: ItemRow): QueueItem => itemOf(r, r.status, r.updated_at)
 
 const ProcessedRow = Schema.Struct({
   id: Schema.String,
@@ -103,17 +108,7 @@ const WorkerRow = Schema.Struct({
  * costing time per item: no status (a claimed item is processing), and `updated_at` only where it differs from
  * `created_at` (an item never claimed before has the two equal, so one time is parsed instead of two).
  */
-interface ClaimRow {
-  readonly id: string
-  readonly task_type: string
-  readonly payload: string | null
-  readonly priority: number
-  readonly max_runs: number
-  readonly thread: number
-  readonly runs_done: number
-  readonly run_after: Date | null
-  readonly unique_key: string | null
-  readonly created_at: Date
+interface ClaimRow extends ItemColumns {
   readonly updated_at: Date | null
   readonly lease_id: string
   readonly token: string
@@ -187,24 +182,12 @@ export const make = (
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
-    // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
     /** An execution whose lease is held on its item's row: its lease id is the item's id negated (migration 0014). */
     const rowLeased = (x: Recorded) => x.claim.leaseId.startsWith("-")
 
+    // The item columns a claim returns, as they were before the claim (the claim result marks them processing).
     const toClaim = (row: ClaimRow): QueueClaim => ({
-      item: {
-        id: row.id,
-        taskType: row.task_type,
-        payload: row.payload,
-        status: "processing",
-        priority: row.priority,
-        maxRuns: row.max_runs,
-        thread: normalizeThread(row.thread),
-        runAfter: row.run_after,
-        uniqueKey: row.unique_key,
-        createdAt: row.created_at,
-        updatedAt: row.updated_at ?? new Date(row.created_at.getTime())
-      },
+      item: itemOf(row, "processing", row.updated_at ?? new Date(row.created_at.getTime())),
       runsDone: row.runs_done,
       attempt: row.attempt,
       leaseId: row.lease_id,
@@ -239,10 +222,10 @@ export const make = (
 
     type Recorded = RecordInput
 
-    // A batch of results as eleven array literals (PgArrays), one per column, so one statement takes any number of them: the
-    // arguments of `kairos_record_once` (migration 0013), and the columns of `resultInput`. The last four are the task
-    // type's retry policy (the item's own, on its row, wins). No task types or payloads: the log takes them from the
-    // item rows.
+    // A batch of results as eleven array literals (PgArrays), one per column, so one statement takes any number of
+    // them: the arguments of `kairos_record_once` (migration 0013) and `kairos_record_row_leases` (0014), and the
+    // columns of `resultInput`. The last four are the task type's retry policy (the item's own, on its row, wins). No
+    // task types or payloads: the log takes them from the item rows.
     const resultArrays = (batch: ReadonlyArray<Recorded>): ReadonlyArray<string> => {
       const col = (f: (x: Recorded) => Element) => arrayLiteral(batch.map(f))
       const policy = (x: Recorded) => x.retry ?? Retry.none
@@ -622,7 +605,6 @@ export const make = (
               RETURNING i.unfinished >= ${MAX_UNFINISHED} AND i.in_flight = 0 AS give_up
             )
             SELECT count(*)::int AS n, (count(*) FILTER (WHERE give_up))::int AS "giveUp" FROM u`
-          const rows = onRows?.n ?? 0
           const [taken] = yield* sql<{ n: number; giveUp: number }>`
             WITH l AS (
               DELETE FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null}
@@ -655,7 +637,7 @@ export const make = (
                 max_runs = CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(0, i.max_runs - 1) END
               FROM g WHERE i.id = g.id AND NOT (i.max_runs BETWEEN 0 AND 1)`
           }
-          return (taken?.n ?? 0) + rows
+          return (taken?.n ?? 0) + (onRows?.n ?? 0)
         }).pipe(orStoreError),
 
       nextLeaseExpiry: (exceptOwner) =>

@@ -508,7 +508,8 @@ const claimFunction = (
   // With rowLeases (0014's overload), an execution of a run-once concurrent item holds its lease on the item row
   // (lease_token, lease_owner, lease_until), reported with the item's id negated as its lease id: no lease row is
   // inserted now and deleted at its record. Every other execution holds a row of queue_leases, as before.
-  const rowLeased = "p_row_leases AND i.thread = 1 AND i.max_runs = 1"
+  const rowLeasedOf = (row: string) => `p_row_leases AND ${row}.thread = 1 AND ${row}.max_runs = 1`
+  const rowLeased = rowLeasedOf("i")
   const parameters = rowLeases ? ",\n      p_row_leases boolean" : ""
   const leaseColumns = rowLeases
     ? `,\n          lease_token = CASE WHEN ${rowLeased} THEN ${token} ELSE i.lease_token END,` +
@@ -518,7 +519,7 @@ const claimFunction = (
   const updatedReturning = rowLeases
     ? `\n        RETURNING i.id, i.lease_token, i.runs_started, ${rowLeased} AS row_leased`
     : ""
-  const leasedWhere = rowLeases ? "\n        WHERE NOT (p_row_leases AND p.thread = 1 AND p.max_runs = 1)" : ""
+  const leasedWhere = rowLeases ? `\n        WHERE NOT (${rowLeasedOf("p")})` : ""
   const rowLeasedClaims = rowLeases
     ? `\n      UNION ALL
       SELECT p.id, p.task_type, p.payload, p.status, p.priority, p.max_runs, p.thread, p.runs_done,
@@ -701,6 +702,18 @@ const migration0008 = (schema: string) =>
   })
 
 /**
+ * How a recorded execution leaves an item it does not delete (`r`: the failures retried, by item id): one run fewer
+ * in flight, one more done, the retry's delay or the runs left counted down. Set by 0009's record and by 0014's.
+ */
+const keptColumns = `            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 OR r.item_id IS NOT NULL THEN i.max_runs
+              ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            failures = CASE WHEN r.item_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
+            run_after = coalesce(r.retry_at, i.run_after),
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,`
+
+/**
  * kairos_record_once from its log row on, as 0009 wrote it: the log, the retries, the items deleted or kept. 0013's
  * overload (without task types and payloads) ends the same way; only how the held leases are found differs.
  */
@@ -726,13 +739,7 @@ const recordOnceRest = (sql: SqlClient.SqlClient, schema: string) => {
             AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = l.item_id)
         ), kept AS (
           UPDATE ${s}.queue_items i SET
-            in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 OR r.item_id IS NOT NULL THEN i.max_runs
-              ELSE greatest(0, i.max_runs - 1) END,
-            runs_done = i.runs_done + 1,
-            failures = CASE WHEN r.item_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
-            run_after = coalesce(r.retry_at, i.run_after),
-            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+${sql.literal(keptColumns)}
             updated_at = now()
           FROM l LEFT JOIN r ON r.item_id = l.item_id
           WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
@@ -844,6 +851,9 @@ ${recordOnceRest(sql, schema)}`
 const updatePlannedById =
   "FROM unnest(ARRAY(SELECT pl.id FROM planned pl), ARRAY(SELECT pl.n FROM planned pl)) AS p(id, n) " +
   "WHERE i.id = p.id"
+
+/** A lease token since 0013: 52 random bits from the session's generator (see migration0013). */
+const randomToken = "to_hex((random() * 4503599627370496)::bigint)"
 
 const migration0010 = (schema: string) =>
   Effect.gen(function* () {
@@ -1017,13 +1027,7 @@ const migration0013 = (schema: string) =>
     // system's strong random source, ~2.7 us a call on this machine kind, a quarter of a claim of 500 (measured:
     // 459 -> 349 ms for 20,000 items claimed 500 at a time). The token fences an execution together with its
     // lease's id, which is never reused; it needs to differ, not to be secret.
-    yield* claimFunction(
-      sql,
-      schema,
-      sql.literal(updatePlannedById),
-      "CREATE OR REPLACE",
-      "to_hex((random() * 4503599627370496)::bigint)"
-    )
+    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE OR REPLACE", randomToken)
     // Recording run-once executions without their task types and payloads: the log row takes both from the item
     // row (as kairos_record_and_claim_next does), so a batch no longer sends every payload back to the server.
     // New overloads with two arrays fewer; those of 0009 stay, for instances not yet upgraded.
@@ -1073,14 +1077,7 @@ const migration0014 = (schema: string) =>
     yield* sql`CREATE INDEX queue_items_leased ON ${s}.queue_items (lease_until) WHERE lease_token IS NOT NULL`
     // The claim that takes row leases is a new overload (p_row_leases); the one of 0013 stays for instances not yet
     // upgraded, and for kairos_record_and_claim, which claims through it.
-    yield* claimFunction(
-      sql,
-      schema,
-      sql.literal(updatePlannedById),
-      "CREATE",
-      "to_hex((random() * 4503599627370496)::bigint)",
-      true
-    )
+    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE", randomToken, true)
     // Recording executions that hold row leases (their lease ids are their items' ids negated), fenced by the token
     // on the row: as kairos_record_once records, the item deleted or kept (a retry, or a row changed by SQL to run
     // again) with its lease cleared.
@@ -1088,8 +1085,8 @@ const migration0014 = (schema: string) =>
       ${recordFunctionHead(sql, schema, "kairos_record_row_leases")}
         ), r AS (
           -- Failures with an attempt left, and when they run again. Only failures are looked at.
-          SELECT x.lease_id, x.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential, e.max_backoff_ms,
-            i.failures) * interval '1 millisecond' AS retry_at
+          SELECT i.id AS item_id, x.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential,
+            e.max_backoff_ms, i.failures) * interval '1 millisecond' AS retry_at
           FROM input x JOIN ${s}.queue_items i ON i.id = -x.lease_id AND i.lease_token = x.token
           CROSS JOIN LATERAL ${s}.kairos_retry_policy(i.retry_attempts, i.retry_backoff_ms, i.retry_exponential,
             i.retry_max_backoff_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms) AS e
@@ -1097,23 +1094,17 @@ const migration0014 = (schema: string) =>
         ), gone AS (
           DELETE FROM ${s}.queue_items i USING input x
           WHERE i.id = -x.lease_id AND i.lease_token = x.token AND i.max_runs <= 1 AND i.in_flight <= 1
-            AND NOT EXISTS (SELECT 1 FROM r WHERE r.lease_id = x.lease_id)
+            AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = i.id)
           RETURNING x.lease_id, i.id AS item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at,
             x.finished_at, x.duration_ms
         ), kept AS (
           UPDATE ${s}.queue_items i SET
-            in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 OR r.lease_id IS NOT NULL THEN i.max_runs
-              ELSE greatest(0, i.max_runs - 1) END,
-            runs_done = i.runs_done + 1,
-            failures = CASE WHEN r.lease_id IS NOT NULL THEN i.failures + 1 ELSE 0 END,
-            run_after = coalesce(r.retry_at, i.run_after),
-            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+${sql.literal(keptColumns)}
             lease_token = NULL, lease_owner = NULL, lease_until = NULL,
             updated_at = now()
-          FROM input x LEFT JOIN r ON r.lease_id = x.lease_id
+          FROM input x LEFT JOIN r ON r.item_id = -x.lease_id
           WHERE i.id = -x.lease_id AND i.lease_token = x.token
-            AND (r.lease_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
+            AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
           RETURNING x.lease_id, i.id AS item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at,
             x.finished_at, x.duration_ms
         ), l AS (
