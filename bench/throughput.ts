@@ -35,16 +35,7 @@ const program = Effect.gen(function* () {
   const count = () => {
     if (++ran === ITEMS) allRan()
   }
-  yield* runner.register(
-    "noop",
-    ASYNC
-      ? async () => {
-          count()
-        }
-      : () => {
-          count()
-        }
-  )
+  yield* runner.register("noop", ASYNC ? async () => count() : count)
   yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'noop', '{}', ${THREAD} FROM generate_series(1, ${ITEMS})`
   const start = performance.now()
   const cpu0 = process.cpuUsage()
