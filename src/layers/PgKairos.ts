@@ -17,6 +17,7 @@ import { PgPool } from "../adapters/postgres/PgPrepared.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
+import { typeParsers } from "../adapters/postgres/PgTimes.js"
 import type { InvalidConfigError } from "../domain/errors.js"
 import { validate } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
@@ -86,7 +87,8 @@ export const clientLayer = (
           const pool = new Pg.Pool({
             connectionString: withSessionTimeouts(url, options),
             max: options.maxConnections ?? 10,
-            application_name: options.applicationName ?? "kairos"
+            application_name: options.applicationName ?? "kairos",
+            types: typeParsers
           })
           // An idle connection that dies (a restarted server) must not crash the process: the next use reconnects.
           pool.on("error", () => {})

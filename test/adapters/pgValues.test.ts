@@ -1,10 +1,12 @@
 /**
  * Values kairos encodes or decodes itself on its hot path, checked against what Postgres reads and writes: the array
- * literals that carry a batch of results (PgArrays). Integration: a real Postgres, no schema.
+ * literals that carry a batch of results (PgArrays), and the times read on claims (PgTimes). Integration: a real Postgres,
+ * no schema.
  */
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
 import { arrayLiteral } from "../../src/adapters/postgres/PgArrays.js"
+import { parseTimestamptz, typeParsers } from "../../src/adapters/postgres/PgTimes.js"
 import { databaseUrl } from "../support/database.js"
 
 const pool = new pg.Pool({ connectionString: databaseUrl(), max: 1 })
@@ -52,5 +54,78 @@ describe("arrayLiteral", () => {
       null
     ])
     expect(await roundTrip(arrayLiteral([]), "text[]")).toEqual([])
+  })
+})
+
+describe("parseTimestamptz", () => {
+  const zones = [
+    "UTC",
+    "Asia/Kolkata",
+    "America/St_Johns",
+    "Pacific/Chatham",
+    "Europe/Amsterdam",
+    "America/Los_Angeles"
+  ]
+  const times = [
+    "2026-12-02 00:30:35.773123+00",
+    "2026-03-29 01:59:59.999999+00",
+    "2026-10-25 01:00:00.1+00",
+    "2026-06-15 12:00:00+00",
+    "2000-02-29 23:59:59.12+00",
+    "1970-01-01 00:00:00+00",
+    "1900-01-01 00:00:00+00",
+    "1850-07-01 12:34:56.5+00",
+    "0050-01-01 00:00:00+00",
+    "0100-01-01 00:00:00+00",
+    "12345-06-07 08:09:10+00",
+    "0044-03-15 12:00:00+00 BC",
+    "infinity",
+    "-infinity"
+  ]
+
+  it("reads every timestamptz Postgres writes, in any time zone, as node-postgres's own parser does", async () => {
+    const client = await pool.connect()
+    try {
+      const pgParser = pg.types.getTypeParser(1184, "text")
+      let read = 0
+      for (const zone of zones) {
+        await client.query(`SET TIME ZONE '${zone}'`)
+        const { rows } = await client.query<{ text: string }>(
+          "SELECT t::timestamptz::text AS text FROM unnest($1::text[]) AS t",
+          [times]
+        )
+        for (const { text } of rows) {
+          const expected = pgParser(text) as Date | number | string
+          const actual = parseTimestamptz(text)
+          if (expected instanceof Date) {
+            expect(actual, text).toBeInstanceOf(Date)
+            expect((actual as Date).getTime(), text).toBe(expected.getTime())
+          } else {
+            expect(actual, text).toEqual(expected)
+          }
+          read++
+        }
+      }
+      expect(read).toBe(zones.length * times.length)
+    } finally {
+      client.release()
+    }
+  })
+
+  it("is what a pool with kairos's type parsers returns for timestamptz, and only for it", async () => {
+    const own = new pg.Pool({ connectionString: databaseUrl(), max: 1, types: typeParsers })
+    try {
+      const statement =
+        "SELECT now() AS now, '2026-12-02 00:30:35.773+05:30'::timestamptz AS t, 7::int AS n, '{1,2}'::int[] AS a, " +
+        "'2026-12-02 00:30:35'::timestamp AS local, 'x'::text AS s"
+      const [ours] = (await own.query(statement)).rows
+      const [theirs] = (await pool.query(statement)).rows
+      expect(ours.t).toBeInstanceOf(Date)
+      expect(ours.t.toISOString()).toBe("2026-12-01T19:00:35.773Z")
+      expect(ours.now).toBeInstanceOf(Date)
+      expect({ ...ours, now: undefined }).toEqual({ ...theirs, now: undefined })
+    } finally {
+      await own.end()
+    }
   })
 })
