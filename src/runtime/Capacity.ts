@@ -67,12 +67,19 @@ export interface Capacity {
   readonly interruptAll: Effect.Effect<void>
 }
 
-/** A worker's own state: one per worker alive, reused for every execution it runs. */
+/**
+ * A worker's own state, reused for every execution it runs; a worker that retires is kept for the next burst of
+ * work (at most `workers` are ever made), so a claim's batch costs no new workers.
+ */
 interface Pump extends Worker {
   stop: (() => void) | undefined
   /** Inside `Task.run` now; `doneEarly`: the execution ended before `run` returned. */
   inRun: boolean
   doneEarly: boolean
+  /** Working now (not retired). */
+  active: boolean
+  /** Starts the worker in a microtask, as a forked fiber would start (made once per worker). */
+  readonly kick: () => void
 }
 
 export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Scope.Scope> =>
@@ -84,7 +91,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     // forked would.
     let runtime: Runtime.Runtime<never> | undefined
     let clockNow: () => number = () => Date.now()
-    const pumps = new Set<Pump>()
+    // Every worker made, and those retired (ready to work again); `active` count the others.
+    const pumps: Array<Pump> = []
+    const retired: Array<Pump> = []
+    let active = 0
     let idleWaiters: Array<() => void> = []
     /** Claimed and not yet ended (running, or waiting for a worker). */
     let outstanding = 0
@@ -118,8 +128,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     }
 
     const retire = (pump: Pump) => {
-      pumps.delete(pump)
-      if (pumps.size > 0) return
+      pump.active = false
+      pump.stop = undefined
+      retired.push(pump)
+      if (--active > 0) return
       const waiters = idleWaiters
       idleWaiters = []
       for (const resolve of waiters) resolve()
@@ -153,6 +165,8 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
         stop: undefined,
         inRun: false,
         doneEarly: false,
+        active: false,
+        kick: () => drain(pump),
         now: () => clockNow(),
         fork,
         done: () => {
@@ -168,12 +182,14 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     }
 
     const spawn = () => {
-      const n = Math.min(config.workers - pumps.size, queue.length - head)
+      const n = Math.min(config.workers - active, queue.length - head)
       for (let i = 0; i < n; i++) {
-        const pump = makePump()
-        pumps.add(pump)
+        let pump = retired.pop()
+        if (pump === undefined) pumps.push((pump = makePump()))
+        pump.active = true
+        active++
         // Started after the submitting fiber's step, as a forked fiber would be.
-        queueMicrotask(() => drain(pump))
+        queueMicrotask(pump.kick)
       }
     }
 
@@ -213,7 +229,7 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
       },
       running: () => busy,
       awaitIdle: Effect.async<void>((resume) => {
-        if (pumps.size === 0) return resume(Effect.void)
+        if (active === 0) return resume(Effect.void)
         const waiter = () => resume(Effect.void)
         idleWaiters.push(waiter)
         return Effect.sync(() => {
@@ -227,7 +243,7 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
         for (const task of cancelled) task.cancel()
         // Pending promises are settled as stopped (their workers then find nothing left and retire); Effect
         // handlers are interrupted, and their workers retire as their fibers end.
-        for (const pump of [...pumps]) pump.stop?.()
+        for (const pump of pumps) if (pump.active) pump.stop?.()
         return FiberSet.clear(fibers)
       })
     }

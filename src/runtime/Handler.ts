@@ -7,7 +7,6 @@ import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as Predicate from "effect/Predicate"
 import type { Job } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
@@ -45,8 +44,17 @@ export class HandlerTimeoutError extends Data.TaggedError("HandlerTimeoutError")
   }
 }
 
+const isObjectLike = (u: unknown): u is object => (typeof u === "object" && u !== null) || typeof u === "function"
+
+/**
+ * `Effect.isEffect`, checked directly: the same test, without the generic property check behind it (a `dual` that
+ * allocates per call). Asked of every handler's return, on the hot path.
+ */
+export const isEffect = (u: unknown): u is Effect.Effect<unknown, unknown, unknown> =>
+  isObjectLike(u) && Effect.EffectTypeId in u
+
 const isPromiseLike = (u: unknown): u is PromiseLike<unknown> =>
-  Predicate.hasProperty(u, "then") && typeof u.then === "function"
+  isObjectLike(u) && typeof (u as { readonly then?: unknown }).then === "function"
 
 /** A signal for handlers that declare no second parameter: they cannot read it, so none is made per execution. */
 const unusedSignal: AbortSignal = new AbortController().signal
@@ -87,13 +95,13 @@ export const invoke = (
   try {
     out = handler(job, controller?.signal ?? unusedSignal)
     // Inside the try: a returned value whose `then` getter throws is that handler's failure, not the runner's.
-    promise = !Effect.isEffect(out) && isPromiseLike(out)
+    promise = !isEffect(out) && isPromiseLike(out)
   } catch (e) {
     // A plain function that throws: its error, as it threw it.
     return Result.failure(e)
   }
   if (promise) return new PendingPromise(out as PromiseLike<unknown>, controller)
-  if (!Effect.isEffect(out)) return Result.success(out)
+  if (!isEffect(out)) return Result.success(out)
   return awaitResult(out, job, timeout, controller)
 }
 

@@ -43,11 +43,17 @@ export const claimDuration = Metric.histogram(
 /** Items pending or processing in the queue, as this runner last saw it (every heartbeat). */
 export const queueDepth = Metric.gauge("kairos_queue_depth", { description: "queue items pending or processing" })
 
-const labels = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+type Labels = ReadonlyArray<MetricLabel.MetricLabel>
+// By kind, outcome ("" for none) and task type: looked up twice per execution, so without building a key.
+const labels = new Map<string, Map<string, Map<string, Labels>>>()
+let labelSets = 0
 /** The labels of one (kind, task type, outcome), made once: the hot path allocates none. */
-const labelsOf = (kind: string, taskType: string, outcome?: string): ReadonlyArray<MetricLabel.MetricLabel> => {
-  const key = `${kind}\u0000${taskType}\u0000${outcome ?? ""}`
-  let found = labels.get(key)
+const labelsOf = (kind: string, taskType: string, outcome?: string): Labels => {
+  let byOutcome = labels.get(kind)
+  if (byOutcome === undefined) labels.set(kind, (byOutcome = new Map()))
+  let byType = byOutcome.get(outcome ?? "")
+  if (byType === undefined) byOutcome.set(outcome ?? "", (byType = new Map()))
+  let found = byType.get(taskType)
   if (found === undefined) {
     found = [
       MetricLabel.make("kind", kind),
@@ -55,7 +61,10 @@ const labelsOf = (kind: string, taskType: string, outcome?: string): ReadonlyArr
       ...(outcome === undefined ? [] : [MetricLabel.make("outcome", outcome)])
     ]
     // Bounded: a runner handles the task types it registered; outcomes are four.
-    if (labels.size < 10_000) labels.set(key, found)
+    if (labelSets < 10_000) {
+      labelSets++
+      byType.set(taskType, found)
+    }
   }
   return found
 }

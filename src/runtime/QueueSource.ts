@@ -5,7 +5,7 @@
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import { Job } from "../domain/Job.js"
+import { unsafeMakeJob } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
@@ -62,25 +62,22 @@ export const make = (options: {
     const toClaimed = (claim: QueueClaim): ClaimedItem => ({
       key: `lease:${claim.leaseId}`,
       claim,
-      job: new Job(
-        {
-          id: claim.item.id,
-          kind: "queue",
-          name: claim.item.taskType,
-          taskType: claim.item.taskType,
-          // The handler gets text: "" for a NULL payload (what was stored is recorded as it was).
-          payload: claim.item.payload ?? "",
-          scheduledFor: claim.item.createdAt,
-          attempt: claim.attempt,
-          metadata: {
-            priority: claim.item.priority,
-            thread: claim.item.thread,
-            maxRuns: claim.item.maxRuns,
-            leaseId: claim.leaseId
-          }
-        },
-        { disableValidation: true }
-      )
+      job: unsafeMakeJob({
+        id: claim.item.id,
+        kind: "queue",
+        name: claim.item.taskType,
+        taskType: claim.item.taskType,
+        // The handler gets text: "" for a NULL payload (what was stored is recorded as it was).
+        payload: claim.item.payload ?? "",
+        scheduledFor: claim.item.createdAt,
+        attempt: claim.attempt,
+        metadata: {
+          priority: claim.item.priority,
+          thread: claim.item.thread,
+          maxRuns: claim.item.maxRuns,
+          leaseId: claim.leaseId
+        }
+      })
     })
 
     return {

@@ -32,7 +32,7 @@ import { now as clockNow } from "../ports/Clock.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { QueueStore, type QueueStoreError, type Subscription } from "../ports/QueueStore.js"
 import { Settings, type SettingsError } from "../ports/Settings.js"
-import { type Handler, type HandlerOptions } from "./Handler.js"
+import { type Handler, type HandlerOptions, isEffect } from "./Handler.js"
 import * as Capacity from "./Capacity.js"
 import * as QueueSource from "./QueueSource.js"
 import * as ScheduledSource from "./ScheduledSource.js"
@@ -208,7 +208,7 @@ export const make = (
     const handlersChanged = yield* Queue.sliding<void>(1)
     const signal = (queue: Queue.Queue<void>) => Effect.asVoid(Queue.offer(queue, undefined))
     // The same, from plain code on the hot path (no Effect to run).
-    const signalNow = (queue: Queue.Queue<void>) => void Queue.unsafeOffer(queue, undefined)
+    const signalNow = (queue: Queue.Queue<void>) => void queue.unsafeOffer(undefined)
     // The writer is signalled once per batch, not once per result: reset when it takes the signal.
     let writerSignalled = false
     // Whether a tick may be skipped after a chained result (see `needsTick`): the last tick's queue claim took less
@@ -297,7 +297,7 @@ export const make = (
         const context = yield* Effect.context<R>()
         const run: Handler<unknown, unknown, never> = (job, abort) => {
           const out = handler(job, abort)
-          return Effect.isEffect(out) ? Effect.provide(out as Effect.Effect<A, E, R>, context) : out
+          return isEffect(out) ? Effect.provide(out as Effect.Effect<A, E, R>, context) : out
         }
         const takesSignal = handler.length >= 2
         const retry = options?.retry === undefined ? undefined : yield* Retry.parse(options.retry)
@@ -306,7 +306,7 @@ export const make = (
         if (handlers.has(taskType)) {
           yield* Effect.logWarning(`handler for task type "${taskType}" registered again: the new one replaces it`)
         }
-        handlers.set(taskType, { run, timeout, takesSignal, retry })
+        handlers.set(taskType, { run, timeout, timeoutMs: Duration.toMillis(timeout), takesSignal, retry })
         yield* signal(handlersChanged)
       })
 

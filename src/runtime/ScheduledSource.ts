@@ -7,7 +7,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
-import { Job } from "../domain/Job.js"
+import { unsafeMakeJob } from "../domain/Job.js"
 import * as Result from "../domain/Result.js"
 import * as Schedule from "../domain/Schedule.js"
 import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
@@ -64,19 +64,16 @@ export const make = (options: {
       scheduled,
       run,
       lease,
-      job: new Job(
-        {
-          id: scheduled.id,
-          kind: "scheduled",
-          name: scheduled.name,
-          taskType: scheduled.taskType,
-          payload: scheduled.payload,
-          scheduledFor: run.scheduledFor,
-          attempt: run.attempt,
-          metadata: { runId: run.id, owner }
-        },
-        { disableValidation: true }
-      )
+      job: unsafeMakeJob({
+        id: scheduled.id,
+        kind: "scheduled",
+        name: scheduled.name,
+        taskType: scheduled.taskType,
+        payload: scheduled.payload,
+        scheduledFor: run.scheduledFor,
+        attempt: run.attempt,
+        metadata: { runId: run.id, owner }
+      })
     })
 
     const slotOf = (run: JobRun) => ({ jobId: run.jobId, scheduledFor: run.scheduledFor, attempt: run.attempt })

@@ -17,7 +17,7 @@ import type { Job, JobKind } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
 import type { Task, Worker } from "./Capacity.js"
-import { type Handler, HandlerTimeoutError, invoke, PendingPromise, timedOut } from "./Handler.js"
+import { type Handler, HandlerTimeoutError, invoke, isEffect, PendingPromise, timedOut } from "./Handler.js"
 
 /** One claimed execution, as a source hands it over: a key unique among this runner's executions, and its job. */
 export interface Claimed {
@@ -116,6 +116,8 @@ export interface WorkSource<C extends Claimed, E> {
 export interface Registered {
   readonly run: Handler<unknown, unknown, never>
   readonly timeout: Duration.Duration
+  /** `timeout` in milliseconds (read per execution). */
+  readonly timeoutMs: number
   /** The handler declares a second parameter: it gets a live `AbortSignal`. */
   readonly takesSignal: boolean
   /** The task type's retry policy for queue items; absent: attempted once. */
@@ -297,7 +299,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const awaitPromise = (
     entry: Entry<C>,
     pending: PendingPromise,
-    timeout: Duration.Duration,
+    handler: Registered,
     startedAt: number,
     worker: Worker
   ): false => {
@@ -324,8 +326,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       if (byPromise) worker.done()
       else queueMicrotask(worker.done)
     }
-    entry.settle = (why) => settle(why === "timeout" ? timedOut(job.taskType, timeout) : why, false)
-    entry.deadline = startedAt + Duration.toMillis(timeout)
+    entry.settle = (why) => settle(why === "timeout" ? timedOut(job.taskType, handler.timeout) : why, false)
+    entry.deadline = startedAt + handler.timeoutMs
     context.deadline(entry.deadline)
     // A forced stop: the execution is handed back.
     worker.onStop(() => settle("stopped", false))
@@ -357,8 +359,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       handler === undefined
         ? unknownTaskType(job.taskType)
         : invoke(handler.run, job, handler.timeout, handler.takesSignal)
-    if (out instanceof PendingPromise) return awaitPromise(entry, out, handler!.timeout, startedAt, worker)
-    if (!Effect.isEffect(out)) {
+    if (out instanceof PendingPromise) return awaitPromise(entry, out, handler!, startedAt, worker)
+    if (!isEffect(out)) {
       finish(entry, out, startedAt, worker.now())
       return true
     }
