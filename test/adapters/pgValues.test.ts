@@ -6,7 +6,7 @@
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
 import { arrayLiteral } from "../../src/adapters/postgres/PgArrays.js"
-import { parseTimestamptz, typeParsers } from "../../src/adapters/postgres/PgTimes.js"
+import { isoString, parseTimestamptz, typeParsers } from "../../src/adapters/postgres/PgTimes.js"
 import { databaseUrl } from "../support/database.js"
 
 const pool = new pg.Pool({ connectionString: databaseUrl(), max: 1 })
@@ -127,5 +127,31 @@ describe("parseTimestamptz", () => {
     } finally {
       await own.end()
     }
+  })
+})
+
+describe("isoString", () => {
+  it("writes every time as toISOString does: across days, before 1970, at the ends of the four-digit years", () => {
+    const times: Array<number> = []
+    // Pseudo-random times from 1843 to 2096, in an order that leaves and re-enters days.
+    let seed = 7
+    for (let i = 0; i < 20_000; i++) {
+      seed = (seed * 1_103_515_245 + 12_345) % 2_147_483_648
+      times.push(Math.floor((seed / 2_147_483_648 - 0.3) * 4e12))
+    }
+    for (const edge of [Date.UTC(2026, 11, 31, 23, 59, 59, 990), Date.UTC(1969, 11, 31, 23, 59, 59, 990), 0]) {
+      for (let ms = 0; ms < 40; ms++) times.push(edge + ms)
+    }
+    const now = Date.now()
+    for (let i = 0; i < 2_000; i++) times.push(now + i * 37)
+    times.push(Date.UTC(9999, 11, 31, 23, 59, 59, 999), Date.UTC(10000, 0, 1), -62167219200001, -62167219200000)
+    for (const ms of times) expect(isoString(new Date(ms)), String(ms)).toBe(new Date(ms).toISOString())
+  })
+
+  it("is read by Postgres as the same instant", async () => {
+    const times = [Date.now(), Date.now() + 1, Date.UTC(2026, 2, 29, 1, 59, 59, 999), Date.UTC(1900, 0, 1)].map(
+      (ms) => new Date(ms)
+    )
+    expect(await roundTrip(arrayLiteral(times.map(isoString)), "timestamptz[]")).toEqual(times)
   })
 })

@@ -39,6 +39,7 @@ import {
 } from "../../ports/QueueStore.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import { arrayLiteral, type Element } from "./PgArrays.js"
+import { isoString } from "./PgTimes.js"
 import { mapPgErrors } from "./PgErrors.js"
 import { liveWorker } from "./PgInspect.js"
 import * as PgListener from "./PgListener.js"
@@ -234,8 +235,8 @@ export const make = (
         col((x) => x.claim.token),
         col((x) => (x.result.error === undefined ? "ok" : "error")),
         col((x) => x.result.error ?? ""),
-        col((x) => x.result.startedAt.toISOString()),
-        col((x) => x.result.finishedAt.toISOString()),
+        col((x) => isoString(x.result.startedAt)),
+        col((x) => isoString(x.result.finishedAt)),
         col((x) => durationMs(x.result)),
         col((x) => policy(x).attempts),
         col((x) => policy(x).backoffMs),

@@ -1,5 +1,5 @@
 /**
- * Reading `timestamptz` values on kairos's own pool.
+ * `timestamptz` values on the hot path: read on kairos's own pool, and written into a batch of results.
  *
  * node-postgres parses every `timestamptz` with a regular expression (postgres-date 1.0.7): ~0.6 µs and a match
  * array per value, and a claim reads one or more per item. Postgres writes the value in one shape under
@@ -74,4 +74,33 @@ export const typeParsers: pg.CustomTypesConfig = {
     oid === TIMESTAMPTZ && format !== "binary"
       ? parseTimestamptz
       : pg.types.getTypeParser(oid, format ?? "text")) as pg.CustomTypesConfig["getTypeParser"]
+}
+
+// The date part of the last day written, reused while times fall on that day (a batch's times mostly do).
+let dayStartMs = Number.NaN
+let dayPrefix = ""
+const pad2 = (n: number): string => (n < 10 ? `0${n}` : `${n}`)
+const pad3 = (n: number): string => (n < 10 ? `00${n}` : n < 100 ? `0${n}` : `${n}`)
+
+/**
+ * A time as `Date.prototype.toISOString` writes it (`2026-12-02T00:30:35.773Z`), which Postgres reads as the same
+ * `timestamptz`. `toISOString` costs ~0.4 µs a call, and a batch of results writes two per execution; the day's part
+ * is kept from the last call, so a time on the same day costs a few arithmetic steps.
+ */
+export const isoString = (date: Date): string => {
+  const ms = date.getTime()
+  const sinceDayStart = ms - dayStartMs
+  if (!(sinceDayStart >= 0 && sinceDayStart < 86_400_000)) {
+    const iso = date.toISOString()
+    // Years outside 0000–9999 are written with a sign and six digits: no prefix to keep for them.
+    if (iso.length !== 24) return iso
+    dayStartMs = ms - (((ms % 86_400_000) + 86_400_000) % 86_400_000)
+    dayPrefix = iso.slice(0, 11)
+    return iso
+  }
+  const seconds = Math.floor(sinceDayStart / 1000)
+  return (
+    `${dayPrefix}${pad2(Math.floor(seconds / 3600))}:${pad2(Math.floor(seconds / 60) % 60)}:${pad2(seconds % 60)}.` +
+    `${pad3(sinceDayStart % 1000)}Z`
+  )
 }
