@@ -209,6 +209,20 @@ export const make = (
     const signal = (queue: Queue.Queue<void>) => Effect.asVoid(Queue.offer(queue, undefined))
     // The same, from plain code on the hot path (no Effect to run).
     const signalNow = (queue: Queue.Queue<void>) => void queue.unsafeOffer(undefined)
+    // The loop's wake-up, sent by every execution that ends while the buffer runs low: offered once until the loop
+    // takes it (an offer to a queue nobody waits on still costs Effect's queue an allocation). Every take of `wake`
+    // goes through `takeWake`, which clears the flag first, so a signal sent after it is offered again.
+    let wakeQueued = false
+    const wakeNow = () => {
+      if (wakeQueued) return
+      wakeQueued = true
+      signalNow(wake)
+    }
+    const takeWake = (take: (queue: Queue.Queue<void>) => Effect.Effect<unknown>) =>
+      Effect.suspend(() => {
+        wakeQueued = false
+        return Effect.asVoid(take(wake))
+      })
     // The writer is signalled once per batch, not once per result: reset when it takes the signal.
     let writerSignalled = false
     // Whether a tick may be skipped after a chained result (see `needsTick`): the last tick's queue claim took less
@@ -255,7 +269,7 @@ export const make = (
         if (result === undefined || result.failed) stats.failed++
         else stats.ok++
         // The buffer ran low: claim more, unless all this could free is claimed again with its result (a chain).
-        if (capacity.ended() && needsTick(chained)) signalNow(wake)
+        if (capacity.ended() && needsTick(chained)) wakeNow()
       },
       resultsReady: () => {
         if (writerSignalled) return
@@ -264,7 +278,7 @@ export const make = (
       },
       leasesHeld: () => signalNow(leasesHeld),
       written: (chained) => {
-        if (needsTick(chained)) signalNow(wake)
+        if (needsTick(chained)) wakeNow()
       },
       deadline: (atMs) => {
         if (atMs >= watchedUntil) return
@@ -447,14 +461,14 @@ export const make = (
         const sooner = atMs < alarmAtMs
         alarmAtMs = atMs
         if (sooner) signalNow(alarmSooner)
-        return Queue.take(wake)
+        return takeWake(Queue.take)
       })
 
     const loopRound = Effect.gen(function* () {
       if (yield* Ref.get(stopping)) return yield* Effect.interrupt
       // Awake: the alarm set for the last sleep no longer stands (a tick in progress is not woken again by it).
       alarmAtMs = Number.POSITIVE_INFINITY
-      yield* Queue.takeAll(wake)
+      yield* takeWake(Queue.takeAll)
       const force = lookEverywhere
       lookEverywhere = false
       const delayMs = yield* tickOnce(force).pipe(
@@ -487,7 +501,7 @@ export const make = (
         // end it only once a moment has passed, so an outage is retried, and logged, a bounded number of times.
         yield* Effect.sleep(Duration.millis(WAKE_AFTER_FAILURE_MS))
         if (yield* Ref.get(stopping)) return yield* Effect.interrupt
-        yield* Queue.takeAll(wake)
+        yield* takeWake(Queue.takeAll)
         yield* sleepOrWake(delayMs - WAKE_AFTER_FAILURE_MS)
         return
       }

@@ -406,34 +406,40 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     })
 
   // Claimed executions, leased until `request.leaseUntil`, handed to the workers in claim order.
+  // A claimed execution is its own Task: the workers call its methods, so it costs one object, not three.
+  class LaneEntry implements Entry<C>, Task {
+    fiber: Fiber.RuntimeFiber<unknown, never> | undefined = undefined
+    settle: ((why: "timeout" | "lost" | "stopped") => void) | undefined = undefined
+    deadline = Number.POSITIVE_INFINITY
+    running = true
+    lost = false
+    interrupted = false
+    constructor(
+      readonly claim: C,
+      public leaseDeadline: number
+    ) {}
+    run(worker: Worker): boolean {
+      return execute(this, worker)
+    }
+    // A forced stop before it ran: handed back with the interrupted ones.
+    cancel(): void {
+      this.running = false
+      this.interrupted = true
+      context.ended(undefined, false)
+    }
+  }
+
   const startClaimed = (claimed: ReadonlyArray<C>, request: ClaimRequest) =>
     Effect.suspend(() => {
       if (claimed.length === 0) return Effect.void
       if (active.size === 0) context.leasesHeld()
       const leaseUntilMs = request.leaseUntil.getTime()
       const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - request.now.getTime())
-      const tasks: Array<Task> = []
+      const tasks: Array<LaneEntry> = []
       for (const claim of claimed) {
-        const entry: Entry<C> = {
-          claim,
-          fiber: undefined,
-          settle: undefined,
-          deadline: Number.POSITIVE_INFINITY,
-          leaseDeadline,
-          running: true,
-          lost: false,
-          interrupted: false
-        }
+        const entry = new LaneEntry(claim, leaseDeadline)
         active.set(claim.key, entry)
-        tasks.push({
-          run: (worker) => execute(entry, worker),
-          // A forced stop before it ran: handed back with the interrupted ones.
-          cancel: () => {
-            entry.running = false
-            entry.interrupted = true
-            context.ended(undefined, false)
-          }
-        })
+        tasks.push(entry)
       }
       context.deadline(leaseDeadline)
       return context.submit(tasks)
