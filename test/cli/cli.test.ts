@@ -137,7 +137,8 @@ describe("kairos commands", () => {
           "0011_record_and_claim_next",
           "0012_normalize_when_needed",
           "0013_lighter_claims_and_records",
-          "0014_row_leases"
+          "0014_row_leases",
+          "0015_lighter_row_lease_records"
         ]
       })
       expect(json(["migrate"])).toEqual({ schema, applied: [] })

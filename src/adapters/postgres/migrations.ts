@@ -1002,9 +1002,14 @@ const migration0012 = (schema: string) =>
  * The start of a function that records a batch of results given as eleven arrays (0013's kairos_record_once, 0014's
  * kairos_record_row_leases): its parameters, and the arrays as the rows of `input`.
  */
-const recordFunctionHead = (sql: SqlClient.SqlClient, schema: string, name: string) => {
+const recordFunctionHead = (
+  sql: SqlClient.SqlClient,
+  schema: string,
+  name: string,
+  create: "CREATE" | "CREATE OR REPLACE" = "CREATE"
+) => {
   const s = sql(schema)
-  return sql`CREATE FUNCTION ${s}.${sql.literal(name)}(
+  return sql`${sql.literal(create)} FUNCTION ${s}.${sql.literal(name)}(
         p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
         p_finished timestamptz[], p_durations int[], p_attempts int[], p_backoff_ms bigint[], p_exponential boolean[],
         p_max_backoff_ms bigint[]
@@ -1078,11 +1083,40 @@ const migration0014 = (schema: string) =>
     // The claim that takes row leases is a new overload (p_row_leases); the one of 0013 stays for instances not yet
     // upgraded, and for kairos_record_and_claim, which claims through it.
     yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE", randomToken, true)
-    // Recording executions that hold row leases (their lease ids are their items' ids negated), fenced by the token
-    // on the row: as kairos_record_once records, the item deleted or kept (a retry, or a row changed by SQL to run
-    // again) with its lease cleared.
-    yield* sql`
-      ${recordFunctionHead(sql, schema, "kairos_record_row_leases")}
+    yield* recordRowLeasesFunction(sql, schema, "CREATE", "input x")
+  })
+
+const migration0015 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // The update that keeps items (a retry, a row changed by SQL to run again) looked up every result's item by its
+    // key only to keep none in the common batch of run-once successes, all deleted by the statement's DELETE: it now
+    // takes only the results whose item that DELETE did not return (a bare loop of claims and records of 500 on the
+    // machine's Postgres: the record ~7 % cheaper). Same rows written: an item the DELETE deleted matches neither
+    // update (its row is gone for the statement), and one it did not is looked at as before.
+    yield* recordRowLeasesFunction(
+      sql,
+      schema,
+      "CREATE OR REPLACE",
+      "(SELECT * FROM input y WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.lease_id = y.lease_id)) x"
+    )
+  })
+
+/**
+ * kairos_record_row_leases: records executions that hold row leases (their lease ids are their items' ids negated),
+ * fenced by the token on the row: as kairos_record_once records, the item deleted or kept (a retry, or a row changed by
+ * SQL to run again) with its lease cleared. `keptFrom` is the input of the update that keeps items (0014: every
+ * result; 0015: those whose item was not deleted).
+ */
+const recordRowLeasesFunction = (
+  sql: SqlClient.SqlClient,
+  schema: string,
+  create: "CREATE" | "CREATE OR REPLACE",
+  keptFrom: string
+) => {
+  const s = sql(schema)
+  return sql`
+      ${recordFunctionHead(sql, schema, "kairos_record_row_leases", create)}
         ), r AS (
           -- Failures with an attempt left, and when they run again. Only failures are looked at.
           SELECT i.id AS item_id, x.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential,
@@ -1102,7 +1136,7 @@ const migration0014 = (schema: string) =>
 ${sql.literal(keptColumns)}
             lease_token = NULL, lease_owner = NULL, lease_until = NULL,
             updated_at = now()
-          FROM input x LEFT JOIN r ON r.item_id = -x.lease_id
+          FROM ${sql.literal(keptFrom)} LEFT JOIN r ON r.item_id = -x.lease_id
           WHERE i.id = -x.lease_id AND i.lease_token = x.token
             AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
           RETURNING x.lease_id, i.id AS item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at,
@@ -1118,7 +1152,7 @@ ${sql.literal(keptColumns)}
         SELECT l.lease_id FROM l;
       END
       $fn$`
-  })
+}
 
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
@@ -1135,7 +1169,8 @@ export const migrations = (schema: string) => ({
   "0011_record_and_claim_next": named("0011_record_and_claim_next", migration0011(schema)),
   "0012_normalize_when_needed": named("0012_normalize_when_needed", migration0012(schema)),
   "0013_lighter_claims_and_records": named("0013_lighter_claims_and_records", migration0013(schema)),
-  "0014_row_leases": named("0014_row_leases", migration0014(schema))
+  "0014_row_leases": named("0014_row_leases", migration0014(schema)),
+  "0015_lighter_row_lease_records": named("0015_lighter_row_lease_records", migration0015(schema))
 })
 
 /**
