@@ -207,8 +207,12 @@ export const make = (
       (e as { cause?: { constraint?: unknown } }).cause?.constraint === "queue_items_one_sequential"
 
     // A statement that claims and lost a sequential race is tried again, whole, with a fresh snapshot.
-    const retryLostRace = <A, E, R>(self: Effect.Effect<A, E, R>) =>
-      Effect.retry(self, { times: 5, while: lostSequentialRace })
+    // (A catch per try rather than Effect.retry, whose schedule is set up at every call: this wraps every claim, and
+    // a chain of sequential items makes one per item.)
+    const retryLostRace = <A, E, R>(self: Effect.Effect<A, E, R>, triesLeft = 5): Effect.Effect<A, E, R> =>
+      Effect.catchIf(self, lostSequentialRace, (e) =>
+        triesLeft > 0 ? retryLostRace(self, triesLeft - 1) : Effect.fail(e)
+      )
 
     const claimRetried = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
       retryLostRace(claimOnce(options, limit, types))
@@ -355,7 +359,7 @@ export const make = (
         options.now,
         options.leaseUntil,
         options.repeatAfter
-      ]).pipe(retryLostRace)
+      ]).pipe((self) => retryLostRace(self))
 
     // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0011): the
     // same rows as above, from single-row statements instead of the batch functions' CTEs.
@@ -371,7 +375,7 @@ export const make = (
         options.now,
         options.leaseUntil,
         options.repeatAfter
-      ]).pipe(retryLostRace)
+      ]).pipe((self) => retryLostRace(self))
 
     const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
       Effect.gen(function* () {
