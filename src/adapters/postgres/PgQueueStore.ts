@@ -367,8 +367,8 @@ export const make = (
       recordAndClaimNextStatement([
         one.claim.leaseId,
         one.claim.token,
-        one.result.startedAt.toISOString(),
-        one.result.finishedAt.toISOString(),
+        isoString(one.result.startedAt),
+        isoString(one.result.finishedAt),
         durationMs(one.result),
         taskType,
         options.owner,
