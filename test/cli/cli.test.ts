@@ -352,7 +352,9 @@ describe("kairos commands", () => {
           const runs = await query(`SELECT count(*)::int AS n FROM $schema.job_runs WHERE status = 'success'`)
           return done[0]!["n"] === 5 && Number(runs[0]!["n"]) >= 1
         },
-        20_000,
+        // The heartbeat's first slot is 10 s after the worker starts, and a cold worker loading its TypeScript tasks
+        // module takes ~2.5 s alone: 20 s left too little on a loaded machine (CI's second pass timed out once).
+        40_000,
         "five processed items and a successful heartbeat run"
       )
       const processed = json(["processed", "10"]) as Array<Record<string, unknown>>
