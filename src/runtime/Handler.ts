@@ -91,17 +91,19 @@ export const invoke = (
 ): Result.Result | PendingPromise | Effect.Effect<Result.Result> => {
   const controller = takesSignal ? new AbortController() : undefined
   let out: unknown
+  let effect: boolean
   let promise: boolean
   try {
     out = handler(job, controller?.signal ?? unusedSignal)
+    effect = isEffect(out)
     // Inside the try: a returned value whose `then` getter throws is that handler's failure, not the runner's.
-    promise = !isEffect(out) && isPromiseLike(out)
+    promise = !effect && isPromiseLike(out)
   } catch (e) {
     // A plain function that throws: its error, as it threw it.
     return Result.failure(e)
   }
   if (promise) return new PendingPromise(out as PromiseLike<unknown>, controller)
-  if (!isEffect(out)) return Result.success(out)
+  if (!effect) return Result.success(out)
   return awaitResult(out, job, timeout, controller)
 }
 

@@ -405,7 +405,6 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
     })
 
-  // Claimed executions, leased until `request.leaseUntil`, handed to the workers in claim order.
   // A claimed execution is its own Task: the workers call its methods, so it costs one object, not three.
   class LaneEntry implements Entry<C>, Task {
     fiber: Fiber.RuntimeFiber<unknown, never> | undefined = undefined
@@ -429,6 +428,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     }
   }
 
+  // Claimed executions, leased until `request.leaseUntil`, handed to the workers in claim order.
   const startClaimed = (claimed: ReadonlyArray<C>, request: ClaimRequest) =>
     Effect.suspend(() => {
       if (claimed.length === 0) return Effect.void

@@ -359,7 +359,7 @@ export const make = (
         options.now,
         options.leaseUntil,
         options.repeatAfter
-      ]).pipe((self) => retryLostRace(self))
+      ]).pipe(retryLostRace)
 
     // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0011): the
     // same rows as above, from single-row statements instead of the batch functions' CTEs.
@@ -375,7 +375,7 @@ export const make = (
         options.now,
         options.leaseUntil,
         options.repeatAfter
-      ]).pipe((self) => retryLostRace(self))
+      ]).pipe(retryLostRace)
 
     const recordAndClaim = (results: ReadonlyArray<Recorded>, options: ClaimOptions) =>
       Effect.gen(function* () {

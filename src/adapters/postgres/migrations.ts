@@ -1068,40 +1068,6 @@ ${recordOnceRest(sql, schema)}`
       $fn$`
   })
 
-const migration0014 = (schema: string) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const s = sql(schema)
-    // An execution of a run-once concurrent item (thread 1, max_runs 1: the bulk of a queue) holds its lease on the
-    // item row: no lease row is inserted at its claim and deleted at its record, which was a third of Postgres's
-    // work per item (measured in a bare loop of claims and records of 500 on the machine's Postgres: 41.5 -> 31.5 us
-    // an item). Executions of items that run more than once, and sequential ones, keep their rows in queue_leases:
-    // each in-flight repetition holds its own lease there. The index finds expired row leases for the rescue.
-    yield* sql`ALTER TABLE ${s}.queue_items ADD COLUMN lease_token text, ADD COLUMN lease_owner text,
-      ADD COLUMN lease_until timestamptz`
-    yield* sql`CREATE INDEX queue_items_leased ON ${s}.queue_items (lease_until) WHERE lease_token IS NOT NULL`
-    // The claim that takes row leases is a new overload (p_row_leases); the one of 0013 stays for instances not yet
-    // upgraded, and for kairos_record_and_claim, which claims through it.
-    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE", randomToken, true)
-    yield* recordRowLeasesFunction(sql, schema, "CREATE", "input x")
-  })
-
-const migration0015 = (schema: string) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    // The update that keeps items (a retry, a row changed by SQL to run again) looked up every result's item by its
-    // key only to keep none in the common batch of run-once successes, all deleted by the statement's DELETE: it now
-    // takes only the results whose item that DELETE did not return (a bare loop of claims and records of 500 on the
-    // machine's Postgres: the record ~7 % cheaper). Same rows written: an item the DELETE deleted matches neither
-    // update (its row is gone for the statement), and one it did not is looked at as before.
-    yield* recordRowLeasesFunction(
-      sql,
-      schema,
-      "CREATE OR REPLACE",
-      "(SELECT * FROM input y WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.lease_id = y.lease_id)) x"
-    )
-  })
-
 /**
  * kairos_record_row_leases: records executions that hold row leases (their lease ids are their items' ids negated),
  * fenced by the token on the row: as kairos_record_once records, the item deleted or kept (a retry, or a row changed by
@@ -1153,6 +1119,40 @@ ${sql.literal(keptColumns)}
       END
       $fn$`
 }
+
+const migration0014 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    // An execution of a run-once concurrent item (thread 1, max_runs 1: the bulk of a queue) holds its lease on the
+    // item row: no lease row is inserted at its claim and deleted at its record, which was a third of Postgres's
+    // work per item (measured in a bare loop of claims and records of 500 on the machine's Postgres: 41.5 -> 31.5 us
+    // an item). Executions of items that run more than once, and sequential ones, keep their rows in queue_leases:
+    // each in-flight repetition holds its own lease there. The index finds expired row leases for the rescue.
+    yield* sql`ALTER TABLE ${s}.queue_items ADD COLUMN lease_token text, ADD COLUMN lease_owner text,
+      ADD COLUMN lease_until timestamptz`
+    yield* sql`CREATE INDEX queue_items_leased ON ${s}.queue_items (lease_until) WHERE lease_token IS NOT NULL`
+    // The claim that takes row leases is a new overload (p_row_leases); the one of 0013 stays for instances not yet
+    // upgraded, and for kairos_record_and_claim, which claims through it.
+    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE", randomToken, true)
+    yield* recordRowLeasesFunction(sql, schema, "CREATE", "input x")
+  })
+
+const migration0015 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // The update that keeps items (a retry, a row changed by SQL to run again) looked up every result's item by its
+    // key only to keep none in the common batch of run-once successes, all deleted by the statement's DELETE: it now
+    // takes only the results whose item that DELETE did not return (a bare loop of claims and records of 500 on the
+    // machine's Postgres: the record ~7 % cheaper). Same rows written: an item the DELETE deleted matches neither
+    // update (its row is gone for the statement), and one it did not is looked at as before.
+    yield* recordRowLeasesFunction(
+      sql,
+      schema,
+      "CREATE OR REPLACE",
+      "(SELECT * FROM input y WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.lease_id = y.lease_id)) x"
+    )
+  })
 
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
