@@ -26,7 +26,8 @@
  *   cron     10,000 interval jobs due at one instant: time until every one has a job_runs row, and ran
  *   claim    median claimBatch(20) and recordResults(20) with 1,000,000 rows in processed_items against empty
  *   rss      a worker process's RSS after a 20,000- and after a 200,000-item drain
- *   scale    the drain with 1, 2 and 4 worker processes (bench/kairos-worker.ts) on one database
+ *   scale    the drain with 1, 2 and 4 worker processes (bench/kairos-worker.ts) on one database, once each
+ *            process has drained 5,000 items from its cold start (that cold drain's rate is shown beside it)
  */
 import { execFileSync } from "node:child_process"
 import fs from "node:fs/promises"
@@ -104,7 +105,8 @@ const kairosOnlySizes = quick
       claimBacklog: 10_000,
       rssFirst: 2_000,
       rssTotal: 20_000,
-      procs: [1, 2]
+      procs: [1, 2],
+      warmPerProc: 1_000
     }
   : {
       cronJobs: 10_000,
@@ -113,7 +115,8 @@ const kairosOnlySizes = quick
       claimBacklog: 40_000,
       rssFirst: 20_000,
       rssTotal: 200_000,
-      procs: [1, 2, 4]
+      procs: [1, 2, 4],
+      warmPerProc: 5_000
     }
 
 const ALL: ReadonlyArray<System> = [kairos.system, graphile.system, pgboss.system, floor.system]
@@ -239,7 +242,12 @@ const main = async (url: string, embedded: boolean) => {
       }
       if (wanted("scale") && systems.includes(kairos.system)) {
         for (const procs of kairosOnlySizes.procs) {
-          Object.assign(alone, await attempt(`scale ${procs}`, () => kairosOnly.scaleOut(ctx, procs, sizes.items)))
+          Object.assign(
+            alone,
+            await attempt(`scale ${procs}`, () =>
+              kairosOnly.scaleOut(ctx, procs, sizes.items, procs * kairosOnlySizes.warmPerProc)
+            )
+          )
         }
       }
       // Once, in the first round: they are slow to set up, and about kairos's own growth, not a comparison.
