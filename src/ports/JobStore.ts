@@ -52,7 +52,15 @@ export interface RunCompletion {
   readonly lease: Lease
   readonly slot: RunSlot
   readonly outcome: RunOutcome
+  /** When it finished: the run's `finished_at`. */
   readonly now: Date
+  /**
+   * When its handler started, if it did: replaces the `started_at` the claim wrote, so a finished run's recorded span
+   * is its handler's. The claim's time is read before its transaction checks that no other run of the job is going,
+   * and a claimed run may wait in the buffer for a worker: either way it precedes the handler's start. Absent (a
+   * run recorded without having run): the claim's time stays.
+   */
+  readonly startedAt?: Date | undefined
 }
 
 /** A recurring job as defined in code, upserted by name. */

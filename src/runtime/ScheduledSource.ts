@@ -230,12 +230,13 @@ export const make = (options: {
         Effect.gen(function* () {
           checkAt = 0
           const completions: Array<RunCompletion> = []
-          for (const { claim, finishedAt, result } of finished) {
+          for (const { claim, finishedAt, result, startedAt } of finished) {
             if (!result.failed) {
               completions.push({
                 lease: claim.lease,
                 slot: slotOf(claim.run),
                 now: finishedAt,
+                startedAt,
                 outcome: { _tag: "Succeeded", output: Result.encodeOutput(result.output) }
               })
               continue
@@ -245,6 +246,7 @@ export const make = (options: {
               lease: claim.lease,
               slot: slotOf(claim.run),
               now: finishedAt,
+              startedAt,
               outcome: {
                 _tag: "Failed",
                 error: result.message,

@@ -503,6 +503,56 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
+    it.effect("completeRuns writes the handler's start over the claim's started_at, and keeps it without one", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const job = yield* addJob()
+        const s = (sec: number) => slot(job.id, at(sec))
+        // Claimed at 0, 60 and 120; their handlers started at 5 and 65 (the third never ran: recorded as failed).
+        const ok = yield* start(job.id, at(0))
+        const failed = yield* start(job.id, at(60))
+        const never = yield* start(job.id, at(120))
+        const result = yield* store.completeRuns([
+          { lease: ok.lease, slot: s(0), outcome: { _tag: "Succeeded", output: "{}" }, now: at(10), startedAt: at(5) },
+          {
+            lease: failed.lease,
+            slot: s(60),
+            outcome: { _tag: "Failed", error: "boom", retryAt: undefined },
+            now: at(70),
+            startedAt: at(65)
+          },
+          {
+            lease: never.lease,
+            slot: s(120),
+            outcome: { _tag: "Failed", error: "stopped", retryAt: undefined },
+            now: at(121)
+          }
+        ])
+        expect(result).toEqual([true, true, true])
+        const span = (sec: number) =>
+          Effect.map(runsOf(job.id), (stored) => {
+            const run = stored.find((r) => r.scheduledFor.getTime() === at(sec).getTime())!
+            return [iso(run.startedAt), iso(run.finishedAt)]
+          })
+        expect(yield* span(0)).toEqual([iso(at(5)), iso(at(10))])
+        expect(yield* span(60)).toEqual([iso(at(65)), iso(at(70))])
+        expect(yield* span(120)).toEqual([iso(at(120)), iso(at(121))])
+        // A refused completion (its lease is gone) writes no start either.
+        expect(
+          yield* store.completeRuns([
+            {
+              lease: ok.lease,
+              slot: s(0),
+              outcome: { _tag: "Succeeded", output: "{}" },
+              now: at(30),
+              startedAt: at(20)
+            }
+          ])
+        ).toEqual([false])
+        expect(yield* span(0)).toEqual([iso(at(5)), iso(at(10))])
+      })
+    )
+
     it.effect("completeRuns is fenced per completion; a failure with retryAt inserts the next attempt", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

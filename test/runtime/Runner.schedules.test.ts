@@ -188,4 +188,28 @@ describe("Runner with scheduled jobs", () => {
       }).pipe(Effect.provide(testLayer({ interval: "1 minute" })))
     )
   )
+  it.scoped("a run's started_at is its handler's start: one claimed while the only worker was busy starts later", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-05-01T08:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      // One worker; both slots at 09:00 are claimed by one tick, and the second waits for the first's 10 s handler.
+      yield* runner.register("slow", () => Effect.sleep("10 seconds"))
+      for (const name of ["first", "second"]) {
+        yield* store.addJob({ name, taskType: "slow", schedule: Schedule.daily({ hour: 9, minute: 0, tz: "UTC" }) })
+      }
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-05-01T09:01:00Z")
+      const spans = []
+      for (const name of ["first", "second"]) {
+        const [run] = yield* store.runsOf(name)
+        expect(run).toMatchObject({ status: "success", attempt: 1 })
+        spans.push([run!.startedAt?.toISOString(), run!.finishedAt?.toISOString()])
+      }
+      expect(spans.sort()).toEqual([
+        ["2026-05-01T09:00:00.000Z", "2026-05-01T09:00:10.000Z"],
+        ["2026-05-01T09:00:10.000Z", "2026-05-01T09:00:20.000Z"]
+      ])
+    }).pipe(Effect.provide(testLayer({ interval: "1 minute", workers: 1 })))
+  )
 })

@@ -214,11 +214,13 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
         ),
       completeRuns: (completions) =>
         store.transaction(
-          Effect.forEach(completions, ({ lease, now, outcome, slot }) =>
+          Effect.forEach(completions, ({ lease, now, outcome, slot, startedAt }) =>
             Effect.gen(function* () {
               if (!holds(lease)) return false
+              const started = startedAt === undefined ? {} : { startedAt }
               if (outcome._tag === "Succeeded") {
                 replaceRun(lease.runId, {
+                  ...started,
                   status: "success",
                   finishedAt: now,
                   output: outcome.output,
@@ -226,7 +228,13 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
                 })
                 return true
               }
-              replaceRun(lease.runId, { status: "failed", finishedAt: now, error: outcome.error, leaseUntil: null })
+              replaceRun(lease.runId, {
+                ...started,
+                status: "failed",
+                finishedAt: now,
+                error: outcome.error,
+                leaseUntil: null
+              })
               if (outcome.retryAt !== undefined) {
                 yield* store.scheduleRetry({ ...slot, attempt: slot.attempt + 1 }, outcome.retryAt, now)
               }

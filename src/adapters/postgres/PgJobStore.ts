@@ -214,16 +214,18 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           Effect.gen(function* () {
             const done = yield* sql<{ id: string }>`
               UPDATE ${runs} r SET
-                status = x.status, finished_at = x.finished_at, lease_until = NULL,
+                status = x.status, started_at = coalesce(x.started_at, r.started_at), finished_at = x.finished_at,
+                lease_until = NULL,
                 output = CASE WHEN x.status = 'success' THEN x.output::jsonb ELSE r.output END,
                 error = CASE WHEN x.status = 'failed' THEN x.error ELSE r.error END
               FROM unnest(
                 ${col((c) => c.lease.runId)}::bigint[], ${col((c) => c.lease.token)}::text[],
                 ${col((c) => (c.outcome._tag === "Succeeded" ? "success" : "failed"))}::text[],
                 ${col((c) => c.now.toISOString())}::timestamptz[],
+                ${col((c) => c.startedAt?.toISOString() ?? null)}::timestamptz[],
                 ${col((c) => (c.outcome._tag === "Succeeded" ? c.outcome.output : null))}::text[],
                 ${col((c) => (c.outcome._tag === "Failed" ? c.outcome.error : null))}::text[]
-              ) AS x(id, token, status, finished_at, output, error)
+              ) AS x(id, token, status, finished_at, started_at, output, error)
               WHERE r.id = x.id AND r.status = 'running' AND r.lease_token = x.token
               RETURNING r.id::text AS id`
             const recorded = new Set(done.map((r) => r.id))
