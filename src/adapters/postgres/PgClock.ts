@@ -31,8 +31,33 @@ export interface DatabaseClock extends Clock.Clock {
 /** Local monotonic time on the wall-clock scale of the process start (immune to later clock steps). */
 const monotonicMs = () => performance.timeOrigin + performance.now()
 
-/** Samples per measurement; the one with the shortest round trip is kept (its midpoint is the tightest bound). */
-const SAMPLES = 3
+/**
+ * Samples per measurement: at least `MIN_SAMPLES`, and more, up to `MAX_SAMPLES`, while none came back within
+ * `TIGHT_ROUND_TRIP_MS`; the one with the shortest round trip is kept (its midpoint is the tightest bound: the offset
+ * is off by at most half of it). A process started on a loaded machine may see three slow round trips in a row;
+ * two instances whose offsets are each off by half of one disagree by that much about every time they write.
+ */
+const MIN_SAMPLES = 3
+const MAX_SAMPLES = 10
+const TIGHT_ROUND_TRIP_MS = 2
+
+/** One reading of the database's clock against this process's. */
+export interface Sample {
+  readonly roundTrip: number
+  readonly offset: number
+  readonly skew: number
+}
+
+/** The sample with the shortest round trip of a measurement (see `MIN_SAMPLES`). */
+export const bestSample = <E, R>(sample: Effect.Effect<Sample, E, R>): Effect.Effect<Sample, E, R> =>
+  Effect.gen(function* () {
+    let best = yield* sample
+    for (let n = 1; n < MAX_SAMPLES && (n < MIN_SAMPLES || best.roundTrip > TIGHT_ROUND_TRIP_MS); n++) {
+      const next = yield* sample
+      if (next.roundTrip < best.roundTrip) best = next
+    }
+    return best
+  })
 
 /** Skew above which the start says so: it is harmless now, but the operator should know the machine's clock is off. */
 const NOTABLE_SKEW_MS = 1000
@@ -48,7 +73,7 @@ export const make = (
     let skew = 0
     let last = 0
 
-    const sample = Effect.gen(function* () {
+    const sample: Effect.Effect<Sample, SqlError> = Effect.gen(function* () {
       const before = monotonicMs()
       const wallBefore = Date.now()
       const rows = yield* sql<{ ms: number }>`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms`
@@ -61,11 +86,7 @@ export const make = (
       }
     })
     const measure = Effect.gen(function* () {
-      let best = yield* sample
-      for (let i = 1; i < SAMPLES; i++) {
-        const next = yield* sample
-        if (next.roundTrip < best.roundTrip) best = next
-      }
+      const best = yield* bestSample(sample)
       offset = best.offset
       skew = best.skew
     })
