@@ -2,19 +2,18 @@
  * The examples run as a newcomer runs them (integration: real processes).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { spawnSync } from "node:child_process"
 import net from "node:net"
 import fs from "node:fs"
 import os from "node:os"
 import { pathToFileURL } from "node:url"
 import path from "node:path"
 import pg from "pg"
-import { projectRoot } from "./support/process.js"
+import { projectRoot, run as runCommand } from "./support/process.js"
 import { migratedSchema } from "./support/workers.js"
 
 describe("examples", () => {
-  it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, () => {
-    const run = spawnSync(
+  it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, async () => {
+    const run = await runCommand(
       process.execPath,
       ["--conditions=kairos-source", "--import", "tsx", "examples/schedules.ts"],
       {
@@ -34,8 +33,8 @@ describe("examples", () => {
     expect(run.stdout).toMatch(/Sun 2026-11-01 01:30 -04:00 +2026-11-01T05:30:00Z .*\n +Sun 2026-11-01 02:00 -05:00/)
   })
 
-  it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: 90_000 }, () => {
-    const run = spawnSync(
+  it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: 90_000 }, async () => {
+    const run = await runCommand(
       process.execPath,
       ["--conditions=kairos-source", "--import", "tsx", "examples/effect-program.ts"],
       {
@@ -54,8 +53,8 @@ describe("examples", () => {
     expect(run.stdout).toContain("next morning-report: ")
   })
 
-  it("opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry", () => {
-    const run = spawnSync(
+  it("opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry", async () => {
+    const run = await runCommand(
       process.execPath,
       ["--conditions=kairos-source", "--import", "tsx", "examples/opentelemetry.ts"],
       { cwd: projectRoot, encoding: "utf8", timeout: 100_000 }
@@ -77,7 +76,7 @@ describe("examples", () => {
         server.close(() => resolve(port))
       })
     })
-    const run = spawnSync(
+    const run = await runCommand(
       process.execPath,
       ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
       {
@@ -96,14 +95,14 @@ describe("examples", () => {
   it(
     "quickstart.ts (npm start) runs on the development database, prints what ran, and the CLI sees it after",
     { timeout: 240_000 },
-    () => {
+    async () => {
       // A project folder of its own, so its development database (.kairos) is this test's, stopped at the end.
       const project = fs.mkdtempSync(path.join(os.tmpdir(), "kairos-quickstart-"))
       fs.chmodSync(project, 0o755)
       fs.writeFileSync(path.join(project, "package.json"), `{ "name": "scratch", "private": true }\n`)
       const tsx = pathToFileURL(path.join(projectRoot, "node_modules/tsx/dist/loader.mjs")).href
       const quickstart = () =>
-        spawnSync(
+        runCommand(
           process.execPath,
           ["--conditions=kairos-source", "--import", tsx, path.join(projectRoot, "examples/quickstart.ts")],
           {
@@ -114,14 +113,14 @@ describe("examples", () => {
           }
         )
       const kairos = (args: ReadonlyArray<string>) =>
-        spawnSync(process.execPath, [path.join(projectRoot, "bin/kairos.js"), ...args], {
+        runCommand(process.execPath, [path.join(projectRoot, "bin/kairos.js"), ...args], {
           cwd: project,
           encoding: "utf8",
           env: { ...process.env, DATABASE_URL: "" },
           timeout: 60_000
         })
       try {
-        const first = quickstart()
+        const first = await quickstart()
         expect(first.stderr).toBe("")
         expect(first.status).toBe(0)
         expect(first.stdout).toMatch(/^started the development database in \S+ \(set DATABASE_URL to use your own\)\n/)
@@ -132,23 +131,23 @@ describe("examples", () => {
         expect(first.stdout).toMatch(/daily-report +\d{4}-\d\d-\d\dT\d\d:00:00\.000Z/)
         expect(first.stdout).toContain("stopped gracefully.\n\nsee it in a browser: npx kairos dashboard\n")
         // Again: the same database, and the report shows this run's work only.
-        const second = quickstart()
+        const second = await quickstart()
         expect(second.status).toBe(0)
         expect(second.stdout).toMatch(/^using the development database in /)
         expect(second.stdout).toContain("processed queue items (6):")
         // What the dashboard and the other commands read: both runs, from the same database.
-        const processed = kairos(["processed", "50", "--json"])
+        const processed = await kairos(["processed", "50", "--json"])
         expect(processed.stderr).toBe("")
         expect((JSON.parse(processed.stdout) as Array<unknown>).length).toBe(12)
       } finally {
-        expect(kairos(["db", "stop"]).status).toBe(0)
+        expect((await kairos(["db", "stop"])).status).toBe(0)
         fs.rmSync(project, { recursive: true, force: true })
       }
     }
   )
 
-  it("plain-async.ts runs handlers written as async functions", { timeout: 90_000 }, () => {
-    const run = spawnSync(
+  it("plain-async.ts runs handlers written as async functions", { timeout: 90_000 }, async () => {
+    const run = await runCommand(
       process.execPath,
       ["--conditions=kairos-source", "--import", "tsx", "examples/plain-async.ts"],
       {

@@ -4,7 +4,7 @@
  * type-checked against the published declarations.
  * Integration: npm, real processes, a real Postgres, wall time.
  */
-import { execFileSync, spawn, spawnSync } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import fs from "node:fs/promises"
 import { createRequire } from "node:module"
 import os from "node:os"
@@ -12,14 +12,20 @@ import path from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { databaseUrl, uniqueSchemaName } from "./support/database.js"
-import { exited, projectRoot } from "./support/process.js"
+import { exited, projectRoot, run as runCommand } from "./support/process.js"
 import { until } from "./support/workers.js"
 
 let app = ""
 let tarball = ""
 const schema = uniqueSchemaName("package")
-const npm = (args: ReadonlyArray<string>, cwd: string) =>
-  execFileSync("npm", [...args], { cwd, encoding: "utf8", stdio: ["ignore", "pipe", "pipe"], timeout: 240_000 })
+// Without blocking: an npm install can take a minute on a loaded machine (see `run`).
+const npm = async (args: ReadonlyArray<string>, cwd: string): Promise<string> => {
+  const r = await runCommand("npm", args, { cwd, timeout: 240_000 })
+  if (r.status !== 0 || r.error !== undefined) {
+    throw new Error(`npm ${args.join(" ")} failed (${r.error?.message ?? `exit ${r.status}`}):\n${r.stderr}`)
+  }
+  return r.stdout
+}
 
 const query = async <R>(text: string): Promise<Array<R>> => {
   const client = new pg.Client({ connectionString: databaseUrl() })
@@ -33,7 +39,7 @@ const query = async <R>(text: string): Promise<Array<R>> => {
 
 beforeAll(async () => {
   app = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-app-"))
-  const packed = JSON.parse(npm(["pack", "--json", "--pack-destination", app], projectRoot)) as Array<{
+  const packed = JSON.parse(await npm(["pack", "--json", "--pack-destination", app], projectRoot)) as Array<{
     filename: string
     files: Array<{ path: string }>
   }>
@@ -43,7 +49,7 @@ beforeAll(async () => {
     JSON.stringify({ name: "scratch-app", private: true, type: "module" }, null, 2)
   )
   // What a user adds: kairos (its peers, effect and @effect/sql..., come with it), and Node's types for tsc.
-  npm(["install", "--no-audit", "--no-fund", "--prefer-offline", tarball, "@types/node@20"], app)
+  await npm(["install", "--no-audit", "--no-fund", "--prefer-offline", tarball, "@types/node@20"], app)
 }, 300_000)
 
 afterAll(async () => {
@@ -96,10 +102,9 @@ console.log(JSON.stringify({
 }))
 `
     )
-    const run = spawnSync(process.execPath, ["app.mjs"], {
+    const run = await runCommand(process.execPath, ["app.mjs"], {
       cwd: app,
       env: { ...process.env, DATABASE_URL: databaseUrl(), KAIROS_SCHEMA: schema },
-      encoding: "utf8",
       timeout: 90_000
     })
     expect(run.stderr).toBe("")
@@ -114,7 +119,7 @@ console.log(JSON.stringify({
     // The installed CLI: an enqueue, then a worker with a plain-JavaScript tasks module, stopped by SIGTERM.
     const bin = path.join(app, "node_modules/.bin/kairos")
     const cli = ["--database-url", databaseUrl(), "--schema", schema]
-    const enqueued = spawnSync(bin, ["enqueue", "greet", "from-the-cli", ...cli], { cwd: app, encoding: "utf8" })
+    const enqueued = await runCommand(bin, ["enqueue", "greet", "from-the-cli", ...cli], { cwd: app, timeout: 60_000 })
     expect(enqueued.stderr).toBe("")
     expect(enqueued.status).toBe(0)
     await fs.writeFile(path.join(app, "tasks.mjs"), `export default { greet: (job) => ({ greeted: job.payload }) }\n`)
@@ -174,7 +179,7 @@ export const store = FakeStore.layer
         })
       )
       const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
-      const run = spawnSync(process.execPath, [tsc, "-p", app], { cwd: app, encoding: "utf8" })
+      const run = await runCommand(process.execPath, [tsc, "-p", app], { cwd: app, timeout: 120_000 })
       expect(run.stdout + run.stderr).toBe("")
       expect(run.status).toBe(0)
     })()

@@ -2,13 +2,12 @@
  * The README's CLI reference is the commands' own `--help`: regenerated here and compared, so neither drifts.
  * Integration: spawns the compiled CLI (`dist/`, built by the global setup).
  */
-import { spawnSync } from "node:child_process"
 import { describe, expect, it } from "vitest"
-import { projectRoot } from "../support/process.js"
+import { projectRoot, run as runCommand } from "../support/process.js"
 
 describe("the README's CLI reference", () => {
-  it("matches what `npm run docs:cli` generates from every command's --help", { timeout: 60_000 }, () => {
-    const run = spawnSync(process.execPath, ["--import", "tsx", "scripts/cli-reference.ts", "--check"], {
+  it("matches what `npm run docs:cli` generates from every command's --help", { timeout: 60_000 }, async () => {
+    const run = await runCommand(process.execPath, ["--import", "tsx", "scripts/cli-reference.ts", "--check"], {
       cwd: projectRoot,
       encoding: "utf8"
     })

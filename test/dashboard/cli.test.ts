@@ -2,10 +2,10 @@
  * `kairos dashboard` as users run it: the compiled bin, spawned. It prints one line with its URL, serves it, and
  * stops cleanly on Ctrl-C even while a page holds its event stream open.
  */
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { exited, projectRoot } from "../support/process.js"
+import { exited, projectRoot, run as runCommand } from "../support/process.js"
 import { migratedSchema, type TestDb } from "../support/workers.js"
 
 const bin = path.join(projectRoot, "bin/kairos.js")
@@ -40,7 +40,7 @@ const start = (args: ReadonlyArray<string>) => {
 }
 
 const kairos = (args: ReadonlyArray<string>) =>
-  spawnSync(process.execPath, [bin, ...args], { cwd: projectRoot, encoding: "utf8", timeout: 60_000 })
+  runCommand(process.execPath, [bin, ...args], { cwd: projectRoot, timeout: 60_000 })
 
 describe("kairos dashboard", () => {
   it("prints its URL with a generated token, serves the pages, and exits 0 on SIGINT", async () => {
@@ -79,8 +79,8 @@ describe("kairos dashboard", () => {
     expect((await exited(readOnly.child)).code).toBe(0)
   })
 
-  it("refuses a non-loopback host without a token, and contradictory flags, with one line", () => {
-    const open = kairos([
+  it("refuses a non-loopback host without a token, and contradictory flags, with one line", async () => {
+    const open = await kairos([
       "dashboard",
       "--database-url",
       db.url,
@@ -93,7 +93,7 @@ describe("kairos dashboard", () => {
     expect(open.status).toBe(1)
     expect(open.stderr).toMatch(/^kairos: refusing to serve on 0\.0\.0\.0 without a token/)
     expect(open.stderr.trim().split("\n")).toHaveLength(1)
-    const both = kairos(["dashboard", "--database-url", db.url, "--token", "abcdefghij", "--read-only"])
+    const both = await kairos(["dashboard", "--database-url", db.url, "--token", "abcdefghij", "--read-only"])
     expect(both.status).toBe(1)
     expect(both.stderr).toContain("--token and --read-only exclude each other")
   })

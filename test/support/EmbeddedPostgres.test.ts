@@ -5,14 +5,13 @@
 import { SqlClient } from "@effect/sql"
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Effect, Layer } from "effect"
-import { spawnSync } from "node:child_process"
 import fs from "node:fs/promises"
 import os from "node:os"
 import path from "node:path"
 import pg from "pg"
 import { removeOrphans, startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { PgTest, TestSchema, TestSchemaLive } from "./database.js"
-import { exited, firstLine, portOpen, projectRoot, spawnTs } from "./process.js"
+import { exited, firstLine, portOpen, projectRoot, run as runCommand, spawnTs } from "./process.js"
 
 const query = async (url: string, text: string) => {
   const client = new pg.Client({ connectionString: url })
@@ -100,7 +99,7 @@ describe("embedded Postgres servers", () => {
     delete env["VITEST"]
     delete env["VITEST_POOL_ID"]
     delete env["VITEST_WORKER_ID"]
-    const run = spawnSync(
+    const run = await runCommand(
       process.execPath,
       [
         path.join(projectRoot, "node_modules/vitest/vitest.mjs"),
@@ -108,7 +107,7 @@ describe("embedded Postgres servers", () => {
         "--config",
         "test/fixtures/failing-run/vitest.config.ts"
       ],
-      { cwd: projectRoot, env, encoding: "utf8", timeout: 110_000 }
+      { cwd: projectRoot, env, timeout: 110_000 }
     )
     expect(run.status).not.toBe(0)
     expect(run.stdout + run.stderr).toContain("records the run's database, then fails")

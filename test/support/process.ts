@@ -40,3 +40,53 @@ export const exited = (child: ChildProcess): Promise<{ code: number | null; sign
 
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 export { portAnswers as portOpen } from "../../src/adapters/postgres/EmbeddedPostgres.js"
+
+/** What `run` gives back: `spawnSync`'s fields, as strings. */
+export interface RunResult {
+  readonly status: number | null
+  readonly signal: NodeJS.Signals | null
+  readonly stdout: string
+  readonly stderr: string
+  /** Set when the command could not be started, or was killed at its timeout. */
+  readonly error: Error | undefined
+}
+
+/**
+ * `spawnSync` without blocking: the test file's event loop goes on while the command runs. Vitest's worker talks to
+ * its main process over RPC calls that time out after 60 s, and a blocked loop cannot read the answers: a test that
+ * waits a minute in `spawnSync` or `execFileSync` (an `npm install` on a loaded machine) fails the whole run with
+ * "Timeout calling onTaskUpdate" though every test passed. Past `timeout` (ms) the command is killed (SIGKILL) and
+ * `error` says so.
+ */
+export const run = (
+  command: string,
+  args: ReadonlyArray<string>,
+  options: SpawnOptions & { readonly timeout?: number; readonly input?: string; readonly encoding?: "utf8" } = {}
+): Promise<RunResult> =>
+  new Promise((resolve) => {
+    const { input, timeout, encoding: _utf8, ...spawnOptions } = options
+    const child = spawn(command, [...args], { ...spawnOptions, stdio: ["pipe", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    let error: Error | undefined
+    child.stdout!.setEncoding("utf8").on("data", (d: string) => (stdout += d))
+    child.stderr!.setEncoding("utf8").on("data", (d: string) => (stderr += d))
+    child.stdin!.end(input ?? "")
+    const timer =
+      timeout === undefined
+        ? undefined
+        : setTimeout(() => {
+            error = new Error(`${command} ${args.join(" ")}: killed after ${timeout} ms`)
+            child.kill("SIGKILL")
+          }, timeout)
+    const finish = (status: number | null, signal: NodeJS.Signals | null) => {
+      if (timer !== undefined) clearTimeout(timer)
+      resolve({ status, signal, stdout, stderr, error })
+    }
+    // A command that cannot start emits "error" and may never close.
+    child.on("error", (e) => {
+      error = e
+      if (child.pid === undefined) finish(null, null)
+    })
+    child.on("close", finish)
+  })
