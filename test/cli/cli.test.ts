@@ -2,14 +2,14 @@
  * The kairos command line, spawned as a real process against a real Postgres, checked by exit code and output.
  * Integration: real processes, signals and wall time.
  */
-import { spawn, spawnSync } from "node:child_process"
+import { spawn } from "node:child_process"
 import fs from "node:fs/promises"
 import os from "node:os"
 import path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 import { startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
-import { exited, firstLine, projectRoot, spawnTs } from "../support/process.js"
+import { exited, firstLine, projectRoot, run as runCommand, spawnTs } from "../support/process.js"
 import { migratedSchema, until } from "../support/workers.js"
 import pg from "pg"
 
@@ -17,11 +17,11 @@ const bin = path.join(projectRoot, "bin/kairos.js")
 let url = ""
 const schema = uniqueSchemaName("cli")
 
-const kairos = (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => {
-  const run = spawnSync(process.execPath, [bin, ...args], {
+// Without blocking the test file's event loop (see `run` in test/support/process.ts).
+const kairos = async (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => {
+  const run = await runCommand(process.execPath, [bin, ...args], {
     cwd: options.cwd ?? projectRoot,
     env: options.env ?? process.env,
-    encoding: "utf8",
     timeout: 60_000
   })
   return { code: run.status, stdout: run.stdout, stderr: run.stderr }
@@ -89,8 +89,8 @@ const live = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env)
 
 const db = (args: ReadonlyArray<string>, inSchema = schema) =>
   kairos([...args, "--database-url", url, "--schema", inSchema])
-const json = (args: ReadonlyArray<string>, inSchema = schema) => {
-  const r = db([...args, "--json"], inSchema)
+const json = async (args: ReadonlyArray<string>, inSchema = schema) => {
+  const r = await db([...args, "--json"], inSchema)
   expect(r.stderr).toBe("")
   expect(r.code).toBe(0)
   return JSON.parse(r.stdout) as unknown
@@ -121,7 +121,7 @@ describe("kairos commands", () => {
     "migrate, enqueue, queue, semaphore, workers, jobs, runs, truncate: exit codes and --json documents",
     { timeout: 120_000 },
     async () => {
-      expect(json(["migrate"])).toEqual({
+      expect(await json(["migrate"])).toEqual({
         schema,
         applied: [
           "0001_scheduled_jobs",
@@ -141,8 +141,8 @@ describe("kairos commands", () => {
           "0015_lighter_row_lease_records"
         ]
       })
-      expect(json(["migrate"])).toEqual({ schema, applied: [] })
-      const item = json([
+      expect(await json(["migrate"])).toEqual({ schema, applied: [] })
+      const item = (await json([
         "enqueue",
         "send_email",
         `{"to":"a@b.c"}`,
@@ -152,7 +152,7 @@ describe("kairos commands", () => {
         "0",
         "--thread",
         "1"
-      ]) as Record<string, unknown>
+      ])) as Record<string, unknown>
       // JSON keys are snake_case, like the tables (and like queue, runs, processed and the worker's events).
       expect(item).toMatchObject({
         task_type: "send_email",
@@ -163,11 +163,11 @@ describe("kairos commands", () => {
         status: "pending",
         created_at: expect.any(String)
       })
-      const queue = json(["queue"]) as Array<Record<string, unknown>>
+      const queue = (await json(["queue"])) as Array<Record<string, unknown>>
       expect(queue).toEqual([
         expect.objectContaining({ id: item["id"], task_type: "send_email", runs_left: 1, handled: false })
       ])
-      const human = db(["queue"])
+      const human = await db(["queue"])
       expect(human.code).toBe(0)
       expect(human.stdout.split("\n")[0]!.split(/\s+/)).toEqual([
         "id",
@@ -182,14 +182,14 @@ describe("kairos commands", () => {
         "failures",
         "handled"
       ])
-      expect(json(["semaphore"])).toEqual({ semaphore: "green" })
-      expect(json(["semaphore", "red"])).toEqual({ semaphore: "red" })
+      expect(await json(["semaphore"])).toEqual({ semaphore: "green" })
+      expect(await json(["semaphore", "red"])).toEqual({ semaphore: "red" })
       expect((await query(`SELECT value FROM $schema.scheduler_meta WHERE key = 'semaphore'`))[0]!["value"]).toBe("red")
-      expect(json(["semaphore", "green"])).toEqual({ semaphore: "green" })
-      expect(json(["workers"])).toEqual([])
-      expect(json(["jobs"])).toEqual([])
-      expect(json(["runs", "5"])).toEqual([])
-      expect(json(["processed"])).toEqual([])
+      expect(await json(["semaphore", "green"])).toEqual({ semaphore: "green" })
+      expect(await json(["workers"])).toEqual([])
+      expect(await json(["jobs"])).toEqual([])
+      expect(await json(["runs", "5"])).toEqual([])
+      expect(await json(["processed"])).toEqual([])
       // Twelve executions: the newest three by number (12, 11, 10), not by text ("9" sorts after "12").
       await query(
         `INSERT INTO $schema.processed_items
@@ -199,16 +199,16 @@ describe("kairos commands", () => {
       const newest = (await query(`SELECT id FROM $schema.processed_items ORDER BY id DESC LIMIT 3`)).map(
         (r) => r["id"]
       )
-      const processed = json(["processed", "3"]) as Array<Record<string, unknown>>
+      const processed = (await json(["processed", "3"])) as Array<Record<string, unknown>>
       expect(processed.map((p) => p["id"])).toEqual(newest)
       expect(processed[0]).toMatchObject({ queue_item_id: "12", task_type: "send_email", duration_ms: 12 })
-      const refused = db(["truncate"])
+      const refused = await db(["truncate"])
       expect(refused.code).toBe(1)
       expect(refused.stderr).toBe(
         "kairos: truncate deletes every queue item, execution and run: add --yes to confirm\n"
       )
-      expect(json(["truncate", "--yes"])).toEqual({ truncated: ["queue_items", "processed_items", "job_runs"] })
-      expect(json(["queue"])).toEqual([])
+      expect(await json(["truncate", "--yes"])).toEqual({ truncated: ["queue_items", "processed_items", "job_runs"] })
+      expect(await json(["queue"])).toEqual([])
     }
   )
 
@@ -216,46 +216,46 @@ describe("kairos commands", () => {
   it(
     "enqueue --run-after (a delay or an ISO time) and --unique-key; queue shows both; bad values are one line",
     { timeout: 90_000 },
-    () => {
-      json(["migrate"])
+    async () => {
+      await json(["migrate"])
       const before = Date.now()
-      const delayed = json(["enqueue", "report", "--run-after", "10m"]) as Record<string, unknown>
+      const delayed = (await json(["enqueue", "report", "--run-after", "10m"])) as Record<string, unknown>
       const after = Date.now()
       const due = new Date(String(delayed["run_after"])).getTime()
       expect(due).toBeGreaterThanOrEqual(before + 600_000)
       expect(due).toBeLessThanOrEqual(after + 600_000)
       expect(delayed["existing"]).toBe(false)
-      const at = json(["enqueue", "report", "--run-after", "2030-01-02T03:04:05Z"]) as Record<string, unknown>
+      const at = (await json(["enqueue", "report", "--run-after", "2030-01-02T03:04:05Z"])) as Record<string, unknown>
       expect(at["run_after"]).toBe("2030-01-02T03:04:05.000Z")
-      const first = db(["enqueue", "sync", `{"id":42}`, "--unique-key", "account:42"])
+      const first = await db(["enqueue", "sync", `{"id":42}`, "--unique-key", "account:42"])
       expect(first.code).toBe(0)
       expect(first.stdout).toMatch(/^enqueued (\d+) \(sync, .*unique key account:42\)\n$/)
       const id = /^enqueued (\d+)/.exec(first.stdout)![1]
-      const again = db(["enqueue", "sync", `{"id":43}`, "--unique-key", "account:42"])
+      const again = await db(["enqueue", "sync", `{"id":43}`, "--unique-key", "account:42"])
       expect(again.code).toBe(0)
       expect(again.stdout).toMatch(new RegExp(`^already queued ${id} \\(sync, `))
-      expect(json(["enqueue", "sync", "--unique-key", "account:42"])).toMatchObject({
+      expect(await json(["enqueue", "sync", "--unique-key", "account:42"])).toMatchObject({
         id,
         payload: `{"id":42}`,
         unique_key: "account:42",
         existing: true
       })
-      const queue = json(["queue"]) as Array<Record<string, unknown>>
+      const queue = (await json(["queue"])) as Array<Record<string, unknown>>
       expect(queue.map((i) => [i["task_type"], i["run_after"], i["unique_key"]])).toEqual([
         ["report", delayed["run_after"], null],
         ["report", "2030-01-02T03:04:05.000Z", null],
         ["sync", null, "account:42"]
       ])
-      const human = db(["queue"]).stdout.split("\n")
+      const human = (await db(["queue"])).stdout.split("\n")
       expect(human[2]).toContain("2030-01-02T03:04:05.000Z")
       expect(human[3]).toMatch(/ - +account:42 /)
       for (const bad of ["soon", "0s", "2030-13-45"]) {
-        const r = db(["enqueue", "report", "--run-after", bad])
+        const r = await db(["enqueue", "report", "--run-after", bad])
         expect(r.code).toBe(1)
         expect(r.stdout).toBe("")
         expect(r.stderr).toMatch(/^kairos: --run-after: "[^"]+" is (neither a delay|not a positive duration)[^\n]*\n$/)
       }
-      json(["truncate", "--yes"])
+      await json(["truncate", "--yes"])
     }
   )
 
@@ -263,8 +263,8 @@ describe("kairos commands", () => {
     "enqueue --retry/--backoff stores the item's policy; a tasks module's { handler, retry } retries items without one",
     { timeout: 120_000 },
     async () => {
-      json(["migrate"])
-      const item = db(["enqueue", "report", "--retry", "3", "--backoff", "exp:1s:1m"])
+      await json(["migrate"])
+      const item = await db(["enqueue", "report", "--retry", "3", "--backoff", "exp:1s:1m"])
       expect(item.code).toBe(0)
       expect(item.stdout).toMatch(/^enqueued \d+ \(report, .*retry 3 attempts, backoff 1s doubling to 1m\)\n$/)
       const stored = await query(
@@ -272,8 +272,8 @@ describe("kairos commands", () => {
          FROM $schema.queue_items WHERE task_type = 'report'`
       )
       expect(stored).toEqual([{ retry_attempts: 3, b: 1000, e: true, m: 60000 }])
-      expect(json(["queue"])).toEqual([expect.objectContaining({ failures: 0, retry_attempts: 3 })])
-      json(["truncate", "--yes"])
+      expect(await json(["queue"])).toEqual([expect.objectContaining({ failures: 0, retry_attempts: 3 })])
+      await json(["truncate", "--yes"])
       await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('flaky', 'sql')`)
       const worker = spawn(
         process.execPath,
@@ -297,19 +297,19 @@ describe("kairos commands", () => {
           20_000,
           "the third attempt succeeds"
         )
-        const log = json(["processed", "5"]) as Array<Record<string, unknown>>
+        const log = (await json(["processed", "5"])) as Array<Record<string, unknown>>
         expect(log.map((p) => [p["status"], p["error_msg"]]).reverse()).toEqual([
           ["error", "attempt 1 failed"],
           ["error", "attempt 2 failed"],
           ["ok", ""]
         ])
-        expect(json(["queue"])).toEqual([])
+        expect(await json(["queue"])).toEqual([])
       } finally {
         worker.kill("SIGTERM")
         await exited(worker)
       }
       // The tests after this one count the log's rows from empty.
-      json(["truncate", "--yes"])
+      await json(["truncate", "--yes"])
     }
   )
 
@@ -317,7 +317,7 @@ describe("kairos commands", () => {
     "worker runs SQL-inserted items and a schedule from its tasks module, and stops on SIGTERM with nothing processing",
     { timeout: 120_000 },
     async () => {
-      json(["migrate"])
+      await json(["migrate"])
       await query(
         `INSERT INTO $schema.queue_items (task_type, payload) SELECT 'send_email', '{"to":"n' || i || '@x.y"}' FROM generate_series(1, 5) i`
       )
@@ -357,10 +357,10 @@ describe("kairos commands", () => {
         40_000,
         "five processed items and a successful heartbeat run"
       )
-      const processed = json(["processed", "10"]) as Array<Record<string, unknown>>
+      const processed = (await json(["processed", "10"])) as Array<Record<string, unknown>>
       expect(processed.length).toBe(5)
       expect(processed.every((p) => p["status"] === "ok" && p["task_type"] === "send_email")).toBe(true)
-      const human = db(["processed", "1"])
+      const human = await db(["processed", "1"])
       expect(human.stdout.split("\n")[0]!.split(/\s+/)).toEqual([
         "id",
         "item",
@@ -370,11 +370,11 @@ describe("kairos commands", () => {
         "started_at",
         "error"
       ])
-      const jobs = json(["jobs"]) as Array<Record<string, unknown>>
+      const jobs = (await json(["jobs"])) as Array<Record<string, unknown>>
       expect(jobs.map((j) => j["name"])).toEqual(["heartbeat", "nightly-cleanup"])
-      const runs = json(["runs"]) as Array<Record<string, unknown>>
+      const runs = (await json(["runs"])) as Array<Record<string, unknown>>
       expect(runs.some((r) => r["job"] === "heartbeat" && r["status"] === "success")).toBe(true)
-      const workers = json(["workers"]) as Array<Record<string, unknown>>
+      const workers = (await json(["workers"])) as Array<Record<string, unknown>>
       expect(workers.length).toBe(1)
       expect([...(workers[0]!["task_types"] as Array<string>)].sort()).toEqual(["cleanup", "send_email"])
       expect(JSON.parse(out.split("\n")[0]!)).toMatchObject({ event: "started" })
@@ -391,7 +391,7 @@ describe("kairos commands", () => {
       expect(events).not.toContain("log")
       expect(events).toContain("stopped")
       expect(await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).toEqual([])
-      expect(json(["workers"])).toEqual([])
+      expect(await json(["workers"])).toEqual([])
     }
   )
 
@@ -701,7 +701,7 @@ describe("kairos commands", () => {
     const conflicted = uniqueSchemaName("cli_conflict")
     await query(`CREATE SCHEMA $schema; CREATE TABLE $schema.queue_items (x int)`, conflicted)
     try {
-      const r = db(["migrate"], conflicted)
+      const r = await db(["migrate"], conflicted)
       expect(r.code).toBe(1)
       expect(r.stderr).toBe(
         `kairos: migration 0002_queue failed: relation "queue_items" already exists (SQLSTATE 42P07)\n`
@@ -732,8 +732,8 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
   const line = (r: { stdout: string }, name: string) =>
     r.stdout.split("\n").find((l) => l.split(/\s+/)[1] === name) ?? ""
 
-  beforeAll(() => {
-    json(["migrate"], liveSchema)
+  beforeAll(async () => {
+    await json(["migrate"], liveSchema)
   })
   afterAll(async () => {
     await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, liveSchema)
@@ -747,8 +747,8 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
          ('weekdays', 'make_report', '{"_tag":"Cron","expression":"0 9 * * MON-FRI","tz":"Europe/Paris"}')`,
       liveSchema
     )
-    const jobs = () => json(["jobs"], liveSchema) as Array<Record<string, unknown>>
-    expect(jobs()).toEqual([
+    const jobs = async () => (await json(["jobs"], liveSchema)) as Array<Record<string, unknown>>
+    expect(await jobs()).toEqual([
       {
         id: expect.any(String),
         name: "broken",
@@ -777,7 +777,7 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
         handled: false
       }
     ])
-    const unhandled = db(["jobs"], liveSchema)
+    const unhandled = await db(["jobs"], liveSchema)
     expect(unhandled.code).toBe(0)
     expect(header(unhandled)).toEqual(["id", "name", "task_type", "schedule", "enabled", "next_run_at", "handled"])
     expect(line(unhandled, "report")).toMatch(/every 1m.*\sno \(no live worker\)$/)
@@ -789,22 +789,22 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
        VALUES ('gone', '{make_report}', now(), now() - interval '1 second')`,
       liveSchema
     )
-    expect(jobs().map((j) => j["handled"])).toEqual([false, false, false])
+    expect((await jobs()).map((j) => j["handled"])).toEqual([false, false, false])
     // A live worker that lacks the task type: the table says so, apart from "no live worker" at all.
     await query(
       `INSERT INTO $schema.scheduler_workers (id, task_types, live_until)
        VALUES ('other-only', '{other}', now() + interval '5 minutes')`,
       liveSchema
     )
-    expect(line(db(["jobs"], liveSchema), "report")).toMatch(/\sno \(no live worker handles it\)$/)
+    expect(line(await db(["jobs"], liveSchema), "report")).toMatch(/\sno \(no live worker handles it\)$/)
     await query(`DELETE FROM $schema.scheduler_workers WHERE id = 'other-only'`, liveSchema)
     await query(
       `INSERT INTO $schema.scheduler_workers (id, task_types, live_until)
        VALUES ('live', '{other,make_report}', now() + interval '5 minutes')`,
       liveSchema
     )
-    expect(jobs().map((j) => j["handled"])).toEqual([true, true, true])
-    const handled = db(["jobs"], liveSchema)
+    expect((await jobs()).map((j) => j["handled"])).toEqual([true, true, true])
+    const handled = await db(["jobs"], liveSchema)
     expect(line(handled, "report")).toMatch(/\syes$/)
     await query(`DELETE FROM $schema.scheduler_workers`, liveSchema)
   })
@@ -816,7 +816,7 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
          ('w-live', '{send_email,cleanup}', now(), now() + interval '5 minutes')`,
       liveSchema
     )
-    expect(json(["workers"], liveSchema)).toEqual([
+    expect(await json(["workers"], liveSchema)).toEqual([
       {
         id: "w-live",
         task_types: ["send_email", "cleanup"],
@@ -824,22 +824,26 @@ describe("kairos jobs and workers: a worker is live while its live_until lies ah
         heartbeat_at: expect.any(String)
       }
     ])
-    const human = db(["workers"], liveSchema)
+    const human = await db(["workers"], liveSchema)
     expect(human.code).toBe(0)
     expect(header(human)).toEqual(["id", "task_types", "started_at", "heartbeat_at"])
     expect(human.stdout).toContain("w-live  send_email,cleanup")
     expect(human.stdout).not.toContain("w-gone")
     // The queue judges "handled" by the same rule.
     await query(`INSERT INTO $schema.queue_items (task_type) VALUES ('send_email')`, liveSchema)
-    expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([true])
+    expect(((await json(["queue"], liveSchema)) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([
+      true
+    ])
     await query(`INSERT INTO $schema.queue_items (task_type) VALUES ('nobody')`, liveSchema)
-    const rows = db(["queue"], liveSchema).stdout.split("\n")
+    const rows = (await db(["queue"], liveSchema)).stdout.split("\n")
     expect(rows.find((r) => r.includes(" nobody "))).toMatch(/\sno \(no live worker handles it\)$/)
     expect(rows.find((r) => r.includes(" send_email "))).toMatch(/\syes$/)
     await query(`DELETE FROM $schema.queue_items WHERE task_type = 'nobody'`, liveSchema)
     await query(`UPDATE $schema.scheduler_workers SET live_until = now() - interval '1 second'`, liveSchema)
-    expect(json(["workers"], liveSchema)).toEqual([])
-    expect((json(["queue"], liveSchema) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([false])
+    expect(await json(["workers"], liveSchema)).toEqual([])
+    expect(((await json(["queue"], liveSchema)) as Array<Record<string, unknown>>).map((i) => i["handled"])).toEqual([
+      false
+    ])
   })
 })
 
@@ -848,7 +852,7 @@ describe("kairos tables: what any program wrote reaches the terminal escaped", (
   // ESC sequences that would clear the screen and retitle the terminal, a newline, a C1 CSI, a bidi override.
   const evil = "evil\u001b[2J\u001b]0;pwned\u0007\nnext\u009b31m\u202e"
   beforeAll(async () => {
-    json(["migrate"], hostileSchema)
+    await json(["migrate"], hostileSchema)
     await query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ($1, $1)`, hostileSchema, [evil])
     await query(
       `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule)
@@ -868,26 +872,29 @@ describe("kairos tables: what any program wrote reaches the terminal escaped", (
     await query(`DROP SCHEMA IF EXISTS $schema CASCADE`, hostileSchema)
   })
 
-  it.each(["queue", "jobs", "processed"])("%s: control characters escaped, long cells cut; --json exact", (command) => {
-    const human = db([command], hostileSchema)
-    expect(human.code).toBe(0)
-    expect(human.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/)
-    expect(human.stdout).toContain("evil\\x1b[2J\\x1b]0;pwned\\x07\\nnext\\x9b31m\\u202e")
-    // A header and one row: the newline inside the value did not break the row.
-    expect(human.stdout.trimEnd().split("\n")).toHaveLength(2)
-    expect(
-      Math.max(
-        ...human.stdout
-          .split("\n")[1]!
-          .split(/\s{2,}/)
-          .map((c) => c.length)
-      )
-    ).toBeLessThanOrEqual(60)
-    const doc = db([command, "--json"], hostileSchema)
-    expect(doc.stdout.trimEnd()).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/)
-    const rows = JSON.parse(doc.stdout) as Array<Record<string, unknown>>
-    expect(rows[0]!["task_type"] ?? rows[0]!["taskType"]).toBe(evil)
-  })
+  it.each(["queue", "jobs", "processed"])(
+    "%s: control characters escaped, long cells cut; --json exact",
+    async (command) => {
+      const human = await db([command], hostileSchema)
+      expect(human.code).toBe(0)
+      expect(human.stdout).not.toMatch(/[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/)
+      expect(human.stdout).toContain("evil\\x1b[2J\\x1b]0;pwned\\x07\\nnext\\x9b31m\\u202e")
+      // A header and one row: the newline inside the value did not break the row.
+      expect(human.stdout.trimEnd().split("\n")).toHaveLength(2)
+      expect(
+        Math.max(
+          ...human.stdout
+            .split("\n")[1]!
+            .split(/\s{2,}/)
+            .map((c) => c.length)
+        )
+      ).toBeLessThanOrEqual(60)
+      const doc = await db([command, "--json"], hostileSchema)
+      expect(doc.stdout.trimEnd()).not.toMatch(/[\u0000-\u001f\u007f-\u009f\u202e]/)
+      const rows = JSON.parse(doc.stdout) as Array<Record<string, unknown>>
+      expect(rows[0]!["task_type"] ?? rows[0]!["taskType"]).toBe(evil)
+    }
+  )
 })
 
 describe("kairos db (the embedded development database)", () => {
@@ -904,7 +911,7 @@ describe("kairos db (the embedded development database)", () => {
       delete env["DATABASE_URL"]
       const dataDir = path.join(cwd, ".kairos")
       try {
-        const first = kairos(["migrate", "--json"], { cwd, env })
+        const first = await kairos(["migrate", "--json"], { cwd, env })
         expect(first.code).toBe(0)
         expect(first.stderr).toContain("started the development database")
         // From a subfolder: the project's database, not a second one in src/deep/.kairos.
@@ -915,9 +922,13 @@ describe("kairos db (the embedded development database)", () => {
         expect(JSON.parse(status.stdout)).toMatchObject({ running: true, data_dir: dataDir })
         expect(second.code).toBe(0)
         expect(second.stderr).toBe("")
-        expect(JSON.parse(kairos(["db", "stop", "--json"], { cwd: sub, env }).stdout)).toEqual({ stopped: true })
-        expect(JSON.parse(kairos(["db", "status", "--json"], { cwd, env }).stdout)).toMatchObject({ running: false })
-        const started = kairos(["db", "start", "--json"], { cwd: sub, env })
+        expect(JSON.parse((await kairos(["db", "stop", "--json"], { cwd: sub, env })).stdout)).toEqual({
+          stopped: true
+        })
+        expect(JSON.parse((await kairos(["db", "status", "--json"], { cwd, env })).stdout)).toMatchObject({
+          running: false
+        })
+        const started = await kairos(["db", "start", "--json"], { cwd: sub, env })
         expect(JSON.parse(started.stdout)).toEqual({
           running: true,
           started: true,
@@ -925,10 +936,10 @@ describe("kairos db (the embedded development database)", () => {
           data_dir: dataDir
         })
         // Data is kept: the item enqueued before the stop is there.
-        expect(JSON.parse(kairos(["queue", "--json"], { cwd, env }).stdout)).toHaveLength(1)
+        expect(JSON.parse((await kairos(["queue", "--json"], { cwd, env })).stdout)).toHaveLength(1)
         await expect(fs.stat(path.join(sub, ".kairos"))).rejects.toThrow()
       } finally {
-        kairos(["db", "stop"], { cwd, env })
+        await kairos(["db", "stop"], { cwd, env })
         await fs.rm(cwd, { recursive: true, force: true })
       }
     }
@@ -1022,8 +1033,8 @@ export const schedules = [
 export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.log("hello " + job.payload) }
 `
         )
-        expect(db(["migrate"], inSchema).code).toBe(0)
-        expect(db(["enqueue", "hello", "outside"], inSchema).code).toBe(0)
+        expect((await db(["migrate"], inSchema)).code).toBe(0)
+        expect((await db(["enqueue", "hello", "outside"], inSchema)).code).toBe(0)
         const worker = live(["worker", "--tasks", path.join(dir, file), "--database-url", url, "--schema", inSchema])
         try {
           // The handler's Effect.log line: effect resolved, and the module's handler ran the item.
@@ -1035,7 +1046,7 @@ export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.l
         expect((await exited(worker.child)).code).toBe(0)
         expect(worker.err()).toBe("")
         // Its schedules (built with kairos's Schedule, a cron one among them) were defined.
-        const defined = json(["jobs"], inSchema) as Array<{ name: string; schedule: unknown }>
+        const defined = (await json(["jobs"], inSchema)) as Array<{ name: string; schedule: unknown }>
         expect(defined.map((j) => [j.name, j.schedule])).toEqual([
           ["hourly", { _tag: "Interval", everyMillis: 3_600_000 }],
           ["weekdays", { _tag: "Cron", expression: "0 9 * * MON-FRI", tz: "Europe/Paris" }]
@@ -1055,7 +1066,7 @@ describe("kairos jobs run|pause|resume", () => {
     async () => {
       const inSchema = uniqueSchemaName("jobctl")
       try {
-        expect(db(["migrate"], inSchema).code).toBe(0)
+        expect((await db(["migrate"], inSchema)).code).toBe(0)
         // examples/tasks.ts defines nightly-cleanup (daily at 03:00 Berlin) and heartbeat (every 10 s).
         const worker = live([
           "worker",
@@ -1071,16 +1082,16 @@ describe("kairos jobs run|pause|resume", () => {
         try {
           await worker.waitFor(/kairos worker /)
           // Pause the heartbeat before its first slot is due (10 s after the worker defined it).
-          const paused = db(["jobs", "pause", "heartbeat"], inSchema)
+          const paused = await db(["jobs", "pause", "heartbeat"], inSchema)
           expect(paused.stderr).toBe("")
           expect(paused.stdout).toMatch(/^paused heartbeat: /)
-          const listed = json(["jobs"], inSchema) as Array<{ name: string; enabled: boolean }>
+          const listed = (await json(["jobs"], inSchema)) as Array<{ name: string; enabled: boolean }>
           expect(listed.map((j) => [j.name, j.enabled]).sort()).toEqual([
             ["heartbeat", false],
             ["nightly-cleanup", true]
           ])
           // Fired now: the worker is woken (NOTIFY), long before its next 30 s poll.
-          const fired = json(["jobs", "run", "nightly-cleanup"], inSchema) as { run_id: string; status: string }
+          const fired = (await json(["jobs", "run", "nightly-cleanup"], inSchema)) as { run_id: string; status: string }
           expect(fired.status).toBe("pending")
           const firedAt = Date.now()
           await worker.waitFor(/Completed cleanup job nightly-cleanup \(attempt 1\)/, "out", 20_000)
@@ -1092,13 +1103,13 @@ describe("kairos jobs run|pause|resume", () => {
             inSchema
           )) as Array<{ n: number }>
           expect(before[0]!.n).toBe(0)
-          expect(db(["jobs", "resume", "heartbeat"], inSchema).stdout).toMatch(/^resumed heartbeat: next slot /)
+          expect((await db(["jobs", "resume", "heartbeat"], inSchema)).stdout).toMatch(/^resumed heartbeat: next slot /)
           await worker.waitFor(/Completed cleanup job heartbeat/, "out", 20_000)
         } finally {
           worker.child.kill("SIGTERM")
         }
         expect((await exited(worker.child)).code).toBe(0)
-        const unknown = db(["jobs", "run", "no-such-job"], inSchema)
+        const unknown = await db(["jobs", "run", "no-such-job"], inSchema)
         expect(unknown.code).toBe(1)
         expect(unknown.stderr).toBe('kairos: no job named "no-such-job": `kairos jobs` lists them\n')
       } finally {
@@ -1112,16 +1123,16 @@ describe("kairos cancel and retry", () => {
   it("cancel removes a pending item; retry enqueues an execution's task type and payload again; bad ids", async () => {
     const inSchema = uniqueSchemaName("cancel")
     try {
-      expect(db(["migrate"], inSchema).code).toBe(0)
-      const item = json(["enqueue", "mail", '{"to":"ada"}'], inSchema) as { id: string }
-      const cancelled = db(["cancel", item.id], inSchema)
+      expect((await db(["migrate"], inSchema)).code).toBe(0)
+      const item = (await json(["enqueue", "mail", '{"to":"ada"}'], inSchema)) as { id: string }
+      const cancelled = await db(["cancel", item.id], inSchema)
       expect([cancelled.code, cancelled.stderr, cancelled.stdout]).toEqual([
         0,
         "",
         `cancelled item ${item.id} (it was pending)\n`
       ])
-      expect(json(["queue"], inSchema)).toEqual([])
-      const again = db(["cancel", item.id], inSchema)
+      expect(await json(["queue"], inSchema)).toEqual([])
+      const again = await db(["cancel", item.id], inSchema)
       expect([again.code, again.stderr]).toEqual([
         1,
         `kairos: no queue item ${item.id}: \`kairos queue\` lists the pending and processing ones\n`
@@ -1135,15 +1146,19 @@ describe("kairos cancel and retry", () => {
       const [execution] = (await query(`SELECT id::text AS id FROM $schema.processed_items`, inSchema)) as Array<{
         id: string
       }>
-      const retried = json(["retry", execution!.id], inSchema) as { id: string; task_type: string; payload: string }
+      const retried = (await json(["retry", execution!.id], inSchema)) as {
+        id: string
+        task_type: string
+        payload: string
+      }
       expect([retried.task_type, retried.payload]).toEqual(["mail", '{"to":"grace"}'])
-      expect((json(["queue"], inSchema) as Array<{ id: string }>).map((i) => i.id)).toEqual([retried.id])
-      const missing = db(["retry", "999999"], inSchema)
+      expect(((await json(["queue"], inSchema)) as Array<{ id: string }>).map((i) => i.id)).toEqual([retried.id])
+      const missing = await db(["retry", "999999"], inSchema)
       expect([missing.code, missing.stderr]).toEqual([
         1,
         "kairos: no execution 999999: `kairos processed` lists them\n"
       ])
-      const notANumber = db(["cancel", "abc"], inSchema)
+      const notANumber = await db(["cancel", "abc"], inSchema)
       expect(notANumber.code).toBe(1)
       expect(notANumber.stderr).toContain('<item> must be a number (an id), not "abc"')
     } finally {
@@ -1156,21 +1171,24 @@ describe("kairos prune", () => {
   it("deletes the oldest executions beyond --log-keep (the log refuses any other DELETE); needs a policy", async () => {
     const inSchema = uniqueSchemaName("prune")
     try {
-      expect(db(["migrate"], inSchema).code).toBe(0)
+      expect((await db(["migrate"], inSchema)).code).toBe(0)
       await query(
         `INSERT INTO $schema.processed_items (queue_item_id, task_type, payload, status, started_at, finished_at, duration_ms)
          SELECT n, 'mail', 'p' || n, 'ok', now(), now(), 1 FROM generate_series(1, 5) AS n`,
         inSchema
       )
       await expect(query(`DELETE FROM $schema.processed_items`, inSchema)).rejects.toThrow(/insert-only/)
-      expect(json(["prune", "--log-keep", "2"], inSchema)).toEqual({ executions: 3, job_runs: 0 })
-      expect((json(["processed"], inSchema) as Array<{ payload: string }>).map((p) => p.payload)).toEqual(["p5", "p4"])
-      const none = db(["prune"], inSchema)
+      expect(await json(["prune", "--log-keep", "2"], inSchema)).toEqual({ executions: 3, job_runs: 0 })
+      expect(((await json(["processed"], inSchema)) as Array<{ payload: string }>).map((p) => p.payload)).toEqual([
+        "p5",
+        "p4"
+      ])
+      const none = await db(["prune"], inSchema)
       expect([none.code, none.stderr]).toEqual([
         1,
         "kairos: nothing to prune: give --log-age, --log-keep, --runs-age or --runs-keep\n"
       ])
-      const bad = db(["prune", "--runs-age", "soon"], inSchema)
+      const bad = await db(["prune", "--runs-age", "soon"], inSchema)
       expect([bad.code, bad.stderr]).toEqual([
         1,
         'kairos: --runs-age: "soon" is not a duration (use e.g. "30 seconds" or "30s")\n'
