@@ -1,7 +1,7 @@
 /**
  * Everything on Postgres in one layer: a pooled client, the migrations, the stores and the runner.
  */
-import { DatabaseConnectionError, explainConnectFailure } from "../adapters/postgres/PgConnect.js"
+import { DatabaseConnectionError, EndingClient, explainConnectFailure } from "../adapters/postgres/PgConnect.js"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
@@ -88,7 +88,9 @@ export const clientLayer = (
             connectionString: withSessionTimeouts(url, options),
             max: options.maxConnections ?? 10,
             application_name: options.applicationName ?? "kairos",
-            types: typeParsers
+            types: typeParsers,
+            // Ends a connection whose login failed, so a wrong URL does not hold the process open (see EndingClient).
+            Client: EndingClient
           })
           // An idle connection that dies (a restarted server) must not crash the process: the next use reconnects.
           pool.on("error", () => {})

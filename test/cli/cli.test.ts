@@ -631,13 +631,6 @@ describe("kairos commands", () => {
     async () => {
       const server = await startEmbedded({ password: "right horse battery" })
       const secret = encodeURIComponent("right horse battery")
-      // node-postgres, asked for a password it lacks, hangs until the server gives up on the login
-      // (authentication_timeout, 60 s by default): shorten that wait for this test.
-      const admin = new pg.Client({ connectionString: server.url })
-      await admin.connect()
-      await admin.query(`ALTER SYSTEM SET authentication_timeout = '2s'`)
-      await admin.query(`SELECT pg_reload_conf()`)
-      await admin.end()
       try {
         const noPassword = server.url.replace(`:${secret}@`, "@")
         const wrong = server.url.replace(secret, "wrong")
@@ -652,6 +645,7 @@ describe("kairos commands", () => {
             child.kill("SIGKILL")
           }
         }
+        const started = Date.now()
         const [said, none, bad, missing, tables] = await Promise.all([
           quickstart(),
           kairosAsync(["queue", "--database-url", noPassword]),
@@ -659,6 +653,9 @@ describe("kairos commands", () => {
           kairosAsync(["queue", "--database-url", noDatabase]),
           kairosAsync(["queue", "--database-url", server.url, "--schema", "nosuch"])
         ])
+        // The login without a password ends at once: the server's authentication_timeout (a minute) is not waited
+        // for (node-postgres left that socket open; see EndingClient).
+        expect(Date.now() - started).toBeLessThan(30_000)
         const at = `127\\.0\\.0\\.1:${server.port}`
         expect(none.stderr).toMatch(
           new RegExp(

@@ -116,11 +116,13 @@ const withDb = <A, E>(
       catch: (e) => new CliError({ message: describe(e) })
     })
     const url = yield* resolveUrl(c)
-    const client = PgClient.layer({
+    // kairos's own client: its first connection fails within 5 s, and a failed login does not hold the process open
+    // (see EndingClient). No statement timeout: a command may run as long as it needs (a truncate of a large log).
+    const client = PgKairos.clientLayer({
       url: Redacted.make(url),
       maxConnections: 3,
-      connectTimeout: "5 seconds",
-      applicationName: "kairos-cli"
+      applicationName: "kairos-cli",
+      statementTimeout: 0
     })
     return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => f(sql.withoutTransforms(), schema)).pipe(
       Effect.provide(client),

@@ -3,6 +3,7 @@
  * `Kairos.create`, `PgKairos.layer` and the CLI when the URL, the server or the database is wrong.
  */
 import * as Data from "effect/Data"
+import Pg from "pg"
 
 /** The database could not be reached or logged in to. */
 export class DatabaseConnectionError extends Data.TaggedError("DatabaseConnectionError")<{
@@ -59,4 +60,29 @@ export const explainConnectFailure = (url: string, e: unknown): string | undefin
     return `cannot log in to ${at}: the server asks for a password; put it in the URL (postgres://user:password@host/database)`
   if (/connect|terminat|timeout|ECONNRESET/i.test(message)) return `cannot reach the database at ${at}: ${message}`
   return undefined
+}
+
+/**
+ * node-postgres's client, ending its connection when connecting fails after the server answered (a password the URL
+ * lacks, a refused login, a missing database). node-postgres leaves that socket open, and the server closes it only
+ * at its `authentication_timeout` (a minute by default): until then the process cannot exit, so a CLI command given
+ * a password-less URL printed its one line and then hung for a minute. kairos's pool and listener use this class.
+ */
+export class EndingClient extends Pg.Client {
+  override connect(): Promise<Pg.Client>
+  override connect(callback: ((err: Error) => void) | ((err: null, c: Pg.Client) => void)): void
+  override connect(callback?: ((err: Error) => void) | ((err: null, c: Pg.Client) => void)): Promise<Pg.Client> | void {
+    const endQuietly = () => void this.end().catch(() => undefined)
+    if (callback === undefined) {
+      return super.connect().catch((error: unknown) => {
+        endQuietly()
+        throw error
+      })
+    }
+    const done = callback as (err: Error | null, c?: Pg.Client) => void
+    super.connect(((error: Error | null, client?: Pg.Client) => {
+      if (error) endQuietly()
+      done(error, client)
+    }) as (err: Error) => void)
+  }
 }
