@@ -17,7 +17,8 @@ const bin = path.join(projectRoot, "bin/kairos.js")
 let url = ""
 const schema = uniqueSchemaName("cli")
 
-// Without blocking the test file's event loop (see `run` in test/support/process.ts).
+// Without blocking the test file's event loop (see `run` in test/support/process.ts): independent commands run side
+// by side.
 const kairos = async (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => {
   const run = await runCommand(process.execPath, [bin, ...args], {
     cwd: options.cwd ?? projectRoot,
@@ -26,24 +27,6 @@ const kairos = async (args: ReadonlyArray<string>, options: { cwd?: string; env?
   })
   return { code: run.status, stdout: run.stdout, stderr: run.stderr }
 }
-/** The same, without blocking: independent commands run side by side. */
-const kairosAsync = (
-  args: ReadonlyArray<string>,
-  options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}
-): Promise<{ code: number | null; stdout: string; stderr: string }> =>
-  new Promise((resolve) => {
-    const child = spawn(process.execPath, [bin, ...args], {
-      cwd: options.cwd ?? projectRoot,
-      env: options.env ?? process.env,
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
-    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-  })
-
 /** A long-running `kairos` process whose output can be awaited line by line. */
 const live = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) => {
   const child = spawn(process.execPath, [bin, ...args], { cwd: projectRoot, env, stdio: ["ignore", "pipe", "pipe"] })
@@ -470,7 +453,7 @@ describe("kairos commands", () => {
       /^kairos: --grace: "0ms" is not a positive duration/
     ]
   ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, async (_name, args, pattern) => {
-    const r = await kairosAsync(args.includes("--database-url") ? args : [...args, "--database-url", url])
+    const r = await kairos(args.includes("--database-url") ? args : [...args, "--database-url", url])
     expect(r.code).not.toBe(0)
     expect(r.stdout + r.stderr).toMatch(pattern)
     expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)
@@ -648,10 +631,10 @@ describe("kairos commands", () => {
         const started = Date.now()
         const [said, none, bad, missing, tables] = await Promise.all([
           quickstart(),
-          kairosAsync(["queue", "--database-url", noPassword]),
-          kairosAsync(["queue", "--database-url", wrong]),
-          kairosAsync(["queue", "--database-url", noDatabase]),
-          kairosAsync(["queue", "--database-url", server.url, "--schema", "nosuch"])
+          kairos(["queue", "--database-url", noPassword]),
+          kairos(["queue", "--database-url", wrong]),
+          kairos(["queue", "--database-url", noDatabase]),
+          kairos(["queue", "--database-url", server.url, "--schema", "nosuch"])
         ])
         // The login without a password ends at once: the server's authentication_timeout (a minute) is not waited
         // for (node-postgres left that socket open; see EndingClient).
@@ -710,8 +693,8 @@ describe("kairos commands", () => {
 
   it("an unreachable database: one line naming the fix (--verbose shows the cause)", { timeout: 60_000 }, async () => {
     const [unreachable, verbose] = await Promise.all([
-      kairosAsync(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x"]),
-      kairosAsync(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x", "--verbose"])
+      kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x"]),
+      kairos(["queue", "--database-url", "postgres://postgres@127.0.0.1:1/x", "--verbose"])
     ])
     expect(unreachable.code).toBe(1)
     expect(unreachable.stderr).toBe(
@@ -913,8 +896,8 @@ describe("kairos db (the embedded development database)", () => {
         expect(first.stderr).toContain("started the development database")
         // From a subfolder: the project's database, not a second one in src/deep/.kairos.
         const [status, second] = await Promise.all([
-          kairosAsync(["db", "status", "--json"], { cwd: sub, env }),
-          kairosAsync(["enqueue", "t", "--json"], { cwd: sub, env })
+          kairos(["db", "status", "--json"], { cwd: sub, env }),
+          kairos(["enqueue", "t", "--json"], { cwd: sub, env })
         ])
         expect(JSON.parse(status.stdout)).toMatchObject({ running: true, data_dir: dataDir })
         expect(second.code).toBe(0)
@@ -962,11 +945,11 @@ describe("kairos --help", () => {
 
   it("plain text when piped, usage with the whole command, every option described", { timeout: 60_000 }, async () => {
     const [top, enqueue, worker, dbStatus, other] = await Promise.all([
-      kairosAsync(["--help"]),
-      kairosAsync(["enqueue", "--help"]),
-      kairosAsync(["worker", "--help"]),
-      kairosAsync(["db", "status", "--help"]),
-      kairosAsync(["processed", "--help"])
+      kairos(["--help"]),
+      kairos(["enqueue", "--help"]),
+      kairos(["worker", "--help"]),
+      kairos(["db", "status", "--help"]),
+      kairos(["processed", "--help"])
     ])
     for (const r of [top, enqueue, worker, dbStatus, other]) {
       expect(r.code).toBe(0)
