@@ -231,6 +231,17 @@ interface Entry<C> {
  */
 const leaseMargin = (leaseMs: number) => Math.max(1, Math.floor(leaseMs / 10))
 
+/** What a refused batch's log line names: its task types and up to ten job ids, so one line stays short. */
+const refusedAnnotations = (kind: string, refused: ReadonlyArray<Finished<Claimed>>) => {
+  const taskTypes = [...new Set(refused.map((f) => f.claim.job.taskType))]
+  const ids = refused.slice(0, 10).map((f) => String(f.claim.job.id))
+  return {
+    kind,
+    taskType: taskTypes.join(","),
+    jobId: refused.length > ids.length ? `${ids.join(",")},… (${refused.length - ids.length} more)` : ids.join(",")
+  }
+}
+
 const unknownTaskType = (taskType: string) =>
   Result.failure(`unknown task type "${taskType}": no handler is registered`)
 
@@ -284,11 +295,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         durationMs: undefined
       })
     }
-    if (entry.lost) {
-      return Effect.logWarning("lease lost while running: the handler was aborted and its result discarded").pipe(
-        Effect.annotateLogs(annotations(entry.claim.job))
-      )
-    }
+    // A lost lease was logged by whoever found it lost (a renewal round, the lease watch), once for all.
+    if (entry.lost) return Effect.void
     entry.interrupted = true
     return Effect.void
   }
@@ -344,12 +352,6 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     if (entry.lost) {
       entry.running = false
       context.ended(undefined, false)
-      runAside(
-        worker,
-        Effect.logWarning("lease lost before the execution started: it was not run").pipe(
-          Effect.annotateLogs(annotations(job))
-        )
-      )
       return true
     }
     const handler = context.handler(job.taskType)
@@ -474,10 +476,30 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         )
       const leaseUntilMs = leaseUntil.getTime()
       const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - now.getTime())
+      // One line for the round, not one per execution: a runner that was cut off may lose hundreds at once.
+      let aborted = 0
+      let unstarted = 0
+      let unwritten = 0
       for (const entry of entries) {
         if (active.get(entry.claim.key) !== entry) continue
-        if (held.has(entry.claim.key)) entry.leaseDeadline = leaseDeadline
-        else yield* loseLease(entry)
+        if (held.has(entry.claim.key)) {
+          entry.leaseDeadline = leaseDeadline
+          continue
+        }
+        if (!entry.running) unwritten++
+        else if (entry.fiber !== undefined || entry.settle !== undefined) aborted++
+        else unstarted++
+        yield* loseLease(entry)
+      }
+      if (aborted + unstarted + unwritten > 0) {
+        const parts = [
+          aborted > 0 ? `${aborted} running (aborted, results discarded)` : undefined,
+          unstarted > 0 ? `${unstarted} not started yet (not run)` : undefined,
+          unwritten > 0 ? `${unwritten} finished, results not yet written (they will be refused)` : undefined
+        ].filter((p) => p !== undefined)
+        yield* Effect.logWarning(
+          `${aborted + unstarted + unwritten} lease(s) lost (another instance took the work back): ${parts.join(", ")}`
+        )
       }
     }).pipe(
       // A renewal that fails is not a lost lease: the next round tries again.
@@ -523,26 +545,26 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         )
       )
     )
+    const refused: Array<Finished<C>> = []
     for (let i = 0; i < batch.length; i++) {
       const finished = batch[i]!
       // Written or not, the lease is no longer renewed: a dropped result's lease expires and the work is taken back.
       active.delete(finished.claim.key)
-      if (written[i] === false) {
-        // A try that failed may have committed before its answer was lost: a later try then finds the lease gone
-        // because the result was written, not because the lease was lost. Which one cannot be told here.
-        yield* Effect.logWarning(
-          tries > 1
-            ? "result not confirmed: an earlier try of this write may have recorded it (its answer was lost), or " +
-                "the execution's lease was lost"
-            : "result refused: the execution's lease was lost"
-        ).pipe(
-          Effect.annotateLogs({
-            kind: source.kind,
-            taskType: finished.claim.job.taskType,
-            jobId: finished.claim.job.id
-          })
-        )
-      }
+      if (written[i] === false) refused.push(finished)
+    }
+    // One line per batch, not per item: after an outage a whole batch is refused at once, and a line each would bury
+    // the outage's own lines. A try that failed may have committed before its answer was lost: a later try then finds
+    // the lease gone because the result was written, not because the lease was lost. Which one cannot be told here.
+    if (refused.length > 0) {
+      const n = refused.length
+      const [what, whose] =
+        n === 1 ? ["1 result", "its execution's lease was"] : [`${n} results`, "their executions' leases were"]
+      yield* Effect.logWarning(
+        tries > 1
+          ? `${what} not confirmed: an earlier try of this write may have recorded ${n === 1 ? "it" : "them"} ` +
+              `(its answer was lost), or ${whose} lost`
+          : `${what} refused: ${whose} lost`
+      ).pipe(Effect.annotateLogs(refusedAnnotations(source.kind, refused)))
     }
     if (next !== undefined) yield* startClaimed(claimed, next)
     context.written(chained && batch.every((f) => chainable(f.claim, f.result)))

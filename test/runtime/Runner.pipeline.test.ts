@@ -22,6 +22,8 @@ class Faults extends Context.Tag("test/Faults")<
     readonly hangRenewals: (n: number) => Effect.Effect<void>
     /** Makes the next `n` result writes die after they were written (a connection lost before its answer). */
     readonly loseAnswers: (n: number) => Effect.Effect<void>
+    /** Makes the next `n` result writes refuse every result unwritten (as when their leases were taken back). */
+    readonly refuseResults: (n: number) => Effect.Effect<void>
   }
 >() {}
 
@@ -38,6 +40,12 @@ const faultyStores = Layer.effectContext(
         remaining.set(method, n - 1)
         return Effect.die(new RangeError(`${method}: the connection died`))
       })
+    const refuse = (n: number) => {
+      const left = remaining.get("refuse") ?? 0
+      if (left <= 0) return undefined
+      remaining.set("refuse", left - 1)
+      return Effect.succeed(Array.from({ length: n }, () => false))
+    }
     return Context.make(
       JobStore,
       JobStore.of({ ...store, listDue: (...args) => maybeDie("listDue", store.listDue(...args)) })
@@ -49,10 +57,21 @@ const faultyStores = Layer.effectContext(
           recordResults: (...args) =>
             maybeDie(
               "recordResults",
-              Effect.tap(queue.recordResults(...args), () => maybeDie("answers", Effect.void))
+              Effect.suspend(() => refuse(args[0].length) ?? queue.recordResults(...args)).pipe(
+                Effect.tap(() => maybeDie("answers", Effect.void))
+              )
             ),
           // The writer's other way to record (with the claim of a freed sequential type's next item).
-          recordAndClaim: (...args) => maybeDie("recordResults", queue.recordAndClaim(...args)),
+          recordAndClaim: (...args) =>
+            maybeDie(
+              "recordResults",
+              Effect.suspend(() => {
+                const refused = refuse(args[0].length)
+                return refused === undefined
+                  ? queue.recordAndClaim(...args)
+                  : Effect.map(refused, (recorded) => ({ recorded, claims: [] }))
+              })
+            ),
           renewLeases: (...args) =>
             Effect.suspend(() => {
               const hang = remaining.get("hang") ?? 0
@@ -74,7 +93,8 @@ const faultyStores = Layer.effectContext(
         die: (method, n) => Effect.sync(() => void remaining.set(method, n)),
         loseLeases: (n) => Effect.sync(() => void remaining.set("lose", n)),
         hangRenewals: (n) => Effect.sync(() => void remaining.set("hang", n)),
-        loseAnswers: (n) => Effect.sync(() => void remaining.set("answers", n))
+        loseAnswers: (n) => Effect.sync(() => void remaining.set("answers", n)),
+        refuseResults: (n) => Effect.sync(() => void remaining.set("refuse", n))
       })
     )
   })
@@ -109,9 +129,45 @@ describe("long-lived fibers survive any cause", () => {
       // Recorded once, by the first try; the second found its lease gone.
       expect((yield* memory.processed).map((p) => p.payload)).toEqual(["a"])
       expect(yield* memory.items).toEqual([])
-      expect(logged.some((l) => l.startsWith("WARN result not confirmed: an earlier try"))).toBe(true)
+      expect(logged.some((l) => l.startsWith("WARN 1 result not confirmed: an earlier try"))).toBe(true)
       expect(logged.some((l) => l.includes("result refused"))).toBe(false)
     }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
+  it.scoped(
+    "a refused batch of results is logged in one line with its count, not a line each; the items run again",
+    () =>
+      Effect.gen(function* () {
+        logged.length = 0
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const faults = yield* Faults
+        // The five handlers wait on one gate, so they finish together.
+        const gate = yield* Deferred.make<void>()
+        yield* runner.register("t", () => Deferred.await(gate))
+        for (const payload of ["a", "b", "c", "d", "e"])
+          yield* queue.enqueue({ taskType: "t", payload, thread: 1 }, yield* FakeClock.now)
+        yield* runner.start
+        yield* FakeClock.advance("1 second")
+        // The first write (of the first result) dies and is tried again 50 ms later; the four results that came
+        // meanwhile go in the next write. Every write is refused, as when the leases were taken back.
+        yield* faults.die("recordResults", 1)
+        yield* faults.refuseResults(5)
+        yield* Deferred.succeed(gate, undefined)
+        yield* FakeClock.advance("10 seconds")
+        yield* faults.refuseResults(0)
+        expect(yield* memory.processed).toEqual([])
+        expect(logged.filter((l) => / results? (not confirmed|refused)/.test(l))).toEqual([
+          "WARN 1 result not confirmed: an earlier try of this write may have recorded it (its answer was lost), " +
+            "or its execution's lease was lost",
+          "WARN 4 results refused: their executions' leases were lost"
+        ])
+        // Nothing is lost: once the leases expire the items are taken back and run again.
+        yield* FakeClock.advance("1 minute")
+        expect((yield* memory.processed).map((p) => p.payload).sort()).toEqual(["a", "b", "c", "d", "e"])
+      }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
   )
 
   it.scoped("a failed result write is tried again after the retry's waits (50 ms, then 100 ms), not at once", () =>
@@ -230,8 +286,11 @@ describe("lost leases", () => {
         yield* FakeClock.advance("10 seconds")
         expect(aborted).toEqual(["a"])
         expect(ran).toEqual([])
-        expect(logged.some((l) => l.startsWith("WARN lease lost while running"))).toBe(true)
-        expect(logged.filter((l) => l.startsWith("WARN lease lost before the execution started")).length).toBe(1)
+        // Said once for the round, not once per execution.
+        expect(logged.filter((l) => / lease/.test(l))).toEqual([
+          "WARN 2 lease(s) lost (another instance took the work back): 1 running (aborted, results discarded), " +
+            "1 not started yet (not run)"
+        ])
         // Their leases expire and they are taken back: each runs (again), and each is recorded once.
         yield* FakeClock.advance("2 minutes")
         expect(ran).toEqual(["b"])
