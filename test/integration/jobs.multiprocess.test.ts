@@ -177,7 +177,10 @@ describe("many runner processes, one database", () => {
       await successor.waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
       // Let the frozen one wake past its handler's end: it must find its lease gone.
       frozen.child.kill("SIGCONT")
-      await frozen.waitFor((e) => e.event === "log" && /lease (was )?lost|refused/.test(String(e.message)), 15_000)
+      await frozen.waitFor(
+        (e) => e.event === "log" && /lease.*lost|not renewed in time|refused/.test(String(e.message)),
+        15_000
+      )
       await sleep(500)
       const runs = await db.query<{ attempt: number; status: string; error: string | null; output: unknown }>(
         `SELECT attempt, status, error, output FROM $schema.job_runs ORDER BY attempt`

@@ -205,7 +205,10 @@ describe("the queue across processes", () => {
       await successor.waitFor((e) => e.event === "end" && e.item === item!.id, 20_000)
       await until(async () => (await processedOf(item!.id)) === 1, 5_000, "the successor's result")
       frozen.child.kill("SIGCONT")
-      await frozen.waitFor((e) => e.event === "log" && /lease.*lost|refused/.test(String(e.message)), 15_000)
+      await frozen.waitFor(
+        (e) => e.event === "log" && /lease.*lost|not renewed in time|refused/.test(String(e.message)),
+        15_000
+      )
       await sleep(500)
       expect(await processedOf(item!.id)).toBe(1)
       expect(await db.query(`SELECT 1 FROM $schema.queue_items WHERE id = $1`, [item!.id])).toEqual([])
