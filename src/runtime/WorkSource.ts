@@ -231,14 +231,14 @@ interface Entry<C> {
  */
 const leaseMargin = (leaseMs: number) => Math.max(1, Math.floor(leaseMs / 10))
 
-/** What a refused batch's log line names: its task types and up to ten job ids, so one line stays short. */
-const refusedAnnotations = (kind: string, refused: ReadonlyArray<Finished<Claimed>>) => {
-  const taskTypes = [...new Set(refused.map((f) => f.claim.job.taskType))]
-  const ids = refused.slice(0, 10).map((f) => String(f.claim.job.id))
+/** What a line about several executions names: their task types and up to ten job ids, so one line stays short. */
+const batchAnnotations = (kind: string, jobs: ReadonlyArray<Job>) => {
+  const taskTypes = [...new Set(jobs.map((job) => job.taskType))]
+  const ids = jobs.slice(0, 10).map((job) => String(job.id))
   return {
     kind,
     taskType: taskTypes.join(","),
-    jobId: refused.length > ids.length ? `${ids.join(",")},… (${refused.length - ids.length} more)` : ids.join(",")
+    jobId: jobs.length > ids.length ? `${ids.join(",")},… (${jobs.length - ids.length} more)` : ids.join(",")
   }
 }
 
@@ -477,6 +477,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       const leaseUntilMs = leaseUntil.getTime()
       const leaseDeadline = leaseUntilMs - leaseMargin(leaseUntilMs - now.getTime())
       // One line for the round, not one per execution: a runner that was cut off may lose hundreds at once.
+      const lost: Array<Job> = []
       let aborted = 0
       let unstarted = 0
       let unwritten = 0
@@ -489,17 +490,18 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         if (!entry.running) unwritten++
         else if (entry.fiber !== undefined || entry.settle !== undefined) aborted++
         else unstarted++
+        lost.push(entry.claim.job)
         yield* loseLease(entry)
       }
-      if (aborted + unstarted + unwritten > 0) {
+      if (lost.length > 0) {
         const parts = [
           aborted > 0 ? `${aborted} running (aborted, results discarded)` : undefined,
           unstarted > 0 ? `${unstarted} not started yet (not run)` : undefined,
           unwritten > 0 ? `${unwritten} finished, results not yet written (they will be refused)` : undefined
         ].filter((p) => p !== undefined)
         yield* Effect.logWarning(
-          `${aborted + unstarted + unwritten} lease(s) lost (another instance took the work back): ${parts.join(", ")}`
-        )
+          `${lost.length} lease(s) lost (another instance took the work back): ${parts.join(", ")}`
+        ).pipe(Effect.annotateLogs(batchAnnotations(source.kind, lost)))
       }
     }).pipe(
       // A renewal that fails is not a lost lease: the next round tries again.
@@ -564,7 +566,14 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
           ? `${what} not confirmed: an earlier try of this write may have recorded ${n === 1 ? "it" : "them"} ` +
               `(its answer was lost), or ${whose} lost`
           : `${what} refused: ${whose} lost`
-      ).pipe(Effect.annotateLogs(refusedAnnotations(source.kind, refused)))
+      ).pipe(
+        Effect.annotateLogs(
+          batchAnnotations(
+            source.kind,
+            refused.map((f) => f.claim.job)
+          )
+        )
+      )
     }
     if (next !== undefined) yield* startClaimed(claimed, next)
     context.written(chained && batch.every((f) => chainable(f.claim, f.result)))
@@ -594,18 +603,18 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
 
   const expire = (nowMs: number) =>
     Effect.gen(function* () {
-      let unconfirmed = 0
+      const unconfirmed: Array<Job> = []
       for (const entry of [...active.values()]) {
         if (entry.running && entry.leaseDeadline <= nowMs) {
-          unconfirmed++
+          unconfirmed.push(entry.claim.job)
           yield* loseLease(entry)
         } else if (entry.settle !== undefined && entry.deadline <= nowMs) entry.settle("timeout")
       }
-      if (unconfirmed > 0) {
+      if (unconfirmed.length > 0) {
         yield* Effect.logWarning(
-          `${unconfirmed} lease(s) not renewed in time (the database cannot be reached?): their executions were ` +
-            "aborted, for another instance may take them over"
-        ).pipe(Effect.annotateLogs({ kind: source.kind }))
+          `${unconfirmed.length} lease(s) not renewed in time (the database cannot be reached?): their executions ` +
+            "were aborted, for another instance may take them over"
+        ).pipe(Effect.annotateLogs(batchAnnotations(source.kind, unconfirmed)))
       }
     })
 

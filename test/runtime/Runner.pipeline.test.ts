@@ -4,7 +4,7 @@
  * attempt numbers, and a simulated year that runs in a moment.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, Layer, Logger, Ref } from "effect"
+import { Context, Deferred, Effect, HashMap, Layer, Logger, Ref } from "effect"
 import { JobStore, QueueStore, Runner, Schedule } from "../../src/index.js"
 import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
 import { captureLogs, settle, testLayer } from "../support/runner.js"
@@ -102,10 +102,14 @@ const faultyStores = Layer.effectContext(
 
 /** Every line logged by the runner's fibers, the long-lived ones forked when the layer is built included. */
 const logged: Array<string> = []
+/** Each logged line's annotations, by the line. */
+const annotationsOf = new Map<string, Record<string, unknown>>()
 const recordLogs = Logger.replace(
   Logger.defaultLogger,
-  Logger.make(({ logLevel, message }) => {
-    logged.push(`${logLevel.label} ${Array.isArray(message) ? message.map(String).join(" ") : String(message)}`)
+  Logger.make(({ annotations, logLevel, message }) => {
+    const line = `${logLevel.label} ${Array.isArray(message) ? message.map(String).join(" ") : String(message)}`
+    logged.push(line)
+    annotationsOf.set(line, Object.fromEntries(HashMap.toEntries(annotations)))
   })
 )
 
@@ -164,6 +168,12 @@ describe("long-lived fibers survive any cause", () => {
             "or its execution's lease was lost",
           "WARN 4 results refused: their executions' leases were lost"
         ])
+        // The line names what it is about: the task type and the items' ids.
+        expect(annotationsOf.get("WARN 4 results refused: their executions' leases were lost")).toMatchObject({
+          kind: "queue",
+          taskType: "t",
+          jobId: expect.stringMatching(/^\d+,\d+,\d+,\d+$/)
+        })
         // Nothing is lost: once the leases expire the items are taken back and run again.
         yield* FakeClock.advance("1 minute")
         expect((yield* memory.processed).map((p) => p.payload).sort()).toEqual(["a", "b", "c", "d", "e"])
@@ -291,6 +301,11 @@ describe("lost leases", () => {
           "WARN 2 lease(s) lost (another instance took the work back): 1 running (aborted, results discarded), " +
             "1 not started yet (not run)"
         ])
+        expect(annotationsOf.get(logged.find((l) => / lease/.test(l))!)).toMatchObject({
+          kind: "queue",
+          taskType: "slow,quick",
+          jobId: expect.stringMatching(/^\d+,\d+$/)
+        })
         // Their leases expire and they are taken back: each runs (again), and each is recorded once.
         yield* FakeClock.advance("2 minutes")
         expect(ran).toEqual(["b"])
