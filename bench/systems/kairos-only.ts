@@ -99,7 +99,7 @@ export const claimCost = (ctx: Context, rows: number, backlogRows: number, claim
         await ctx.admin.query(
           `INSERT INTO ${quoteIdent(backlog.schema)}.queue_items (task_type, payload, thread)
          SELECT 'noop', '{}', 1 FROM generate_series(1, $1::int)`,
-          [rows]
+          [backlogRows]
         )
         await ctx.admin.query(`VACUUM ANALYZE ${quoteIdent(backlog.schema)}.queue_items`)
         ctx.log(`  ${backlogRows.toLocaleString("en-US")} more items queued in ${((now() - tb) / 1000).toFixed(1)} s`)
