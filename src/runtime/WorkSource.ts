@@ -280,9 +280,9 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     }
   }
 
-  // A running handler cut short from outside: a lost lease (the result is discarded) or a forced stop (the claim is
-  // handed back). Returns what to log.
-  const abandon = (entry: Entry<C>): Effect.Effect<void> => {
+  // A running handler cut short from outside: a lost lease (the result is discarded; whoever found the lease lost,
+  // a renewal round or the lease watch, logged it once for all) or a forced stop (the claim is handed back).
+  const abandon = (entry: Entry<C>): void => {
     entry.running = false
     entry.fiber = undefined
     context.stopped(undefined)
@@ -295,10 +295,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         durationMs: undefined
       })
     }
-    // A lost lease was logged by whoever found it lost (a renewal round, the lease watch), once for all.
-    if (entry.lost) return Effect.void
-    entry.interrupted = true
-    return Effect.void
+    if (!entry.lost) entry.interrupted = true
   }
 
   // A handler's promise, awaited on the worker (no fiber, no timer: plain callbacks). Whichever comes first settles
@@ -318,7 +315,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       try {
         if (result === "lost" || result === "stopped") {
           pending.controller?.abort(new Error("the execution was interrupted"))
-          runAside(worker, abandon(entry))
+          abandon(entry)
         } else {
           if (Result.isFailure(result) && result.error instanceof HandlerTimeoutError) {
             pending.controller?.abort(result.error)
@@ -388,7 +385,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       Effect.onExit((exit) =>
         Exit.isSuccess(exit)
           ? Effect.sync(() => finish(entry, exit.value, startedAt, worker.now()))
-          : Effect.suspend(() => abandon(entry))
+          : Effect.sync(() => abandon(entry))
       )
     )
     const fiber = worker.fork(run)
