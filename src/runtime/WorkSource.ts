@@ -476,25 +476,25 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       // One line for the round, not one per execution: a runner that was cut off may lose hundreds at once.
       const lost: Array<Job> = []
       let aborted = 0
-      let unstarted = 0
-      let unwritten = 0
       for (const entry of entries) {
         if (active.get(entry.claim.key) !== entry) continue
         if (held.has(entry.claim.key)) {
           entry.leaseDeadline = leaseDeadline
           continue
         }
-        if (!entry.running) unwritten++
-        else if (entry.fiber !== undefined || entry.settle !== undefined) aborted++
-        else unstarted++
-        lost.push(entry.claim.job)
+        // A finished execution is not reported: its result may have been written (the lease released with it)
+        // between this round's read and its answer, and the writer says so itself when a result is refused.
+        if (entry.running) {
+          if (entry.fiber !== undefined || entry.settle !== undefined) aborted++
+          lost.push(entry.claim.job)
+        }
         yield* loseLease(entry)
       }
       if (lost.length > 0) {
+        const unstarted = lost.length - aborted
         const parts = [
           aborted > 0 ? `${aborted} running (aborted, results discarded)` : undefined,
-          unstarted > 0 ? `${unstarted} not started yet (not run)` : undefined,
-          unwritten > 0 ? `${unwritten} finished, results not yet written (they will be refused)` : undefined
+          unstarted > 0 ? `${unstarted} not started yet (not run)` : undefined
         ].filter((p) => p !== undefined)
         yield* Effect.logWarning(
           `${lost.length} lease(s) lost (another instance took the work back): ${parts.join(", ")}`

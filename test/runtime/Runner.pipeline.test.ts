@@ -259,6 +259,29 @@ describe("long-lived fibers survive any cause", () => {
 
 describe("lost leases", () => {
   it.scoped(
+    "a renewal that finds a finished execution's lease gone says nothing: its result may be written meanwhile",
+    () =>
+      Effect.gen(function* () {
+        logged.length = 0
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const faults = yield* Faults
+        yield* runner.register("t", () => undefined)
+        // The result's write dies nine times (tried again until ~16 s); the renewal round at 10 s reports its lease
+        // gone, as it finds it once a write committed between the round's read and its answer.
+        yield* faults.die("recordResults", 9)
+        yield* faults.loseLeases(1)
+        yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
+        yield* runner.start
+        yield* FakeClock.advance("20 seconds")
+        expect((yield* memory.processed).map((p) => p.payload)).toEqual(["a"])
+        expect(logged.filter((l) => / lease|refused|not confirmed/.test(l))).toEqual([])
+      }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
+  it.scoped(
     "a lease lost while its handler runs aborts it (its signal fires); one lost while buffered never starts; both run again",
     () =>
       Effect.gen(function* () {
