@@ -148,6 +148,90 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     })
   )
 
+  it.effect(
+    "a run-once sequential item's execution holds its lease on the item row (0016): a chain's steps write no lease row",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const queue = yield* QueueStore
+        const items = sql(`${schema}.queue_items`)
+        const leaseRows = Effect.map(
+          sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(`${schema}.queue_leases`)} l
+            JOIN ${items} i ON i.id = l.item_id WHERE i.task_type = 'seqrow'`,
+          (rows) => rows[0]!.n
+        )
+        const at = new Date("2026-06-04T12:00:00Z")
+        const request = { owner: "w", now: at, leaseUntil: new Date(at.getTime() + 60_000), repeatAfter: at }
+        const chain = { ...request, limit: 1, taskTypes: ["seqrow"] }
+        const ok = { startedAt: at, finishedAt: at }
+        const [a, b, c, d] = yield* queue.enqueueMany(
+          ["a", "b", "c", "d"].map((payload) => ({ taskType: "seqrow", payload })),
+          at
+        )
+        const [first] = yield* queue.claimBatch(chain)
+        expect([first!.item.id, first!.leaseId]).toEqual([a, `-${a}`])
+        // A forged token records nothing, and the type, still busy, gives nothing to claim.
+        expect(yield* queue.recordAndClaim([{ claim: { ...first!, token: "forged" }, result: ok }], chain)).toEqual({
+          recorded: [false],
+          claims: []
+        })
+        const step = yield* queue.recordAndClaim([{ claim: first!, result: ok }], chain)
+        expect(step.recorded).toEqual([true])
+        expect(step.claims.map((x) => [x.item.id, x.leaseId])).toEqual([[b, `-${b}`]])
+        expect(yield* leaseRows).toBe(0)
+        expect(yield* sql`SELECT lease_owner, status, in_flight FROM ${items} WHERE id = ${b}::bigint`).toEqual([
+          { lease_owner: "w", status: "processing", in_flight: 1 }
+        ])
+        // Its lease taken back (expired), the late result is refused and claims nothing: the item runs again.
+        expect(yield* queue.recoverStuck(new Date(at.getTime() + 61_000))).toBe(1)
+        const late = yield* queue.recordAndClaim([{ claim: step.claims[0]!, result: ok }], chain)
+        expect(late.recorded).toEqual([false])
+        expect(late.claims.map((x) => [x.item.id, x.attempt])).toEqual([[b, 2]])
+        // Changed by SQL to run forever while it runs: recorded as a run, kept (not deleted), its row lease cleared.
+        yield* sql`UPDATE ${items} SET max_runs = -1 WHERE id = ${b}::bigint`
+        const kept = yield* queue.recordAndClaim([{ claim: late.claims[0]!, result: ok }], chain)
+        expect(kept.recorded).toEqual([true])
+        expect(
+          yield* sql`SELECT max_runs, runs_done, status, in_flight, lease_token FROM ${items} WHERE id = ${b}::bigint`
+        ).toEqual([{ max_runs: -1, runs_done: 1, status: "processing", in_flight: 1, lease_token: null }])
+        // Claimed again at once, b being first in the queue: now a repeating item, its execution holds a lease row.
+        expect(kept.claims.map((x) => [x.item.id, Number(x.leaseId) > 0])).toEqual([[b, true]])
+        yield* sql`DELETE FROM ${items} WHERE id = ${b}::bigint`
+        yield* sql`DELETE FROM ${sql(`${schema}.queue_leases`)} WHERE item_id = ${b}::bigint`
+        // A lease row from an instance not yet upgraded (0013's claim) is recorded by the same step.
+        const [old] = yield* sql<{ lease_id: string; token: string }>`
+          SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
+            ARRAY['seqrow']::text[], 1, 'old', ${at}::timestamptz, ${request.leaseUntil}::timestamptz,
+            ${at}::timestamptz)`
+        expect(Number(old!.lease_id)).toBeGreaterThan(0)
+        const fromOld = yield* queue.recordAndClaim(
+          [
+            {
+              claim: { ...first!, item: { ...first!.item, id: c! }, leaseId: old!.lease_id, token: old!.token },
+              result: ok
+            }
+          ],
+          chain
+        )
+        expect(fromOld.recorded).toEqual([true])
+        expect(fromOld.claims.map((x) => [x.item.id, x.leaseId])).toEqual([[d, `-${d}`]])
+        const done = yield* queue.recordAndClaim([{ claim: fromOld.claims[0]!, result: ok }], chain)
+        expect(done).toEqual({ recorded: [true], claims: [] })
+        expect(yield* sql`SELECT 1 FROM ${items} WHERE task_type = 'seqrow'`).toEqual([])
+        const log = yield* sql<{ payload: string }>`
+          SELECT payload FROM ${sql(`${schema}.processed_items`)} WHERE task_type = 'seqrow' ORDER BY id`
+        expect(log.map((r) => r.payload)).toEqual(["a", "b", "c", "d"])
+        yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
+      }).pipe(
+        Effect.ensuring(
+          Effect.flatMap(Effect.all([SqlClient.SqlClient, TestSchema]), ([sql, schema]) =>
+            Effect.ignore(sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE task_type = 'seqrow'`)
+          )
+        )
+      )
+  )
+
   it.effect("a chain's claim takes what kairos_claim takes for one type and a limit of one, in any queue state", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -169,6 +253,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
           .withTransaction(Effect.flatMap(query, (rows) => Effect.fail(new Rollback(rows))))
           .pipe(Effect.catchAll((e) => (e instanceof Rollback ? Effect.succeed(e.rows) : Effect.fail(e))))
       let claimed = 0
+      let onRows = 0
       for (let trial = 0; trial < 80; trial++) {
         const t = `diff-${trial}`
         let sequentialRunning = false
@@ -197,11 +282,29 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
               ${args[1]}, ${args[2]}) WHERE recorded IS NULL`
         )
         expect({ trial, chain }).toEqual({ trial, chain: general })
+        // And with leases on item rows (0016's overload against 0014's claim, as 0016 left it): the same item, with
+        // the same kind of lease.
+        const generalOnRows = (yield* inRollback(
+          sql<{ id: string; attempt: number; on_row: boolean }>`
+            SELECT id::text AS id, attempt, lease_id < 0 AS on_row FROM ${sql(`${schema}.kairos_claim`)}(
+              ARRAY[${t}]::text[], 1, 'w', ${args[0]}, ${args[1]}, ${args[2]}, true)`
+        )) as ReadonlyArray<{ id: string; on_row: boolean }>
+        const chainOnRows = yield* inRollback(
+          sql<{ id: string; attempt: number; on_row: boolean }>`
+            SELECT id::text AS id, attempt, lease_id < 0 AS on_row
+            FROM ${sql(`${schema}.kairos_record_and_claim_next`)}(0, 'none', ${at}, ${at}, 0, ${t}, 'w', ${args[0]},
+              ${args[1]}, ${args[2]}, true) WHERE recorded IS NULL`
+        )
+        expect({ trial, chainOnRows }).toEqual({ trial, chainOnRows: generalOnRows })
+        expect(generalOnRows.map((r) => r.id)).toEqual(general.map((r) => (r as { id: string }).id))
+        onRows += generalOnRows.filter((r) => r.on_row).length
         claimed += general.length
       }
-      // The states were varied enough to claim in some trials and not in others.
+      // The states were varied enough to claim in some trials and not in others, on rows and not.
       expect(claimed).toBeGreaterThan(20)
       expect(claimed).toBeLessThan(80)
+      expect(onRows).toBeGreaterThan(5)
+      expect(onRows).toBeLessThan(claimed)
     }).pipe(
       Effect.ensuring(
         Effect.flatMap(Effect.all([SqlClient.SqlClient, TestSchema]), ([sql, schema]) =>
@@ -218,14 +321,12 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       const q = yield* QueueStore
       const now = new Date()
       yield* q.enqueue({ taskType: "oldrecord", payload: "p" }, now)
-      const [claim] = yield* q.claimBatch({
-        limit: 1,
-        taskTypes: ["oldrecord"],
-        owner: "old",
-        leaseUntil: new Date(now.getTime() + 60_000),
-        now,
-        repeatAfter: now
-      })
+      // Claimed as that instance claims, through kairos_claim as 0013 left it (six arguments): a lease row.
+      const [claim] = (yield* sql<{ lease_id: string; token: string }>`
+        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
+          ${["oldrecord"]}::text[], 1, 'old', ${now}::timestamptz, ${new Date(now.getTime() + 60_000)}::timestamptz,
+          ${now}::timestamptz)`).map((row) => ({ leaseId: row.lease_id, token: row.token }))
+      expect(Number(claim!.leaseId)).toBeGreaterThan(0)
       // kairos_record_once as 0009 made it: task types and payloads sent along.
       const recorded = yield* sql<{ id: string }>`
         SELECT r::text AS id FROM ${sql(`${schema}.kairos_record_once`)}(
@@ -324,6 +425,55 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         expect(yield* sql`SELECT 1 FROM ${items} WHERE id = ${item.id}`).toEqual([])
         yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
       })
+  )
+
+  it.effect(
+    "an item changed by SQL to run forever while it runs is kept after that run, whatever its lease (0016)",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const q = yield* QueueStore
+        const items = sql(`${schema}.queue_items`)
+        const now = new Date("2026-06-05T12:00:00Z")
+        // A row lease (run-once concurrent), and a lease row (claimed through 0013's claim, as an older instance does).
+        const onRow = yield* q.enqueue({ taskType: "forever1", payload: "r", thread: 1 }, now)
+        const inRow = yield* q.enqueue({ taskType: "forever2", payload: "l", thread: 1 }, now)
+        const [rowClaim] = yield* q.claimBatch(claimOptions("forever1", now))
+        const [old] = yield* sql<{ lease_id: string; token: string }>`
+        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
+          ARRAY['forever2']::text[], 1, 'old', ${now}::timestamptz, ${new Date(now.getTime() + 60_000)}::timestamptz,
+          ${now}::timestamptz)`
+        expect([rowClaim!.leaseId, Number(old!.lease_id) > 0]).toEqual([`-${onRow.id}`, true])
+        yield* sql`UPDATE ${items} SET max_runs = -1 WHERE id IN (${onRow.id}::bigint, ${inRow.id}::bigint)`
+        const leaseRowClaim = {
+          ...rowClaim!,
+          item: { ...rowClaim!.item, id: inRow.id },
+          leaseId: old!.lease_id,
+          token: old!.token
+        }
+        const result = { startedAt: now, finishedAt: now }
+        expect(
+          yield* q.recordResults([
+            { claim: rowClaim!, result },
+            { claim: leaseRowClaim, result }
+          ])
+        ).toEqual([true, true])
+        expect(
+          yield* sql`SELECT task_type, max_runs, runs_done, status, in_flight, lease_token FROM ${items}
+          WHERE task_type LIKE 'forever%' ORDER BY task_type`
+        ).toEqual([
+          { task_type: "forever1", max_runs: -1, runs_done: 1, status: "pending", in_flight: 0, lease_token: null },
+          { task_type: "forever2", max_runs: -1, runs_done: 1, status: "pending", in_flight: 0, lease_token: null }
+        ])
+        yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
+      }).pipe(
+        Effect.ensuring(
+          Effect.flatMap(Effect.all([SqlClient.SqlClient, TestSchema]), ([sql, schema]) =>
+            Effect.ignore(sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE task_type LIKE 'forever%'`)
+          )
+        )
+      )
   )
 
   it.effect("an instance not yet upgraded past 0014 claims with leases in queue_leases, and they are recorded", () =>

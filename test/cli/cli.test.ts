@@ -121,7 +121,8 @@ describe("kairos commands", () => {
           "0012_normalize_when_needed",
           "0013_lighter_claims_and_records",
           "0014_row_leases",
-          "0015_lighter_row_lease_records"
+          "0015_lighter_row_lease_records",
+          "0016_sequential_row_leases"
         ]
       })
       expect(await json(["migrate"])).toEqual({ schema, applied: [] })
@@ -573,7 +574,10 @@ describe("kairos commands", () => {
         await until(
           async () => {
             const rows = await own.query<{ s: number }>(
-              `SELECT extract(epoch FROM l.lease_until - now())::float8 AS s FROM $schema.queue_leases l`
+              // A run-once item's lease is on its row (a run more than once holds a lease row).
+              `SELECT extract(epoch FROM lease_until - now())::float8 AS s FROM $schema.queue_items
+               WHERE lease_token IS NOT NULL
+               UNION ALL SELECT extract(epoch FROM lease_until - now())::float8 FROM $schema.queue_leases`
             )
             leaseSeconds = rows[0]?.s ?? 0
             return rows.length > 0

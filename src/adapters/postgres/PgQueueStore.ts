@@ -1,7 +1,7 @@
 /**
  * The QueueStore on Postgres. Claims are per task type (so a million unclaimable rows of other types, or a
- * blocked sequential backlog, cost nothing), executions hold leases of their own (a run-once concurrent item's on
- * its row, any other's in `queue_leases`), and recording a result is one statement that checks the lease token
+ * blocked sequential backlog, cost nothing), executions hold leases of their own (a run-once item's on its row,
+ * any other's in `queue_leases`), and recording a result is one statement that checks the lease token
  * before anything else is written.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -159,7 +159,7 @@ export const make = (
       .concat(["boolean", "bigint"])
       .map((type) => `${type}[]`)
     const resultParams = resultTypes.map((type, i) => `$${i + 1}::${type}`).join(", ")
-    // Migration 0014's overload: a run-once concurrent item's execution holds its lease on the item row.
+    // Migration 0014's overload (as 0016 left it): a run-once item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim")}($1::text[], $2::int, $3::text, $4::timestamptz, $5::timestamptz, ` +
         "$6::timestamptz, true)"
@@ -177,7 +177,7 @@ export const make = (
     const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
         "$3::timestamptz, $4::timestamptz, $5::int, $6::text, $7::text, $8::timestamptz, $9::timestamptz, " +
-        "$10::timestamptz)"
+        "$10::timestamptz, true)"
     )
     const wakeChannel = channel(schema)
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
@@ -361,8 +361,9 @@ export const make = (
         options.repeatAfter
       ]).pipe(retryLostRace)
 
-    // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0011): the
-    // same rows as above, from single-row statements instead of the batch functions' CTEs.
+    // A chain's step, one success and its type's next item (`kairos_record_and_claim_next`, migration 0016's
+    // overload: either kind of lease; the next item's on its row when it runs once): the same rows as above, from
+    // single-row statements instead of the batch functions' CTEs.
     const recordOneAndClaimNext = (one: Recorded, options: ClaimOptions, taskType: string) =>
       recordAndClaimNextStatement([
         one.claim.leaseId,
@@ -384,6 +385,23 @@ export const make = (
         const types = [...new Set(options.taskTypes)]
         const claiming = limit > 0 && types.length > 0
         const held = new Set<string>()
+        // A chain's step: one success of a run-once item (its lease on its row, or a lease row), and a claim of one.
+        const [one] = results
+        if (
+          results.length === 1 &&
+          claiming &&
+          limit === 1 &&
+          types.length === 1 &&
+          one!.result.error === undefined &&
+          one!.claim.item.maxRuns === 1
+        ) {
+          const claims: Array<QueueClaim> = []
+          for (const row of yield* recordOneAndClaimNext(one!, options, types[0]!)) {
+            if (row.recorded !== null) held.add(row.recorded)
+            else claims.push(toClaim(row))
+          }
+          return { recorded: recorded(held), claims }
+        }
         if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
         if (singles.length === 0 || !claiming) {
@@ -391,13 +409,8 @@ export const make = (
           const claims = claiming ? (yield* claimRetried(options, limit, types)).map(toClaim) : []
           return { recorded: recorded(held), claims }
         }
-        const chainStep =
-          singles.length === 1 && limit === 1 && types.length === 1 && singles[0]!.result.error === undefined
         const claims: Array<QueueClaim> = []
-        const rows = chainStep
-          ? yield* recordOneAndClaimNext(singles[0]!, options, types[0]!)
-          : yield* recordSinglesAndClaim(singles, options, limit, types)
-        for (const row of rows) {
+        for (const row of yield* recordSinglesAndClaim(singles, options, limit, types)) {
           if (row.recorded !== null) held.add(row.recorded)
           else claims.push(toClaim(row))
         }

@@ -502,13 +502,18 @@ const claimFunction = (
   updateFrom: Statement.Fragment,
   create: "CREATE" | "CREATE OR REPLACE" = "CREATE",
   token = "gen_random_uuid()::text",
-  rowLeases = false
+  rowLeases: false | "concurrent" | "run-once" = false
 ) => {
   const s = sql(schema)
   // With rowLeases (0014's overload), an execution of a run-once concurrent item holds its lease on the item row
   // (lease_token, lease_owner, lease_until), reported with the item's id negated as its lease id: no lease row is
-  // inserted now and deleted at its record. Every other execution holds a row of queue_leases, as before.
-  const rowLeasedOf = (row: string) => `p_row_leases AND ${row}.thread = 1 AND ${row}.max_runs = 1`
+  // inserted now and deleted at its record. Every other execution holds a row of queue_leases, as before. Since
+  // 0016 ("run-once"), a run-once sequential item's too: like a run-once concurrent one, it is claimed for one
+  // execution at a time (a sequential item only while none of it is in flight).
+  const rowLeasedOf = (row: string) =>
+    rowLeases === "run-once"
+      ? `p_row_leases AND ${row}.max_runs = 1`
+      : `p_row_leases AND ${row}.thread = 1 AND ${row}.max_runs = 1`
   const rowLeased = rowLeasedOf("i")
   const parameters = rowLeases ? ",\n      p_row_leases boolean" : ""
   const leaseColumns = rowLeases
@@ -702,6 +707,14 @@ const migration0008 = (schema: string) =>
   })
 
 /**
+ * When a recorded execution was its item's last run: the item is deleted, else kept. As shipped up to 0015, a
+ * `max_runs` of -1 (forever) matched too, so a row changed by SQL to run forever while it ran was deleted after that
+ * run; from 0016 it is kept. (Other values below 1 count as 1, as the contract says.)
+ */
+const lastRunAsShipped = "i.max_runs <= 1 AND i.in_flight <= 1"
+const lastRun = "i.max_runs <= 1 AND i.max_runs <> -1 AND i.in_flight <= 1"
+
+/**
  * How a recorded execution leaves an item it does not delete (`r`: the failures retried, by item id): one run fewer
  * in flight, one more done, the retry's delay or the runs left counted down. Set by 0009's record and by 0014's.
  */
@@ -717,8 +730,9 @@ const keptColumns = `            in_flight = greatest(0, i.in_flight - 1),
  * kairos_record_once from its log row on, as 0009 wrote it: the log, the retries, the items deleted or kept. 0013's
  * overload (without task types and payloads) ends the same way; only how the held leases are found differs.
  */
-const recordOnceRest = (sql: SqlClient.SqlClient, schema: string) => {
+const recordOnceRest = (sql: SqlClient.SqlClient, schema: string, last = lastRunAsShipped) => {
   const s = sql(schema)
+  const isLast = sql.literal(last)
   return sql`        ), log AS (
           INSERT INTO ${s}.processed_items
             (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
@@ -735,14 +749,14 @@ const recordOnceRest = (sql: SqlClient.SqlClient, schema: string) => {
           WHERE l.status = 'error' AND i.failures + 1 < e.attempts
         ), gone AS (
           DELETE FROM ${s}.queue_items i USING l
-          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
+          WHERE i.id = l.item_id AND ${isLast}
             AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = l.item_id)
         ), kept AS (
           UPDATE ${s}.queue_items i SET
 ${sql.literal(keptColumns)}
             updated_at = now()
           FROM l LEFT JOIN r ON r.item_id = l.item_id
-          WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
+          WHERE i.id = l.item_id AND (r.item_id IS NOT NULL OR NOT (${isLast}))
         )
         SELECT l.id FROM l;
       END
@@ -1024,6 +1038,24 @@ const recordFunctionHead = (
             exponential, max_backoff_ms)`
 }
 
+/** 0013's overload of kairos_record_once: the held leases found with their items' task types and payloads. */
+const recordOnceFunction = (
+  sql: SqlClient.SqlClient,
+  schema: string,
+  create: "CREATE" | "CREATE OR REPLACE",
+  last = lastRunAsShipped
+) => {
+  const s = sql(schema)
+  return sql`
+      ${recordFunctionHead(sql, schema, "kairos_record_once", create)}
+        ), l AS (
+          DELETE FROM ${s}.queue_leases q USING input x, ${s}.queue_items i
+          WHERE q.id = x.lease_id AND q.token = x.token AND i.id = q.item_id
+          RETURNING q.id, q.item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at, x.finished_at,
+            x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
+${recordOnceRest(sql, schema, last)}`
+}
+
 const migration0013 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -1036,14 +1068,7 @@ const migration0013 = (schema: string) =>
     // Recording run-once executions without their task types and payloads: the log row takes both from the item
     // row (as kairos_record_and_claim_next does), so a batch no longer sends every payload back to the server.
     // New overloads with two arrays fewer; those of 0009 stay, for instances not yet upgraded.
-    yield* sql`
-      ${recordFunctionHead(sql, schema, "kairos_record_once")}
-        ), l AS (
-          DELETE FROM ${s}.queue_leases q USING input x, ${s}.queue_items i
-          WHERE q.id = x.lease_id AND q.token = x.token AND i.id = q.item_id
-          RETURNING q.id, q.item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at, x.finished_at,
-            x.duration_ms, x.attempts, x.backoff_ms, x.exponential, x.max_backoff_ms
-${recordOnceRest(sql, schema)}`
+    yield* recordOnceFunction(sql, schema, "CREATE")
     yield* sql`
       CREATE FUNCTION ${s}.kairos_record_and_claim(
         p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
@@ -1078,9 +1103,11 @@ const recordRowLeasesFunction = (
   sql: SqlClient.SqlClient,
   schema: string,
   create: "CREATE" | "CREATE OR REPLACE",
-  keptFrom: string
+  keptFrom: string,
+  last = lastRunAsShipped
 ) => {
   const s = sql(schema)
+  const isLast = sql.literal(last)
   return sql`
       ${recordFunctionHead(sql, schema, "kairos_record_row_leases", create)}
         ), r AS (
@@ -1093,7 +1120,7 @@ const recordRowLeasesFunction = (
           WHERE x.status = 'error' AND i.failures + 1 < e.attempts
         ), gone AS (
           DELETE FROM ${s}.queue_items i USING input x
-          WHERE i.id = -x.lease_id AND i.lease_token = x.token AND i.max_runs <= 1 AND i.in_flight <= 1
+          WHERE i.id = -x.lease_id AND i.lease_token = x.token AND ${isLast}
             AND NOT EXISTS (SELECT 1 FROM r WHERE r.item_id = i.id)
           RETURNING x.lease_id, i.id AS item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at,
             x.finished_at, x.duration_ms
@@ -1104,7 +1131,7 @@ ${sql.literal(keptColumns)}
             updated_at = now()
           FROM ${sql.literal(keptFrom)} LEFT JOIN r ON r.item_id = -x.lease_id
           WHERE i.id = -x.lease_id AND i.lease_token = x.token
-            AND (r.item_id IS NOT NULL OR NOT (i.max_runs <= 1 AND i.in_flight <= 1))
+            AND (r.item_id IS NOT NULL OR NOT (${isLast}))
           RETURNING x.lease_id, i.id AS item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at,
             x.finished_at, x.duration_ms
         ), l AS (
@@ -1134,9 +1161,13 @@ const migration0014 = (schema: string) =>
     yield* sql`CREATE INDEX queue_items_leased ON ${s}.queue_items (lease_until) WHERE lease_token IS NOT NULL`
     // The claim that takes row leases is a new overload (p_row_leases); the one of 0013 stays for instances not yet
     // upgraded, and for kairos_record_and_claim, which claims through it.
-    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE", randomToken, true)
+    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE", randomToken, "concurrent")
     yield* recordRowLeasesFunction(sql, schema, "CREATE", "input x")
   })
+
+/** 0015's input of the update that keeps items: the results whose item the DELETE did not return. */
+const resultsNotDeleted =
+  "(SELECT * FROM input y WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.lease_id = y.lease_id)) x"
 
 const migration0015 = (schema: string) =>
   Effect.gen(function* () {
@@ -1146,12 +1177,171 @@ const migration0015 = (schema: string) =>
     // takes only the results whose item that DELETE did not return (a bare loop of claims and records of 500 on the
     // machine's Postgres: the record ~7 % cheaper). Same rows written: an item the DELETE deleted matches neither
     // update (its row is gone for the statement), and one it did not is looked at as before.
-    yield* recordRowLeasesFunction(
-      sql,
-      schema,
-      "CREATE OR REPLACE",
-      "(SELECT * FROM input y WHERE NOT EXISTS (SELECT 1 FROM gone g WHERE g.lease_id = y.lease_id)) x"
-    )
+    yield* recordRowLeasesFunction(sql, schema, "CREATE OR REPLACE", resultsNotDeleted)
+  })
+
+const migration0016 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    const seqLock = sql.literal(`'kairos.seq.${schema}.'`)
+    const token = sql.literal(randomToken)
+    const isLast = sql.literal(lastRun)
+    // A run-once sequential item's execution holds its lease on the item row, as a run-once concurrent one's does
+    // since 0014: a chain of sequential items inserted and deleted a lease row per item, with three index entries,
+    // in statements of their own (a bare loop of chain steps on the machine's Postgres: ~380 -> ~300 us of server
+    // CPU a step). The claim of 0014 is replaced in place: an instance not yet upgraded records such leases with
+    // kairos_record_row_leases, as it does a concurrent item's, and claims its chain's next item in a second
+    // statement.
+    yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE OR REPLACE", randomToken, "run-once")
+    // An item changed by SQL to run forever while it ran is kept after that run, not deleted (see lastRun): the
+    // record functions in use are replaced with that condition. (0009's and 0011's, which only instances not yet
+    // upgraded past them call, keep theirs.)
+    yield* recordOnceFunction(sql, schema, "CREATE OR REPLACE", lastRun)
+    yield* recordRowLeasesFunction(sql, schema, "CREATE OR REPLACE", resultsNotDeleted, lastRun)
+    // The chain's step for both kinds of lease: a negative lease id is an item row's (its id negated). A new overload
+    // (p_row_leases), so an instance not yet upgraded keeps 0011's, which it calls with lease rows only. The lease
+    // row of an execution that holds one takes a token as the claim's do (0013), not a UUID.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_record_and_claim_next(
+        p_lease_id bigint, p_token text, p_started timestamptz, p_finished timestamptz, p_duration int,
+        p_type text, p_owner text, p_now timestamptz, p_lease_until timestamptz, p_repeat_after timestamptz,
+        p_row_leases boolean
+      ) RETURNS TABLE (
+        recorded bigint, id bigint, task_type text, payload text, status text, priority int, max_runs int,
+        thread int, runs_done int, runs_started int, run_after timestamptz, created_at timestamptz,
+        updated_at timestamptz, in_flight int, seq bigint, unique_key text, lease_id bigint, token text, attempt int
+      ) LANGUAGE plpgsql SET jit = off AS $fn$
+      #variable_conflict use_column
+      DECLARE
+        v_recorded bigint;
+        c1 ${s}.queue_items%ROWTYPE;
+        c0 ${s}.queue_items%ROWTYPE;
+        c ${s}.queue_items%ROWTYPE;
+        has1 boolean;
+        has0 boolean := false;
+        v_lease bigint;
+        v_token text;
+      BEGIN
+        IF p_lease_id < 0 THEN
+          -- A lease on the item row, fenced by its token: the item deleted after its last run (the common case, one
+          -- statement), else, in a second one, kept as a finished run with its lease cleared (a row changed by SQL
+          -- to run again while it ran). The log row takes the task type and payload from the item row.
+          WITH gone AS (
+            DELETE FROM ${s}.queue_items i
+            WHERE i.id = -p_lease_id AND i.lease_token = p_token AND ${isLast}
+            RETURNING i.id, i.task_type, i.payload
+          ), log AS (
+            INSERT INTO ${s}.processed_items
+              (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+            SELECT g.id, g.task_type, g.payload, 'ok', '', p_started, p_finished, p_duration FROM gone g
+          )
+          SELECT -g.id INTO v_recorded FROM gone g;
+          IF v_recorded IS NULL THEN
+            WITH kept AS (
+              UPDATE ${s}.queue_items i SET
+                in_flight = greatest(0, i.in_flight - 1),
+                max_runs = CASE WHEN i.max_runs = -1 THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
+                runs_done = i.runs_done + 1,
+                failures = 0,
+                status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+                lease_token = NULL, lease_owner = NULL, lease_until = NULL,
+                updated_at = now()
+              WHERE i.id = -p_lease_id AND i.lease_token = p_token
+              RETURNING i.id, i.task_type, i.payload
+            ), log AS (
+              INSERT INTO ${s}.processed_items
+                (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+              SELECT k.id, k.task_type, k.payload, 'ok', '', p_started, p_finished, p_duration FROM kept k
+            )
+            SELECT -k.id INTO v_recorded FROM kept k;
+          END IF;
+        ELSE
+          -- A lease row: 0011's record.
+          WITH l AS (
+            DELETE FROM ${s}.queue_leases q WHERE q.id = p_lease_id AND q.token = p_token
+              AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
+            RETURNING q.id, q.item_id
+          ), log AS (
+            INSERT INTO ${s}.processed_items
+              (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+            SELECT i.id, i.task_type, i.payload, 'ok', '', p_started, p_finished, p_duration
+            FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
+          ), gone AS (
+            DELETE FROM ${s}.queue_items i USING l
+            WHERE i.id = l.item_id AND ${isLast}
+          ), kept AS (
+            UPDATE ${s}.queue_items i SET
+              in_flight = greatest(0, i.in_flight - 1),
+              max_runs = CASE WHEN i.max_runs = -1 THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
+              runs_done = i.runs_done + 1,
+              failures = 0,
+              status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+              updated_at = now()
+            FROM l WHERE i.id = l.item_id AND NOT (${isLast})
+          )
+          SELECT l.id INTO v_recorded FROM l;
+        END IF;
+        IF v_recorded IS NOT NULL THEN
+          recorded := v_recorded;
+          RETURN NEXT;
+          recorded := NULL;
+        END IF;
+
+        -- 0011's claim: the best claimable concurrent item, and the next sequential one when the type is free and its
+        -- lock taken, whichever comes first in queue order.
+        SELECT i.* INTO c1 FROM ${s}.queue_items i
+        WHERE i.task_type = p_type AND i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)
+          AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
+        ORDER BY i.priority DESC, i.seq LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        has1 := FOUND;
+        IF NOT EXISTS (
+          SELECT 1 FROM ${s}.queue_items b WHERE b.task_type = p_type AND b.status = 'processing' AND b.thread = 0
+        ) AND pg_try_advisory_xact_lock(hashtext(${seqLock} || p_type)) THEN
+          SELECT i.* INTO c0 FROM ${s}.queue_items i
+          WHERE i.task_type = p_type AND i.thread = 0 AND i.in_flight = 0
+            AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
+          ORDER BY i.priority DESC, i.seq LIMIT 1
+          FOR UPDATE SKIP LOCKED;
+          has0 := FOUND;
+        END IF;
+        IF has1 AND (NOT has0 OR c1.priority > c0.priority
+            OR (c1.priority = c0.priority AND (c1.seq, c1.id) < (c0.seq, c0.id))) THEN
+          c := c1;
+        ELSIF has0 THEN
+          c := c0;
+        ELSE
+          RETURN;
+        END IF;
+
+        v_token := ${token};
+        IF p_row_leases AND c.max_runs = 1 AND c.in_flight = 0 THEN
+          -- One execution of a run-once item: its lease on the row.
+          UPDATE ${s}.queue_items i SET in_flight = i.in_flight + 1, runs_started = i.runs_started + 1,
+            status = 'processing', updated_at = p_now,
+            lease_token = v_token, lease_owner = p_owner, lease_until = p_lease_until
+          WHERE i.id = c.id;
+          v_lease := -c.id;
+        ELSE
+          UPDATE ${s}.queue_items i SET in_flight = i.in_flight + 1, runs_started = i.runs_started + 1,
+            status = 'processing', updated_at = p_now,
+            run_after = CASE WHEN i.max_runs = -1 THEN p_repeat_after ELSE i.run_after END,
+            seq = CASE WHEN i.max_runs = -1 THEN nextval(${sql.literal(`'${schema}.queue_items_seq'`)}::regclass)
+              ELSE i.seq END
+          WHERE i.id = c.id;
+          INSERT INTO ${s}.queue_leases AS q (item_id, token, owner, started_at, lease_until, attempt)
+          VALUES (c.id, v_token, p_owner, p_now, p_lease_until, c.runs_started + 1)
+          RETURNING q.id INTO v_lease;
+        END IF;
+        id := c.id; task_type := c.task_type; payload := c.payload; status := c.status; priority := c.priority;
+        max_runs := c.max_runs; thread := c.thread; runs_done := c.runs_done; runs_started := c.runs_started;
+        run_after := c.run_after; created_at := c.created_at; updated_at := c.updated_at; in_flight := c.in_flight;
+        seq := c.seq; unique_key := c.unique_key; lease_id := v_lease; token := v_token;
+        attempt := c.runs_started + 1;
+        RETURN NEXT;
+      END
+      $fn$`
   })
 
 /** The migrations of a schema, by id. */
@@ -1170,7 +1360,8 @@ export const migrations = (schema: string) => ({
   "0012_normalize_when_needed": named("0012_normalize_when_needed", migration0012(schema)),
   "0013_lighter_claims_and_records": named("0013_lighter_claims_and_records", migration0013(schema)),
   "0014_row_leases": named("0014_row_leases", migration0014(schema)),
-  "0015_lighter_row_lease_records": named("0015_lighter_row_lease_records", migration0015(schema))
+  "0015_lighter_row_lease_records": named("0015_lighter_row_lease_records", migration0015(schema)),
+  "0016_sequential_row_leases": named("0016_sequential_row_leases", migration0016(schema))
 })
 
 /**
