@@ -879,11 +879,46 @@ const migration0010 = (schema: string) =>
     yield* claimFunction(sql, schema, sql.literal(updatePlannedById), "CREATE OR REPLACE")
   })
 
+/**
+ * 0011's choice of a chain's next item, into `c` (or RETURN when there is none): the best claimable concurrent item,
+ * and the next sequential one when the type is free and its lock taken, whichever comes first in queue order. Shared
+ * by 0011's kairos_record_and_claim_next and 0016's overload.
+ */
+const chainNextChoice = (sql: SqlClient.SqlClient, schema: string) => {
+  const s = sql(schema)
+  const seqLock = sql.literal(`'kairos.seq.${schema}.'`)
+  return sql`        -- Room for another run implies the claimable index's predicate: that index is used.
+        SELECT i.* INTO c1 FROM ${s}.queue_items i
+        WHERE i.task_type = p_type AND i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)
+          AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
+        ORDER BY i.priority DESC, i.seq LIMIT 1
+        FOR UPDATE SKIP LOCKED;
+        has1 := FOUND;
+        -- The type's slot is looked at before its lock is tried: a busy type's lock is never held for nothing.
+        IF NOT EXISTS (
+          SELECT 1 FROM ${s}.queue_items b WHERE b.task_type = p_type AND b.status = 'processing' AND b.thread = 0
+        ) AND pg_try_advisory_xact_lock(hashtext(${seqLock} || p_type)) THEN
+          SELECT i.* INTO c0 FROM ${s}.queue_items i
+          WHERE i.task_type = p_type AND i.thread = 0 AND i.in_flight = 0
+            AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
+          ORDER BY i.priority DESC, i.seq LIMIT 1
+          FOR UPDATE SKIP LOCKED;
+          has0 := FOUND;
+        END IF;
+        IF has1 AND (NOT has0 OR c1.priority > c0.priority
+            OR (c1.priority = c0.priority AND (c1.seq, c1.id) < (c0.seq, c0.id))) THEN
+          c := c1;
+        ELSIF has0 THEN
+          c := c0;
+        ELSE
+          RETURN;
+        END IF;`
+}
+
 const migration0011 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const s = sql(schema)
-    const seqLock = sql.literal(`'kairos.seq.${schema}.'`)
     const seqName = sql.literal(`'${schema}.queue_items_seq'`)
     // A chain of sequential items records one success and claims its type's next item, once per item. Through
     // kairos_record_and_claim that is two nested functions of set-based CTEs built for batches, most of whose cost
@@ -947,32 +982,7 @@ const migration0011 = (schema: string) =>
           recorded := NULL;
         END IF;
 
-        -- Room for another run implies the claimable index's predicate: that index is used.
-        SELECT i.* INTO c1 FROM ${s}.queue_items i
-        WHERE i.task_type = p_type AND i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)
-          AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
-        ORDER BY i.priority DESC, i.seq LIMIT 1
-        FOR UPDATE SKIP LOCKED;
-        has1 := FOUND;
-        -- The type's slot is looked at before its lock is tried: a busy type's lock is never held for nothing.
-        IF NOT EXISTS (
-          SELECT 1 FROM ${s}.queue_items b WHERE b.task_type = p_type AND b.status = 'processing' AND b.thread = 0
-        ) AND pg_try_advisory_xact_lock(hashtext(${seqLock} || p_type)) THEN
-          SELECT i.* INTO c0 FROM ${s}.queue_items i
-          WHERE i.task_type = p_type AND i.thread = 0 AND i.in_flight = 0
-            AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
-          ORDER BY i.priority DESC, i.seq LIMIT 1
-          FOR UPDATE SKIP LOCKED;
-          has0 := FOUND;
-        END IF;
-        IF has1 AND (NOT has0 OR c1.priority > c0.priority
-            OR (c1.priority = c0.priority AND (c1.seq, c1.id) < (c0.seq, c0.id))) THEN
-          c := c1;
-        ELSIF has0 THEN
-          c := c0;
-        ELSE
-          RETURN;
-        END IF;
+${chainNextChoice(sql, schema)}
 
         UPDATE ${s}.queue_items i SET in_flight = i.in_flight + 1, runs_started = i.runs_started + 1,
           status = 'processing', updated_at = p_now,
@@ -1184,7 +1194,6 @@ const migration0016 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const s = sql(schema)
-    const seqLock = sql.literal(`'kairos.seq.${schema}.'`)
     const token = sql.literal(randomToken)
     const isLast = sql.literal(lastRun)
     // A run-once sequential item's execution holds its lease on the item row, as a run-once concurrent one's does
@@ -1288,32 +1297,7 @@ const migration0016 = (schema: string) =>
           recorded := NULL;
         END IF;
 
-        -- 0011's claim: the best claimable concurrent item, and the next sequential one when the type is free and its
-        -- lock taken, whichever comes first in queue order.
-        SELECT i.* INTO c1 FROM ${s}.queue_items i
-        WHERE i.task_type = p_type AND i.thread = 1 AND (i.max_runs = -1 OR i.in_flight < i.max_runs)
-          AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
-        ORDER BY i.priority DESC, i.seq LIMIT 1
-        FOR UPDATE SKIP LOCKED;
-        has1 := FOUND;
-        IF NOT EXISTS (
-          SELECT 1 FROM ${s}.queue_items b WHERE b.task_type = p_type AND b.status = 'processing' AND b.thread = 0
-        ) AND pg_try_advisory_xact_lock(hashtext(${seqLock} || p_type)) THEN
-          SELECT i.* INTO c0 FROM ${s}.queue_items i
-          WHERE i.task_type = p_type AND i.thread = 0 AND i.in_flight = 0
-            AND coalesce(i.run_after, '-infinity'::timestamptz) <= p_now
-          ORDER BY i.priority DESC, i.seq LIMIT 1
-          FOR UPDATE SKIP LOCKED;
-          has0 := FOUND;
-        END IF;
-        IF has1 AND (NOT has0 OR c1.priority > c0.priority
-            OR (c1.priority = c0.priority AND (c1.seq, c1.id) < (c0.seq, c0.id))) THEN
-          c := c1;
-        ELSIF has0 THEN
-          c := c0;
-        ELSE
-          RETURN;
-        END IF;
+${chainNextChoice(sql, schema)}
 
         v_token := ${token};
         IF p_row_leases AND c.max_runs = 1 AND c.in_flight = 0 THEN
