@@ -112,6 +112,56 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       })
   )
 
+  it.effect(
+    "a small claim from a small queue, and its record, find their rows through the indexes (no sequential scan, 0016)",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const items = sql(`${schema}.queue_items`)
+        // A queue of a thousand or so rows: small enough that the claim's generic plan used to hash a scan of all of
+        // it to find the one row it claimed.
+        yield* sql`INSERT INTO ${items} (task_type, payload, thread)
+        SELECT 'small-' || (g % 400), '{}', g % 2 FROM generate_series(1, 1200) g`
+        yield* sql`ANALYZE ${items}`
+        const seqScans = Effect.map(
+          sql<{ n: number }>`SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables
+          WHERE relid = ${`${schema}.queue_items`}::regclass`,
+          (rows) => rows[0]!.n
+        )
+        const scans = yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const queue = yield* QueueStore
+            const before = yield* seqScans
+            const at = new Date()
+            const request = {
+              owner: "small-test",
+              now: at,
+              leaseUntil: new Date(at.getTime() + 60_000),
+              repeatAfter: at
+            }
+            for (const t of [1, 2, 3, 4]) {
+              const claims = yield* queue.claimBatch({ ...request, limit: 20, taskTypes: [`small-${t}`] })
+              // Three rows of each type, all sequential or all concurrent: one claimable at a time, or all three.
+              expect(claims.map((c) => c.item.thread)).toEqual(t % 2 === 0 ? [0] : [1, 1, 1])
+              const recorded = yield* queue.recordResults(
+                claims.map((claim) => ({ claim, result: { startedAt: at, finishedAt: at } }))
+              )
+              expect(recorded.every((r) => r)).toBe(true)
+            }
+            return (yield* seqScans) - before
+          })
+        )
+        expect(scans).toBe(0)
+      }).pipe(
+        Effect.ensuring(
+          Effect.flatMap(Effect.all([SqlClient.SqlClient, TestSchema]), ([sql, schema]) =>
+            Effect.ignore(sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE task_type LIKE 'small-%'`)
+          )
+        )
+      )
+  )
+
   it.effect("a chain's step whose item was changed by SQL to run again is recorded as a repetition, not deleted", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -510,6 +510,10 @@ const claimFunction = (
   // inserted now and deleted at its record. Every other execution holds a row of queue_leases, as before. Since
   // 0016 ("run-once"), a run-once sequential item's too: like a run-once concurrent one, it is claimed for one
   // execution at a time (a sequential item only while none of it is in flight).
+  // Since 0016, no sequential scan: the generic plan found the claimed rows for its UPDATE by hashing a scan of the
+  // whole queue whenever the queue was small enough for the estimate to prefer it (up to a few thousand rows): a claim
+  // of one item from a queue of 1,200 cost ~375 us of server CPU that way, ~225 us through the primary key.
+  const settings = rowLeases === "run-once" ? " SET enable_seqscan = off" : ""
   const rowLeasedOf = (row: string) =>
     rowLeases === "run-once"
       ? `p_row_leases AND ${row}.max_runs = 1`
@@ -548,7 +552,7 @@ const claimFunction = (
       id bigint, task_type text, payload text, status text, priority int, max_runs int, thread int,
       runs_done int, runs_started int, run_after timestamptz, created_at timestamptz, updated_at timestamptz,
       in_flight int, seq bigint, unique_key text, lease_id bigint, token text, attempt int
-    ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
+    ) LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off${sql.literal(settings)} AS $fn$
     #variable_conflict use_column
     BEGIN
       RETURN QUERY
