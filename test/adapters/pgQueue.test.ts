@@ -282,6 +282,56 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       )
   )
 
+  it.effect("a batch of results of both lease kinds is recorded with the claim of what it frees (0016)", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const queue = yield* QueueStore
+      const items = sql(`${schema}.queue_items`)
+      const at = new Date("2026-06-06T12:00:00Z")
+      const request = { owner: "w", now: at, leaseUntil: new Date(at.getTime() + 60_000), repeatAfter: at }
+      const types = ["mixed-a", "mixed-b", "mixed-c"]
+      const ids = yield* queue.enqueueMany(
+        types.flatMap((taskType) => [1, 2].map((n) => ({ taskType, payload: `${taskType}-${n}` }))),
+        at
+      )
+      // Two types' first items claimed with row leases, the third's through 0013's claim (a lease row).
+      const onRows = yield* queue.claimBatch({ ...request, limit: 2, taskTypes: ["mixed-a", "mixed-b"] })
+      expect(onRows.map((c) => c.leaseId)).toEqual([`-${ids[0]}`, `-${ids[2]}`])
+      const [old] = yield* sql<{ lease_id: string; token: string }>`
+        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
+          ARRAY['mixed-c']::text[], 1, 'old', ${at}::timestamptz, ${request.leaseUntil}::timestamptz, ${at}::timestamptz)`
+      const inRow = {
+        ...onRows[0]!,
+        item: { ...onRows[0]!.item, id: ids[4]!, taskType: "mixed-c" },
+        ...{ leaseId: old!.lease_id, token: old!.token }
+      }
+      const ok = { startedAt: at, finishedAt: at }
+      const step = yield* queue.recordAndClaim(
+        [...onRows, inRow].map((claim) => ({ claim, result: ok })),
+        { ...request, limit: 3, taskTypes: types }
+      )
+      expect(step.recorded).toEqual([true, true, true])
+      expect(step.claims.map((c) => [c.item.taskType, c.item.id, c.leaseId])).toEqual(
+        [1, 3, 5].map((i) => [types[(i - 1) / 2], ids[i], `-${ids[i]}`])
+      )
+      expect(
+        yield* sql`SELECT 1 FROM ${sql(`${schema}.queue_leases`)} l JOIN ${items} i ON i.id = l.item_id
+        WHERE i.task_type LIKE 'mixed-%'`
+      ).toEqual([])
+      const log = yield* sql<{ payload: string }>`
+        SELECT payload FROM ${sql(`${schema}.processed_items`)} WHERE task_type LIKE 'mixed-%' ORDER BY payload`
+      expect(log.map((r) => r.payload)).toEqual(["mixed-a-1", "mixed-b-1", "mixed-c-1"])
+      yield* sql`TRUNCATE ${sql(`${schema}.processed_items`)}`
+    }).pipe(
+      Effect.ensuring(
+        Effect.flatMap(Effect.all([SqlClient.SqlClient, TestSchema]), ([sql, schema]) =>
+          Effect.ignore(sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE task_type LIKE 'mixed-%'`)
+        )
+      )
+    )
+  )
+
   it.effect("a chain's claim takes what kairos_claim takes for one type and a limit of one, in any queue state", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -172,7 +172,7 @@ export const make = (
     )
     const recordAndClaimStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim")}(${resultParams}, ` +
-        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz)"
+        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz, true)"
     )
     const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
@@ -343,9 +343,10 @@ export const make = (
         return recorded(held)
       }).pipe(orStoreError)
 
-    // Run-once executions and the claim in one call (`kairos_record_and_claim`, migration 0009). Should the claim
-    // lose a sequential race, the whole statement rolls back, the record with it, and is tried again.
-    const recordSinglesAndClaim = (
+    // Run-once executions, whatever their kind of lease, and the claim in one call (`kairos_record_and_claim`,
+    // migration 0016's overload: the claim takes row leases). Should the claim lose a sequential race, the whole
+    // statement rolls back, the record with it, and is tried again.
+    const recordOnceAndClaim = (
       batch: ReadonlyArray<Recorded>,
       options: ClaimOptions,
       limit: number,
@@ -402,15 +403,15 @@ export const make = (
           }
           return { recorded: recorded(held), claims }
         }
-        if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
-        if (singles.length === 0 || !claiming) {
+        if (!claiming || rowLeases.length + singles.length === 0) {
+          if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
           if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
           const claims = claiming ? (yield* claimRetried(options, limit, types)).map(toClaim) : []
           return { recorded: recorded(held), claims }
         }
         const claims: Array<QueueClaim> = []
-        for (const row of yield* recordSinglesAndClaim(singles, options, limit, types)) {
+        for (const row of yield* recordOnceAndClaim([...rowLeases, ...singles], options, limit, types)) {
           if (row.recorded !== null) held.add(row.recorded)
           else claims.push(toClaim(row))
         }

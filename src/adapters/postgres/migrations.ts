@@ -1330,6 +1330,45 @@ ${chainNextChoice(sql, schema)}
         RETURN NEXT;
       END
       $fn$`
+    // A batch of run-once results and a claim in one call, as 0013's kairos_record_and_claim, for both kinds of
+    // lease: each result is recorded by the function of its kind (a row lease's id is negative, and the other
+    // function finds nothing for it), and the claim takes row leases. A new overload: an instance not yet upgraded
+    // keeps 0013's.
+    yield* sql`
+      CREATE FUNCTION ${s}.kairos_record_and_claim(
+        p_lease_ids bigint[], p_tokens text[], p_statuses text[], p_errors text[], p_started timestamptz[],
+        p_finished timestamptz[], p_durations int[], p_attempts int[], p_backoff_ms bigint[], p_exponential boolean[],
+        p_max_backoff_ms bigint[],
+        p_types text[], p_limit int, p_owner text, p_now timestamptz, p_lease_until timestamptz,
+        p_repeat_after timestamptz, p_row_leases boolean
+      ) RETURNS TABLE (
+        recorded bigint, id bigint, task_type text, payload text, status text, priority int, max_runs int,
+        thread int, runs_done int, runs_started int, run_after timestamptz, created_at timestamptz,
+        updated_at timestamptz, in_flight int, seq bigint, unique_key text, lease_id bigint, token text, attempt int
+      ) LANGUAGE plpgsql AS $fn$
+      DECLARE
+        v_on_rows boolean;
+        v_in_rows boolean;
+      BEGIN
+        SELECT bool_or(l < 0), bool_or(l > 0) INTO v_on_rows, v_in_rows FROM unnest(p_lease_ids) AS l;
+        IF v_on_rows THEN
+          RETURN QUERY SELECT r, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
+            NULL::int, NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::bigint,
+            NULL::text, NULL::bigint, NULL::text, NULL::int
+          FROM ${s}.kairos_record_row_leases(p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished,
+            p_durations, p_attempts, p_backoff_ms, p_exponential, p_max_backoff_ms) AS r;
+        END IF;
+        IF v_in_rows THEN
+          RETURN QUERY SELECT r, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
+            NULL::int, NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::bigint,
+            NULL::text, NULL::bigint, NULL::text, NULL::int
+          FROM ${s}.kairos_record_once(p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished,
+            p_durations, p_attempts, p_backoff_ms, p_exponential, p_max_backoff_ms) AS r;
+        END IF;
+        RETURN QUERY SELECT NULL::bigint, c.* FROM ${s}.kairos_claim(p_types, p_limit, p_owner, p_now, p_lease_until,
+          p_repeat_after, p_row_leases) AS c;
+      END
+      $fn$`
   })
 
 /** The migrations of a schema, by id. */
