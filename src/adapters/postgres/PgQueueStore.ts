@@ -386,23 +386,6 @@ export const make = (
         const types = [...new Set(options.taskTypes)]
         const claiming = limit > 0 && types.length > 0
         const held = new Set<string>()
-        // A chain's step: one success of a run-once item (its lease on its row, or a lease row), and a claim of one.
-        const [one] = results
-        if (
-          results.length === 1 &&
-          claiming &&
-          limit === 1 &&
-          types.length === 1 &&
-          one!.result.error === undefined &&
-          one!.claim.item.maxRuns === 1
-        ) {
-          const claims: Array<QueueClaim> = []
-          for (const row of yield* recordOneAndClaimNext(one!, options, types[0]!)) {
-            if (row.recorded !== null) held.add(row.recorded)
-            else claims.push(toClaim(row))
-          }
-          return { recorded: recorded(held), claims }
-        }
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
         if (!claiming || rowLeases.length + singles.length === 0) {
           if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
@@ -410,8 +393,14 @@ export const make = (
           const claims = claiming ? (yield* claimRetried(options, limit, types)).map(toClaim) : []
           return { recorded: recorded(held), claims }
         }
+        // Run-once results, whatever their kind of lease. One success and a claim of one is a chain's step.
+        const once = [...rowLeases, ...singles]
+        const chainStep = once.length === 1 && limit === 1 && types.length === 1 && once[0]!.result.error === undefined
         const claims: Array<QueueClaim> = []
-        for (const row of yield* recordOnceAndClaim([...rowLeases, ...singles], options, limit, types)) {
+        const rows = chainStep
+          ? yield* recordOneAndClaimNext(once[0]!, options, types[0]!)
+          : yield* recordOnceAndClaim(once, options, limit, types)
+        for (const row of rows) {
           if (row.recorded !== null) held.add(row.recorded)
           else claims.push(toClaim(row))
         }
