@@ -919,24 +919,48 @@ const chainNextChoice = (sql: SqlClient.SqlClient, schema: string) => {
         END IF;`
 }
 
-const migration0011 = (schema: string) =>
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    const s = sql(schema)
-    const seqName = sql.literal(`'${schema}.queue_items_seq'`)
-    // A chain of sequential items records one success and claims its type's next item, once per item. Through
-    // kairos_record_and_claim that is two nested functions of set-based CTEs built for batches, most of whose cost
-    // for one item is starting their plans; here it is a handful of single-row statements (measured with plain pg,
-    // round trip included: a step takes about two thirds of the time it took).
-    //
-    // The record is kairos_record_once's for one success (its log row takes the task type and payload from the item
-    // row, so the client sends neither). The claim is kairos_claim(ARRAY[p_type], 1, ...) for one type:
-    // the best claimable concurrent item, and the next sequential one when the type is free and its lock taken,
-    // whichever comes first in queue order. Rows as kairos_record_and_claim's: the recorded lease, then the claim.
-    yield* sql`
-      CREATE FUNCTION ${s}.kairos_record_and_claim_next(
+/**
+ * 0011's record of one success held by a lease row, into `v_recorded` (NULL when the lease was not held): the lease
+ * deleted (fenced by its token), the log row, then the item deleted after its last run (`last`) or kept as a finished
+ * run. 0016's chain step records a lease row the same way, `indent` deeper, with its own `last`.
+ */
+const leaseRowRecordOne = (schema: string, last: string, indent = "") =>
+  `        WITH l AS (
+          DELETE FROM "${schema}".queue_leases q WHERE q.id = p_lease_id AND q.token = p_token
+            AND EXISTS (SELECT 1 FROM "${schema}".queue_items i WHERE i.id = q.item_id)
+          RETURNING q.id, q.item_id
+        ), log AS (
+          INSERT INTO "${schema}".processed_items
+            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+          SELECT i.id, i.task_type, i.payload, 'ok', '', p_started, p_finished, p_duration
+          FROM l JOIN "${schema}".queue_items i ON i.id = l.item_id
+        ), gone AS (
+          DELETE FROM "${schema}".queue_items i USING l
+          WHERE i.id = l.item_id AND ${last}
+        ), kept AS (
+          UPDATE "${schema}".queue_items i SET
+            in_flight = greatest(0, i.in_flight - 1),
+            max_runs = CASE WHEN i.max_runs = -1 THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
+            runs_done = i.runs_done + 1,
+            failures = 0,
+            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+            updated_at = now()
+          FROM l WHERE i.id = l.item_id AND NOT (${last})
+        )
+        SELECT l.id INTO v_recorded FROM l;`
+    .split("\n")
+    .map((line) => (line === "" ? line : indent + line))
+    .join("\n")
+
+/**
+ * The start of kairos_record_and_claim_next, up to its BEGIN: 0011's, and 0016's overload that takes `p_row_leases`.
+ */
+const chainStepHead = (sql: SqlClient.SqlClient, schema: string, rowLeases: boolean) => {
+  const s = sql(schema)
+  const rowLeasesParam = sql.literal(rowLeases ? ",\n        p_row_leases boolean" : "")
+  return sql`CREATE FUNCTION ${s}.kairos_record_and_claim_next(
         p_lease_id bigint, p_token text, p_started timestamptz, p_finished timestamptz, p_duration int,
-        p_type text, p_owner text, p_now timestamptz, p_lease_until timestamptz, p_repeat_after timestamptz
+        p_type text, p_owner text, p_now timestamptz, p_lease_until timestamptz, p_repeat_after timestamptz${rowLeasesParam}
       ) RETURNS TABLE (
         recorded bigint, id bigint, task_type text, payload text, status text, priority int, max_runs int,
         thread int, runs_done int, runs_started int, run_after timestamptz, created_at timestamptz,
@@ -952,34 +976,30 @@ const migration0011 = (schema: string) =>
         has0 boolean := false;
         v_lease bigint;
         v_token text;
-      BEGIN
+      BEGIN`
+}
+
+const migration0011 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const s = sql(schema)
+    const seqName = sql.literal(`'${schema}.queue_items_seq'`)
+    // A chain of sequential items records one success and claims its type's next item, once per item. Through
+    // kairos_record_and_claim that is two nested functions of set-based CTEs built for batches, most of whose cost
+    // for one item is starting their plans; here it is a handful of single-row statements (measured with plain pg,
+    // round trip included: a step takes about two thirds of the time it took).
+    //
+    // The record is kairos_record_once's for one success (its log row takes the task type and payload from the item
+    // row, so the client sends neither). The claim is kairos_claim(ARRAY[p_type], 1, ...) for one type:
+    // the best claimable concurrent item, and the next sequential one when the type is free and its lock taken,
+    // whichever comes first in queue order. Rows as kairos_record_and_claim's: the recorded lease, then the claim.
+    yield* sql`
+      ${chainStepHead(sql, schema, false)}
         -- kairos_record_once for one success, its retry step left out. The lease goes first (fenced by its token),
         -- then the item: deleted after its last run, else updated as a finished run, each condition checked again on
         -- the row's latest version, so an item changed meanwhile (by SQL, or by another instance taking back its
         -- lease) is never left in flight without a lease.
-        WITH l AS (
-          DELETE FROM ${s}.queue_leases q WHERE q.id = p_lease_id AND q.token = p_token
-            AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
-          RETURNING q.id, q.item_id
-        ), log AS (
-          INSERT INTO ${s}.processed_items
-            (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-          SELECT i.id, i.task_type, i.payload, 'ok', '', p_started, p_finished, p_duration
-          FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
-        ), gone AS (
-          DELETE FROM ${s}.queue_items i USING l
-          WHERE i.id = l.item_id AND i.max_runs <= 1 AND i.in_flight <= 1
-        ), kept AS (
-          UPDATE ${s}.queue_items i SET
-            in_flight = greatest(0, i.in_flight - 1),
-            max_runs = CASE WHEN i.max_runs = -1 THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
-            runs_done = i.runs_done + 1,
-            failures = 0,
-            status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
-            updated_at = now()
-          FROM l WHERE i.id = l.item_id AND NOT (i.max_runs <= 1 AND i.in_flight <= 1)
-        )
-        SELECT l.id INTO v_recorded FROM l;
+${sql.literal(leaseRowRecordOne(schema, lastRunAsShipped))}
         IF v_recorded IS NOT NULL THEN
           recorded := v_recorded;
           RETURN NEXT;
@@ -1200,6 +1220,10 @@ const migration0016 = (schema: string) =>
     const s = sql(schema)
     const token = sql.literal(randomToken)
     const isLast = sql.literal(lastRun)
+    // The claim's columns of a row that reports a recorded lease.
+    const noClaim = sql.literal(`NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
+            NULL::int, NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::bigint,
+            NULL::text, NULL::bigint, NULL::text, NULL::int`)
     // A run-once sequential item's execution holds its lease on the item row, as a run-once concurrent one's does
     // since 0014: a chain of sequential items inserted and deleted a lease row per item, with three index entries,
     // in statements of their own (a bare loop of chain steps on the machine's Postgres: ~380 -> ~300 us of server
@@ -1216,26 +1240,7 @@ const migration0016 = (schema: string) =>
     // (p_row_leases), so an instance not yet upgraded keeps 0011's, which it calls with lease rows only. The lease
     // row of an execution that holds one takes a token as the claim's do (0013), not a UUID.
     yield* sql`
-      CREATE FUNCTION ${s}.kairos_record_and_claim_next(
-        p_lease_id bigint, p_token text, p_started timestamptz, p_finished timestamptz, p_duration int,
-        p_type text, p_owner text, p_now timestamptz, p_lease_until timestamptz, p_repeat_after timestamptz,
-        p_row_leases boolean
-      ) RETURNS TABLE (
-        recorded bigint, id bigint, task_type text, payload text, status text, priority int, max_runs int,
-        thread int, runs_done int, runs_started int, run_after timestamptz, created_at timestamptz,
-        updated_at timestamptz, in_flight int, seq bigint, unique_key text, lease_id bigint, token text, attempt int
-      ) LANGUAGE plpgsql SET jit = off AS $fn$
-      #variable_conflict use_column
-      DECLARE
-        v_recorded bigint;
-        c1 ${s}.queue_items%ROWTYPE;
-        c0 ${s}.queue_items%ROWTYPE;
-        c ${s}.queue_items%ROWTYPE;
-        has1 boolean;
-        has0 boolean := false;
-        v_lease bigint;
-        v_token text;
-      BEGIN
+      ${chainStepHead(sql, schema, true)}
         IF p_lease_id < 0 THEN
           -- A lease on the item row, fenced by its token: the item deleted after its last run (the common case, one
           -- statement), else, in a second one, kept as a finished run with its lease cleared (a row changed by SQL
@@ -1271,29 +1276,7 @@ const migration0016 = (schema: string) =>
           END IF;
         ELSE
           -- A lease row: 0011's record.
-          WITH l AS (
-            DELETE FROM ${s}.queue_leases q WHERE q.id = p_lease_id AND q.token = p_token
-              AND EXISTS (SELECT 1 FROM ${s}.queue_items i WHERE i.id = q.item_id)
-            RETURNING q.id, q.item_id
-          ), log AS (
-            INSERT INTO ${s}.processed_items
-              (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
-            SELECT i.id, i.task_type, i.payload, 'ok', '', p_started, p_finished, p_duration
-            FROM l JOIN ${s}.queue_items i ON i.id = l.item_id
-          ), gone AS (
-            DELETE FROM ${s}.queue_items i USING l
-            WHERE i.id = l.item_id AND ${isLast}
-          ), kept AS (
-            UPDATE ${s}.queue_items i SET
-              in_flight = greatest(0, i.in_flight - 1),
-              max_runs = CASE WHEN i.max_runs = -1 THEN i.max_runs ELSE greatest(0, i.max_runs - 1) END,
-              runs_done = i.runs_done + 1,
-              failures = 0,
-              status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
-              updated_at = now()
-            FROM l WHERE i.id = l.item_id AND NOT (${isLast})
-          )
-          SELECT l.id INTO v_recorded FROM l;
+${sql.literal(leaseRowRecordOne(schema, lastRun, "  "))}
         END IF;
         IF v_recorded IS NOT NULL THEN
           recorded := v_recorded;
@@ -1352,16 +1335,12 @@ ${chainNextChoice(sql, schema)}
       BEGIN
         SELECT bool_or(l < 0), bool_or(l > 0) INTO v_on_rows, v_in_rows FROM unnest(p_lease_ids) AS l;
         IF v_on_rows THEN
-          RETURN QUERY SELECT r, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
-            NULL::int, NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::bigint,
-            NULL::text, NULL::bigint, NULL::text, NULL::int
+          RETURN QUERY SELECT r, ${noClaim}
           FROM ${s}.kairos_record_row_leases(p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished,
             p_durations, p_attempts, p_backoff_ms, p_exponential, p_max_backoff_ms) AS r;
         END IF;
         IF v_in_rows THEN
-          RETURN QUERY SELECT r, NULL::bigint, NULL::text, NULL::text, NULL::text, NULL::int, NULL::int, NULL::int,
-            NULL::int, NULL::int, NULL::timestamptz, NULL::timestamptz, NULL::timestamptz, NULL::int, NULL::bigint,
-            NULL::text, NULL::bigint, NULL::text, NULL::int
+          RETURN QUERY SELECT r, ${noClaim}
           FROM ${s}.kairos_record_once(p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished,
             p_durations, p_attempts, p_backoff_ms, p_exponential, p_max_backoff_ms) AS r;
         END IF;
