@@ -29,6 +29,28 @@ const claimOptions = (taskType: string, at: Date, owner = "w", leaseMs = 60_000)
   repeatAfter: at
 })
 
+/**
+ * How many sequential scans of the test schema's queue `work` made, run in one transaction: the session's counter may
+ * include its earlier, unflushed statements, hence a difference within one transaction.
+ */
+const queueSeqScansDuring = <E, R>(work: Effect.Effect<void, E, R>) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const schema = yield* TestSchema
+    const seqScans = Effect.map(
+      sql<{ n: number }>`SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables
+        WHERE relid = ${`${schema}.queue_items`}::regclass`,
+      (rows) => rows[0]!.n
+    )
+    return yield* sql.withTransaction(
+      Effect.gen(function* () {
+        const before = yield* seqScans
+        yield* work
+        return (yield* seqScans) - before
+      })
+    )
+  })
+
 suite("postgres", PgQueue("queue"))
 
 // The same contract over a client kairos did not build (a user's own PgClient layer): no pool of kairos's in
@@ -59,17 +81,10 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         yield* sql`INSERT INTO ${items} (task_type, payload, thread)
           SELECT 'backlog-seq', '{}', 0 FROM generate_series(1, 20000)`
         yield* sql`ANALYZE ${items}`
-        // The sequential scans of the queue this session counts (it may include its earlier, unflushed statements:
-        // hence a difference, in one transaction), around the store's claims and records.
-        const seqScans = Effect.map(
-          sql<{ n: number }>`SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables
-          WHERE relid = ${`${schema}.queue_items`}::regclass`,
-          (rows) => rows[0]!.n
-        )
-        const scans = yield* sql.withTransaction(
+        // The sequential scans of the queue around the store's claims and records.
+        const scans = yield* queueSeqScansDuring(
           Effect.gen(function* () {
             const queue = yield* QueueStore
-            const before = yield* seqScans
             const at = new Date()
             const request = {
               owner: "scan-test",
@@ -101,7 +116,6 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
               expect(step.claims.map((c) => c.item.thread)).toEqual([0])
               claim = step.claims[0]!
             }
-            return (yield* seqScans) - before
           })
         )
         expect(scans).toBe(0)
@@ -124,15 +138,9 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         yield* sql`INSERT INTO ${items} (task_type, payload, thread)
         SELECT 'small-' || (g % 400), '{}', g % 2 FROM generate_series(1, 1200) g`
         yield* sql`ANALYZE ${items}`
-        const seqScans = Effect.map(
-          sql<{ n: number }>`SELECT seq_scan::int AS n FROM pg_stat_xact_user_tables
-          WHERE relid = ${`${schema}.queue_items`}::regclass`,
-          (rows) => rows[0]!.n
-        )
-        const scans = yield* sql.withTransaction(
+        const scans = yield* queueSeqScansDuring(
           Effect.gen(function* () {
             const queue = yield* QueueStore
-            const before = yield* seqScans
             const at = new Date()
             const request = {
               owner: "small-test",
@@ -149,7 +157,6 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
               )
               expect(recorded.every((r) => r)).toBe(true)
             }
-            return (yield* seqScans) - before
           })
         )
         expect(scans).toBe(0)
