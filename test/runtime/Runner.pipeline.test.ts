@@ -116,15 +116,22 @@ const recordLogs = Logger.replace(
 const faultyLayer = (config: Parameters<typeof Runner.layer>[0]) =>
   Runner.layer({ interval: "1 minute", heartbeatInterval: "1 day", ...config }).pipe(Layer.provideMerge(faultyStores))
 
+/** A test's start over `faultyLayer`: the log emptied, the fake clock at a fixed instant, and what it drives. */
+const freshStart = Effect.gen(function* () {
+  logged.length = 0
+  yield* FakeClock.set("2026-01-01T00:00:00Z")
+  return {
+    runner: yield* Runner.Runner,
+    queue: yield* QueueStore,
+    memory: yield* MemoryQueueStore.MemoryQueue,
+    faults: yield* Faults
+  }
+})
+
 describe("long-lived fibers survive any cause", () => {
   it.scoped("a write whose answer was lost is tried again; what it finds gone is not called a lost lease", () =>
     Effect.gen(function* () {
-      logged.length = 0
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
-      const faults = yield* Faults
+      const { faults, memory, queue, runner } = yield* freshStart
       yield* runner.register("t", () => undefined)
       yield* faults.loseAnswers(1)
       yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
@@ -142,12 +149,7 @@ describe("long-lived fibers survive any cause", () => {
     "a refused batch of results is logged in one line with its count, not a line each; the items run again",
     () =>
       Effect.gen(function* () {
-        logged.length = 0
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const faults = yield* Faults
+        const { faults, memory, queue, runner } = yield* freshStart
         // The five handlers wait on one gate, so they finish together.
         const gate = yield* Deferred.make<void>()
         yield* runner.register("t", () => Deferred.await(gate))
@@ -182,12 +184,7 @@ describe("long-lived fibers survive any cause", () => {
 
   it.scoped("a failed result write is tried again after the retry's waits (50 ms, then 100 ms), not at once", () =>
     Effect.gen(function* () {
-      logged.length = 0
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
-      const faults = yield* Faults
+      const { faults, memory, queue, runner } = yield* freshStart
       yield* runner.register("t", () => undefined)
       yield* faults.die("recordResults", 2)
       yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
@@ -206,13 +203,8 @@ describe("long-lived fibers survive any cause", () => {
     "a store that dies (a defect) in the tick, the results writer and the renewal: logged, and work goes on",
     () =>
       Effect.gen(function* () {
-        logged.length = 0
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
+        const { faults, memory, queue, runner } = yield* freshStart
         const store = yield* FakeStore.FakeStore
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const faults = yield* Faults
         const gate = yield* Deferred.make<void>()
         yield* runner.register("t", () => undefined)
         yield* runner.register("slow", () => Deferred.await(gate))
@@ -262,12 +254,7 @@ describe("lost leases", () => {
     "a renewal that finds a finished execution's lease gone says nothing: its result may be written meanwhile",
     () =>
       Effect.gen(function* () {
-        logged.length = 0
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const faults = yield* Faults
+        const { faults, memory, queue, runner } = yield* freshStart
         yield* runner.register("t", () => undefined)
         // The result's write dies nine times (tried again until ~16 s); the renewal round at 10 s reports its lease
         // gone, as it finds it once a write committed between the round's read and its answer.
@@ -285,12 +272,7 @@ describe("lost leases", () => {
     "a lease lost while its handler runs aborts it (its signal fires); one lost while buffered never starts; both run again",
     () =>
       Effect.gen(function* () {
-        logged.length = 0
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const faults = yield* Faults
+        const { faults, memory, queue, runner } = yield* freshStart
         const aborted: Array<string> = []
         const ran: Array<string> = []
         // The first attempt hangs until its signal fires; later attempts finish at once.
@@ -348,12 +330,7 @@ describe("renewals that hang", () => {
     "a handler whose lease is not confirmed in time is aborted before the lease expires; renewal goes on afterwards",
     () =>
       Effect.gen(function* () {
-        logged.length = 0
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const faults = yield* Faults
+        const { faults, memory, queue, runner } = yield* freshStart
         const aborted: Array<number> = []
         yield* runner.register<void>("slow", (job, signal: AbortSignal) =>
           job.attempt > 1
