@@ -51,6 +51,20 @@ const queueSeqScansDuring = <E, R>(work: Effect.Effect<void, E, R>) =>
     )
   })
 
+/**
+ * One item of `taskType` claimed as an instance not yet upgraded past 0013 claims it: `kairos_claim` with six
+ * arguments, every execution holding a lease row; leased for a minute from `at`.
+ */
+const claimAs0013 = (taskType: string, at: Date) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const schema = yield* TestSchema
+    return yield* sql<{ lease_id: string; token: string }>`
+      SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
+        ARRAY[${taskType}]::text[], 1, 'old', ${at}::timestamptz, ${new Date(at.getTime() + 60_000)}::timestamptz,
+        ${at}::timestamptz)`
+  })
+
 suite("postgres", PgQueue("queue"))
 
 // The same contract over a client kairos did not build (a user's own PgClient layer): no pool of kairos's in
@@ -257,10 +271,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         yield* sql`DELETE FROM ${items} WHERE id = ${b}::bigint`
         yield* sql`DELETE FROM ${sql(`${schema}.queue_leases`)} WHERE item_id = ${b}::bigint`
         // A lease row from an instance not yet upgraded (0013's claim) is recorded by the same step.
-        const [old] = yield* sql<{ lease_id: string; token: string }>`
-          SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
-            ARRAY['seqrow']::text[], 1, 'old', ${at}::timestamptz, ${request.leaseUntil}::timestamptz,
-            ${at}::timestamptz)`
+        const [old] = yield* claimAs0013("seqrow", at)
         expect(Number(old!.lease_id)).toBeGreaterThan(0)
         const fromOld = yield* queue.recordAndClaim(
           [
@@ -305,9 +316,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       // Two types' first items claimed with row leases, the third's through 0013's claim (a lease row).
       const onRows = yield* queue.claimBatch({ ...request, limit: 2, taskTypes: ["mixed-a", "mixed-b"] })
       expect(onRows.map((c) => c.leaseId)).toEqual([`-${ids[0]}`, `-${ids[2]}`])
-      const [old] = yield* sql<{ lease_id: string; token: string }>`
-        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
-          ARRAY['mixed-c']::text[], 1, 'old', ${at}::timestamptz, ${request.leaseUntil}::timestamptz, ${at}::timestamptz)`
+      const [old] = yield* claimAs0013("mixed-c", at)
       const inRow = {
         ...onRows[0]!,
         item: { ...onRows[0]!.item, id: ids[4]!, taskType: "mixed-c" },
@@ -429,10 +438,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       const now = new Date()
       yield* q.enqueue({ taskType: "oldrecord", payload: "p" }, now)
       // Claimed as that instance claims, through kairos_claim as 0013 left it (six arguments): a lease row.
-      const [claim] = (yield* sql<{ lease_id: string; token: string }>`
-        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
-          ${["oldrecord"]}::text[], 1, 'old', ${now}::timestamptz, ${new Date(now.getTime() + 60_000)}::timestamptz,
-          ${now}::timestamptz)`).map((row) => ({ leaseId: row.lease_id, token: row.token }))
+      const [claim] = (yield* claimAs0013("oldrecord", now)).map((row) => ({ leaseId: row.lease_id, token: row.token }))
       expect(Number(claim!.leaseId)).toBeGreaterThan(0)
       // kairos_record_once as 0009 made it: task types and payloads sent along.
       const recorded = yield* sql<{ id: string }>`
@@ -547,10 +553,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         const onRow = yield* q.enqueue({ taskType: "forever1", payload: "r", thread: 1 }, now)
         const inRow = yield* q.enqueue({ taskType: "forever2", payload: "l", thread: 1 }, now)
         const [rowClaim] = yield* q.claimBatch(claimOptions("forever1", now))
-        const [old] = yield* sql<{ lease_id: string; token: string }>`
-        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
-          ARRAY['forever2']::text[], 1, 'old', ${now}::timestamptz, ${new Date(now.getTime() + 60_000)}::timestamptz,
-          ${now}::timestamptz)`
+        const [old] = yield* claimAs0013("forever2", now)
         expect([rowClaim!.leaseId, Number(old!.lease_id) > 0]).toEqual([`-${onRow.id}`, true])
         yield* sql`UPDATE ${items} SET max_runs = -1 WHERE id IN (${onRow.id}::bigint, ${inRow.id}::bigint)`
         const leaseRowClaim = {
@@ -592,10 +595,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       yield* q.enqueue({ taskType: "oldclaim", payload: "a", thread: 1 }, now)
       yield* q.enqueue({ taskType: "oldclaim", payload: "b", thread: 1 }, now)
       // kairos_claim as 0013 left it (six arguments): every execution holds a lease row.
-      const rows = yield* sql<{ lease_id: string; token: string }>`
-        SELECT lease_id::text AS lease_id, token FROM ${sql(`${schema}.kairos_claim`)}(
-          ${["oldclaim"]}::text[], 1, 'old', ${now}::timestamptz, ${new Date(now.getTime() + 60_000)}::timestamptz,
-          ${now}::timestamptz)`
+      const rows = yield* claimAs0013("oldclaim", now)
       expect(rows.length).toBe(1)
       expect(Number(rows[0]!.lease_id)).toBeGreaterThan(0)
       // This instance claims the other with a row lease; its rescue at an expiry takes back both kinds.
