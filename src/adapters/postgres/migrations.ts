@@ -979,6 +979,15 @@ const chainStepHead = (sql: SqlClient.SqlClient, schema: string, rowLeases: bool
       BEGIN`
 }
 
+/** The end of kairos_record_and_claim_next (0011's and 0016's): the claimed item `c` returned with its lease. */
+const chainStepTail = `        id := c.id; task_type := c.task_type; payload := c.payload; status := c.status; priority := c.priority;
+        max_runs := c.max_runs; thread := c.thread; runs_done := c.runs_done; runs_started := c.runs_started;
+        run_after := c.run_after; created_at := c.created_at; updated_at := c.updated_at; in_flight := c.in_flight;
+        seq := c.seq; unique_key := c.unique_key; lease_id := v_lease; token := v_token;
+        attempt := c.runs_started + 1;
+        RETURN NEXT;
+      END`
+
 const migration0011 = (schema: string) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
@@ -1016,13 +1025,7 @@ ${chainNextChoice(sql, schema)}
         INSERT INTO ${s}.queue_leases AS q (item_id, token, owner, started_at, lease_until, attempt)
         VALUES (c.id, gen_random_uuid()::text, p_owner, p_now, p_lease_until, c.runs_started + 1)
         RETURNING q.id, q.token INTO v_lease, v_token;
-        id := c.id; task_type := c.task_type; payload := c.payload; status := c.status; priority := c.priority;
-        max_runs := c.max_runs; thread := c.thread; runs_done := c.runs_done; runs_started := c.runs_started;
-        run_after := c.run_after; created_at := c.created_at; updated_at := c.updated_at; in_flight := c.in_flight;
-        seq := c.seq; unique_key := c.unique_key; lease_id := v_lease; token := v_token;
-        attempt := c.runs_started + 1;
-        RETURN NEXT;
-      END
+${sql.literal(chainStepTail)}
       $fn$`
   })
 
@@ -1305,13 +1308,7 @@ ${chainNextChoice(sql, schema)}
           VALUES (c.id, v_token, p_owner, p_now, p_lease_until, c.runs_started + 1)
           RETURNING q.id INTO v_lease;
         END IF;
-        id := c.id; task_type := c.task_type; payload := c.payload; status := c.status; priority := c.priority;
-        max_runs := c.max_runs; thread := c.thread; runs_done := c.runs_done; runs_started := c.runs_started;
-        run_after := c.run_after; created_at := c.created_at; updated_at := c.updated_at; in_flight := c.in_flight;
-        seq := c.seq; unique_key := c.unique_key; lease_id := v_lease; token := v_token;
-        attempt := c.runs_started + 1;
-        RETURN NEXT;
-      END
+${sql.literal(chainStepTail)}
       $fn$`
     // A batch of run-once results and a claim in one call, as 0013's kairos_record_and_claim, for both kinds of
     // lease: each result is recorded by the function of its kind (a row lease's id is negative, and the other
