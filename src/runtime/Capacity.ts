@@ -104,7 +104,9 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     let queue: Array<Task> = []
     let head = 0
     // Up to two batches: a claim (at most a batch) is made while a batch is still buffered, so quick handlers
-    // have work while it is in flight, and each claim takes a whole batch rather than the half just freed.
+    // have work while it is in flight, and each claim takes a whole batch rather than the half just freed. The
+    // tick's claim and one made along with a write of results may cross: each takes the room it saw, so one batch
+    // more may be held for a moment.
     const buffer = () =>
       Math.min(
         2 * config.batchSize,

@@ -19,6 +19,16 @@ export interface ClaimedItem extends Claimed {
 /** How long after a lease's expiry the idle runner looks: the rescue takes leases that expired before its now. */
 const EXPIRY_SLACK_MS = 10
 
+/**
+ * The largest batch size at which the results writer claims along with every batch it writes (see
+ * `completeAndClaim`). Small claims are bound by their round trips, not by the work they do: a claim along with a
+ * write costs no statement of its own, and it is a second claim in flight beside the tick's, so the workers wait less
+ * for work (measured with the default batch of 20, no-op handlers: +18 … +35 % items/s, −15 … −25 % CPU per item;
+ * +20 … +34 % at batches of 50 to 200). Large claims are bound by the work: two of 300 or 500 in flight skip each
+ * other's locked rows and split into smaller claims, and the writes that carry them take twice as long (−20 … −26 %).
+ */
+export const CLAIM_ALONG_MAX_BATCH = 200
+
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
@@ -44,6 +54,9 @@ export const make = (options: {
     let drained = false
     // That claim's time: items due after it (even due by now, between the claim and this question) wake the runner.
     let claimedAt = new Date(0)
+
+    // The tick's claims take back expired leases (see `claim`); a write's claim never does (see `completeAndClaim`).
+    const rescueDue = (now: number) => now - lastRescue >= leaseMs / 3 || now >= expiryAt
 
     const allowed = (now: number, intervalMs: number): number => {
       if (config.rateLimit <= 0) return Number.POSITIVE_INFINITY
@@ -87,7 +100,7 @@ export const make = (options: {
           const now = request.now.getTime()
           // At most every third of a lease: take back executions whose owner stopped renewing.
           let rescued = 0
-          if (now - lastRescue >= leaseMs / 3 || now >= expiryAt) {
+          if (rescueDue(now)) {
             lastRescue = now
             expiryAt = Number.POSITIVE_INFINITY
             rescued = yield* store.recoverStuck(request.now)
@@ -139,18 +152,23 @@ export const make = (options: {
         ),
       complete,
       // A sequential execution's result frees its type: the type's next item is claimed in the same round trip, so
-      // a chain of sequential items does not wait for a tick (and its read of the switches) per item.
+      // a chain of sequential items does not wait for a tick (and its read of the switches) per item. Other results,
+      // with batches of at most CLAIM_ALONG_MAX_BATCH, are written with a claim like the tick's (up to the room the
+      // runner has), except when the rescue of expired leases is due: the tick then claims, and takes them back.
       completeAndClaim: (finished, next) =>
         Effect.gen(function* () {
+          // Under a rate limit, starts are counted by the tick's claims only.
+          if (config.rateLimit > 0 || next.limit <= 0 || next.taskTypes.length === 0)
+            return { written: yield* complete(finished), claimed: [], chained: false }
           const types = new Set<string>()
           for (const f of finished) if (f.claim.claim.item.thread === 0) types.add(f.claim.claim.item.taskType)
           const handled = next.taskTypes.filter((t) => types.has(t))
-          // Under a rate limit, starts are counted by the tick's claims only.
-          if (config.rateLimit > 0 || handled.length === 0 || next.limit <= 0)
+          const chain = handled.length > 0
+          if (!chain && (config.batchSize > CLAIM_ALONG_MAX_BATCH || rescueDue(next.now.getTime())))
             return { written: yield* complete(finished), claimed: [], chained: false }
           const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
-            limit: Math.min(next.limit, handled.length),
-            taskTypes: handled,
+            limit: chain ? Math.min(next.limit, handled.length) : next.limit,
+            taskTypes: chain ? handled : next.taskTypes,
             owner,
             leaseUntil: next.leaseUntil,
             now: next.now,
@@ -159,6 +177,7 @@ export const make = (options: {
           // Chained when every freed type got its next sequential item. One that got none may be empty, or its claim
           // may have lost to another instance's tick holding the type's lock: a tick then looks again.
           const chained =
+            chain &&
             next.limit >= handled.length &&
             handled.every((t) => claims.some((c) => c.item.taskType === t && c.item.thread === 0))
           return { written: recorded, claimed: claims.map(toClaimed), chained }

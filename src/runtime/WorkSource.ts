@@ -86,8 +86,9 @@ export interface WorkSource<C extends Claimed, E> {
   /** Records finished executions, fenced by their leases; returns, in order, whether each was recorded. */
   readonly complete: (finished: ReadonlyArray<Finished<C>>) => Effect.Effect<ReadonlyArray<boolean>, E>
   /**
-   * `complete`, and in the same round trip a claim of what those results made claimable (the next item of a
-   * sequential type they freed), up to `next.limit`. Sources without it are completed, and claimed from at the tick.
+   * `complete`, and in the same round trip a claim of up to `next.limit`: what those results made claimable (the
+   * next item of a sequential type they freed), or, with small batches, whatever a tick would claim (see the queue
+   * source). Sources without it are completed, and claimed from at the tick.
    */
   readonly completeAndClaim?:
     | ((
@@ -509,12 +510,13 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const flush = Effect.gen(function* () {
     const batch = waiting.splice(0, RESULT_BATCH)
     if (batch.length === 0) return
-    // The chain's request is taken at each try, so a write retried later claims with its own time and lease.
+    // Only a first try claims along: a write tried again only records, so whatever failed, a claim cannot keep
+    // results from being recorded (the tick that follows the write claims instead).
     const completeAndClaim = source.completeAndClaim
     let tries = 0
     const write = Effect.gen(function* () {
       tries++
-      const next = completeAndClaim === undefined ? undefined : yield* context.chain
+      const next = completeAndClaim === undefined || tries > 1 ? undefined : yield* context.chain
       if (completeAndClaim === undefined || next === undefined)
         return { written: yield* source.complete(batch), claimed: [], chained: false, next: undefined }
       return { ...(yield* completeAndClaim(batch, next)), next }

@@ -92,7 +92,11 @@ describe("Runner live settings", () => {
 })
 
 class TickCounter extends Context.Tag("test/TickCounter")<TickCounter, Ref.Ref<number>>() {}
-class ClaimCounter extends Context.Tag("test/ClaimCounter")<ClaimCounter, Ref.Ref<number>>() {}
+/** Claims made: all of them, and those of ticks (the others are made along with a write of results). */
+class ClaimCounter extends Context.Tag("test/ClaimCounter")<
+  ClaimCounter,
+  Ref.Ref<{ readonly all: number; readonly ticks: number }>
+>() {}
 
 /**
  * Like testLayer, with a Settings that counts how often the switches are read and a memory queue that counts its
@@ -120,13 +124,19 @@ const countingLayer = (config: Parameters<typeof testLayer>[0], live?: boolean) 
   const queue = Layer.effectContext(
     Effect.gen(function* () {
       const inner = yield* QueueStore
-      const claims = yield* Ref.make(0)
+      const claims = yield* Ref.make({ all: 0, ticks: 0 })
       const store = QueueStore.of({
         ...inner,
         claimBatch: (options) =>
           Effect.zipRight(
-            Ref.update(claims, (n) => n + 1),
+            Ref.update(claims, (n) => ({ all: n.all + 1, ticks: n.ticks + 1 })),
             inner.claimBatch(options)
+          ),
+        // A claim along with a write of results: it reads no switches (the last tick's are trusted, see Runner).
+        recordAndClaim: (results, options) =>
+          Effect.zipRight(
+            Ref.update(claims, (n) => (options.limit > 0 ? { ...n, all: n.all + 1 } : n)),
+            inner.recordAndClaim(results, options)
           ),
         subscribe: (wake) =>
           live === undefined ? inner.subscribe(wake) : Effect.as(inner.subscribe(wake), { live: () => live })
@@ -173,8 +183,10 @@ describe("Runner settings reads", () => {
   it.scoped("while the subscription listens, a busy runner reads the switches once, and again after a change", () =>
     Effect.gen(function* () {
       const { drained, paused } = yield* drainAndPause(true)
-      // Forty items in batches of five: eight claims or more, and one read of the switches for all of them.
-      expect(drained.claims).toBeGreaterThanOrEqual(8)
+      // Forty items in batches of five: eight claims or more (the ticks', and those along with results), and one
+      // read of the switches for all of them.
+      expect(drained.claims.all).toBeGreaterThanOrEqual(8)
+      expect(drained.claims.ticks).toBeGreaterThanOrEqual(2)
       expect(drained.reads).toBe(1)
       expect(paused.handled).toBe(40)
       expect(paused.reads).toBe(2)
@@ -184,8 +196,9 @@ describe("Runner settings reads", () => {
   it.scoped("while it does not listen (an outage), every tick reads them", () =>
     Effect.gen(function* () {
       const { drained, paused } = yield* drainAndPause(false)
-      expect(drained.claims).toBeGreaterThanOrEqual(8)
-      expect(drained.reads).toBeGreaterThanOrEqual(drained.claims)
+      expect(drained.claims.all).toBeGreaterThanOrEqual(8)
+      expect(drained.claims.ticks).toBeGreaterThanOrEqual(2)
+      expect(drained.reads).toBeGreaterThanOrEqual(drained.claims.ticks)
       expect(paused.handled).toBe(40)
     }).pipe(Effect.provide(countingLayer({ interval: "1 minute", batchSize: 5 }, false)))
   )

@@ -8,6 +8,7 @@ import { Context, Deferred, Effect, HashMap, Layer, Logger, Ref } from "effect"
 import { JobStore, QueueStore, Runner, Schedule } from "../../src/index.js"
 import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
 import { captureLogs, settle, testLayer } from "../support/runner.js"
+import * as QueueSource from "../../src/runtime/QueueSource.js"
 
 const iso = (d: Date | null | undefined) => d?.toISOString()
 
@@ -15,7 +16,10 @@ class Faults extends Context.Tag("test/Faults")<
   Faults,
   {
     /** Makes the next `n` calls of a store method die with a thrown RangeError (a defect, not a failure). */
-    readonly die: (method: "listDue" | "recordResults" | "renewLeases" | "claimBatch", n: number) => Effect.Effect<void>
+    readonly die: (
+      method: "listDue" | "recordResults" | "recordAndClaim" | "renewLeases" | "claimBatch",
+      n: number
+    ) => Effect.Effect<void>
     /** Makes the next `n` lease renewals report every lease lost (as when another instance took them back). */
     readonly loseLeases: (n: number) => Effect.Effect<void>
     /** Makes the next `n` lease renewals hang (a frozen network: no answer, no error). */
@@ -61,7 +65,8 @@ const faultyStores = Layer.effectContext(
                 Effect.tap(() => maybeDie("answers", Effect.void))
               )
             ),
-          // The writer's other way to record (with the claim of a freed sequential type's next item).
+          // The writer's other way to record: with a claim along (a freed sequential type's next item, or, with
+          // small batches, whatever a tick would claim).
           recordAndClaim: (...args) =>
             maybeDie(
               "recordResults",
@@ -70,7 +75,11 @@ const faultyStores = Layer.effectContext(
                 return refused === undefined
                   ? queue.recordAndClaim(...args)
                   : Effect.map(refused, (recorded) => ({ recorded, claims: [] }))
-              })
+              }).pipe(
+                Effect.tap(() => maybeDie("answers", Effect.void)),
+                // Dies on its own too: as a write whose claim part fails would.
+                (write) => maybeDie("recordAndClaim", write)
+              )
             ),
           renewLeases: (...args) =>
             Effect.suspend(() => {
@@ -142,6 +151,22 @@ describe("long-lived fibers survive any cause", () => {
       expect(yield* memory.items).toEqual([])
       expect(logged.some((l) => l.startsWith("WARN 1 result not confirmed: an earlier try"))).toBe(true)
       expect(logged.some((l) => l.includes("result refused"))).toBe(false)
+    }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
+  it.scoped("a write that carried a claim and failed is tried again without it: a claim cannot block a result", () =>
+    Effect.gen(function* () {
+      const { faults, memory, queue, runner } = yield* freshStart
+      yield* runner.register("t", () => undefined)
+      // Every write that carries a claim dies (a claim that fails whatever it is given).
+      yield* faults.die("recordAndClaim", 1000)
+      for (const payload of ["a", "b", "c"])
+        yield* queue.enqueue({ taskType: "t", payload, thread: 1 }, yield* FakeClock.now)
+      yield* runner.start
+      yield* FakeClock.advance("1 second")
+      expect((yield* memory.processed).map((p) => p.payload).sort()).toEqual(["a", "b", "c"])
+      expect(yield* memory.items).toEqual([])
+      expect(logged.some((l) => l.includes("recording results failed"))).toBe(false)
     }).pipe(Effect.provide(faultyLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
   )
 
@@ -442,40 +467,60 @@ const insertDuringClaimLayer = Runner.layer({ interval: "1 day", heartbeatInterv
   )
 )
 
-/** The memory queue, counting the executions claimed by the results writer along with a batch (recordAndClaim). */
-const chainLayer = Runner.layer({ interval: "1 day", heartbeatInterval: "1 day", workers: 4 }).pipe(
-  Layer.provideMerge(
-    Layer.effectContext(
-      Effect.gen(function* () {
-        const { memory, store } = yield* MemoryQueueStore.make
-        const chained = yield* Ref.make(0)
-        const claims = yield* Ref.make(0)
-        const recordAndClaim: typeof store.recordAndClaim = (results, options) =>
-          Effect.tap(store.recordAndClaim(results, options), ({ claims }) =>
-            Ref.update(chained, (n) => n + claims.length)
+/**
+ * The memory queue, counting the executions claimed by the results writer along with a batch (recordAndClaim), the
+ * ticks' claims (claimBatch), and the most executions held at once (claimed, their results not yet recorded).
+ */
+const chainLayerWith = (config: Runner.RunnerOptions) =>
+  Runner.layer({ interval: "1 day", heartbeatInterval: "1 day", workers: 4, ...config }).pipe(
+    Layer.provideMerge(
+      Layer.effectContext(
+        Effect.gen(function* () {
+          const { memory, store } = yield* MemoryQueueStore.make
+          const chained = yield* Ref.make(0)
+          const claims = yield* Ref.make(0)
+          let held = 0
+          const mostHeld = yield* Ref.make(0)
+          const hold = (claimed: number, recorded: ReadonlyArray<boolean>) =>
+            Ref.update(mostHeld, (most) => {
+              held += claimed - recorded.filter((r) => r).length
+              return Math.max(most, held)
+            })
+          const recordAndClaim: typeof store.recordAndClaim = (results, options) =>
+            Effect.tap(store.recordAndClaim(results, options), ({ claims, recorded }) =>
+              Effect.zipRight(
+                Ref.update(chained, (n) => n + claims.length),
+                hold(claims.length, recorded)
+              )
+            )
+          const claimBatch: typeof store.claimBatch = (options) =>
+            Effect.zipRight(
+              Ref.update(claims, (n) => n + 1),
+              Effect.tap(store.claimBatch(options), (claimed) => hold(claimed.length, []))
+            )
+          const recordResults: typeof store.recordResults = (results) =>
+            Effect.tap(store.recordResults(results), (recorded) => hold(0, recorded))
+          return Context.make(QueueStore, QueueStore.of({ ...store, recordAndClaim, claimBatch, recordResults })).pipe(
+            Context.add(MemoryQueueStore.MemoryQueue, memory),
+            Context.add(Chained, chained),
+            Context.add(TickClaims, claims),
+            Context.add(MostHeld, mostHeld)
           )
-        const claimBatch: typeof store.claimBatch = (options) =>
-          Effect.zipRight(
-            Ref.update(claims, (n) => n + 1),
-            store.claimBatch(options)
-          )
-        return Context.make(QueueStore, QueueStore.of({ ...store, recordAndClaim, claimBatch })).pipe(
-          Context.add(MemoryQueueStore.MemoryQueue, memory),
-          Context.add(Chained, chained),
-          Context.add(TickClaims, claims)
-        )
-      })
-    ).pipe(
-      Layer.merge(FakeStore.layer),
-      Layer.merge(MemorySettings.layerFromMeta),
-      Layer.provideMerge(MemoryMeta.layer())
+        })
+      ).pipe(
+        Layer.merge(FakeStore.layer),
+        Layer.merge(MemorySettings.layerFromMeta),
+        Layer.provideMerge(MemoryMeta.layer())
+      )
     )
   )
-)
+const chainLayer = chainLayerWith({})
 
 class Chained extends Context.Tag("test/Chained")<Chained, Ref.Ref<number>>() {}
 /** The claims made by ticks (claimBatch), as opposed to those made along with results. */
 class TickClaims extends Context.Tag("test/TickClaims")<TickClaims, Ref.Ref<number>>() {}
+/** The most executions held at once: claimed, and their results not yet recorded. */
+class MostHeld extends Context.Tag("test/MostHeld")<MostHeld, Ref.Ref<number>>() {}
 
 describe("sequential chains", () => {
   it.scoped("a sequential item's result and its type's next item go in one store call: no tick per item", () =>
@@ -600,6 +645,106 @@ describe("sequential chains", () => {
       yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
       expect((yield* memory.processed).map((p) => p.payload)).toEqual(["1", "2", "3", "4", "5"])
     }).pipe(Effect.provide(chainLayer))
+  )
+})
+
+describe("claims along with results", () => {
+  /** Drains `n` concurrent items of quick handlers; what every store call claimed along with results, and more. */
+  const drain = (n: number) =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* runner.register("t", () => undefined)
+      const payloads = Array.from({ length: n }, (_, i) => String(i))
+      yield* queue.enqueueMany(
+        payloads.map((payload) => ({ taskType: "t", payload, thread: 1 as const })),
+        yield* FakeClock.now
+      )
+      yield* runner.start
+      yield* settle(
+        Effect.map(memory.processed, (p) => p.length === n),
+        2000
+      )
+      const processed = (yield* memory.processed).map((p) => p.payload)
+      expect([...processed].sort()).toEqual([...payloads].sort())
+      expect(yield* memory.items).toEqual([])
+      return {
+        along: yield* Ref.get(yield* Chained),
+        ticks: yield* Ref.get(yield* TickClaims),
+        mostHeld: yield* Ref.get(yield* MostHeld)
+      }
+    })
+
+  it.scoped("with small batches, writes of results claim more along with them; each item runs once", () =>
+    Effect.gen(function* () {
+      const { along, mostHeld, ticks } = yield* drain(400)
+      expect(along).toBeGreaterThan(100)
+      expect(ticks).toBeGreaterThan(0)
+      // The tick's claim and one along with a write may cross (each takes the room it saw): at most a batch more
+      // than the workers and their buffer of two batches.
+      expect(mostHeld).toBeGreaterThan(4)
+      expect(mostHeld).toBeLessThanOrEqual(4 + 3 * 20)
+    }).pipe(Effect.provide(chainLayerWith({ batchSize: 20 })))
+  )
+
+  it.scoped(`with batches above ${QueueSource.CLAIM_ALONG_MAX_BATCH}, concurrent results are written alone`, () =>
+    Effect.gen(function* () {
+      const { along, ticks } = yield* drain(1000)
+      expect(along).toBe(0)
+      expect(ticks).toBeGreaterThan(1)
+    }).pipe(Effect.provide(chainLayerWith({ batchSize: QueueSource.CLAIM_ALONG_MAX_BATCH + 1 })))
+  )
+
+  it.scoped("under a rate limit, only ticks claim (they count the starts)", () =>
+    Effect.gen(function* () {
+      const { along } = yield* drain(50)
+      expect(along).toBe(0)
+    }).pipe(Effect.provide(chainLayerWith({ batchSize: 20, rateLimit: 1000 })))
+  )
+
+  it.scoped("while writes claim along, leases that expired are still taken back within a third of a lease", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const start = yield* FakeClock.now
+      // An item whose owner died holding it: its lease expires 30 s from now.
+      yield* queue.enqueue({ taskType: "t", payload: "orphan", thread: 1 }, start)
+      yield* queue.claimBatch({
+        limit: 1,
+        taskTypes: ["t"],
+        owner: "dead",
+        leaseUntil: new Date(start.getTime() + 30_000),
+        now: start,
+        repeatAfter: start
+      })
+      // Four workers kept busy for 100 s by items of a second each: there is always something to claim.
+      yield* queue.enqueueMany(
+        Array.from({ length: 400 }, (_, i) => ({ taskType: "t", payload: String(i), thread: 1 as const })),
+        start
+      )
+      let busy = true
+      yield* runner.register("t", () => (busy ? Effect.sleep("1 second") : Effect.void))
+      yield* runner.start
+      let orphanAt: number | undefined
+      for (let s = 0; s < 100 && orphanAt === undefined; s++) {
+        yield* settle(Effect.succeed(false), 3).pipe(Effect.ignore)
+        yield* FakeClock.advance("1 second")
+        const processed = yield* memory.processed
+        const orphan = processed.find((p) => p.payload === "orphan")
+        if (orphan !== undefined) orphanAt = orphan.finishedAt.getTime() - start.getTime()
+      }
+      // The rest run at once, so the runner's stop does not wait on the fake clock.
+      busy = false
+      yield* FakeClock.advance("1 second")
+      // Expired at 30 s; the rescue looks every third of the lease (10 s); the orphan then waits its turn behind
+      // at most a buffer of items of a second each.
+      expect(orphanAt).toBeDefined()
+      expect(orphanAt!).toBeLessThanOrEqual(30_000 + 10_000 + 5_000)
+    }).pipe(Effect.provide(chainLayerWith({ batchSize: 20, leaseDuration: "30 seconds" })))
   )
 })
 
