@@ -23,9 +23,10 @@ const EXPIRY_SLACK_MS = 10
  * The largest batch size at which the results writer claims along with every batch it writes (see
  * `completeAndClaim`). Small claims are bound by their round trips, not by the work they do: a claim along with a
  * write costs no statement of its own, and it is a second claim in flight beside the tick's, so the workers wait less
- * for work (measured with the default batch of 20, no-op handlers: +18 … +35 % items/s, −15 … −25 % CPU per item;
- * +20 … +34 % at batches of 50 to 200). Large claims are bound by the work: two of 300 or 500 in flight skip each
- * other's locked rows and split into smaller claims, and the writes that carry them take twice as long (−20 … −26 %).
+ * for work (measured interleaved with the default batch of 20, no-op handlers: +17 … +65 % items/s, −16 … −40 % CPU
+ * per item; +12 … +34 % at batches of 50 to 200). Large claims are bound by the work: two of 300 or 500 in flight skip
+ * each other's locked rows and split into smaller claims, and the writes that carry them take twice as long
+ * (−15 … −26 %).
  */
 export const CLAIM_ALONG_MAX_BATCH = 200
 
