@@ -125,16 +125,20 @@ const recordLogs = Logger.replace(
 const faultyLayer = (config: Parameters<typeof Runner.layer>[0]) =>
   Runner.layer({ interval: "1 minute", heartbeatInterval: "1 day", ...config }).pipe(Layer.provideMerge(faultyStores))
 
-/** A test's start over `faultyLayer`: the log emptied, the fake clock at a fixed instant, and what it drives. */
-const freshStart = Effect.gen(function* () {
-  logged.length = 0
+/** A test's start over the memory queue: the fake clock at a fixed instant, and the runner, queue and memory. */
+const memoryStart = Effect.gen(function* () {
   yield* FakeClock.set("2026-01-01T00:00:00Z")
   return {
     runner: yield* Runner.Runner,
     queue: yield* QueueStore,
-    memory: yield* MemoryQueueStore.MemoryQueue,
-    faults: yield* Faults
+    memory: yield* MemoryQueueStore.MemoryQueue
   }
+})
+
+/** A test's start over `faultyLayer`: the log emptied, `memoryStart`, and the faults. */
+const freshStart = Effect.gen(function* () {
+  logged.length = 0
+  return { ...(yield* memoryStart), faults: yield* Faults }
 })
 
 describe("long-lived fibers survive any cause", () => {
@@ -525,10 +529,7 @@ class MostHeld extends Context.Tag("test/MostHeld")<MostHeld, Ref.Ref<number>>()
 describe("sequential chains", () => {
   it.scoped("a sequential item's result and its type's next item go in one store call: no tick per item", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("s", () => undefined)
       yield* queue.enqueueMany(
         ["1", "2", "3", "4", "5"].map((payload) => ({ taskType: "s", payload })),
@@ -546,10 +547,7 @@ describe("sequential chains", () => {
     "while nothing else is claimable, a chain runs without ticks: one claim, then each item with a result",
     () =>
       Effect.gen(function* () {
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
+        const { memory, queue, runner } = yield* memoryStart
         yield* runner.register("s", () => undefined)
         const payloads = Array.from({ length: 30 }, (_, i) => String(i))
         yield* queue.enqueueMany(
@@ -568,10 +566,7 @@ describe("sequential chains", () => {
 
   it.scoped("an item that arrives during a chain is claimed at once (its wake-up ticks)", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("s", (job) =>
         job.payload === "3"
           ? Effect.asVoid(Effect.flatMap(FakeClock.now, (now) => queue.enqueue({ taskType: "t", payload: "t" }, now)))
@@ -591,10 +586,7 @@ describe("sequential chains", () => {
 
   it.scoped("a failure in a chain wakes the runner: the retry runs at its backoff, not at the next poll", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       let failedOnce = false
       yield* runner.register(
         "s",
@@ -624,10 +616,7 @@ describe("sequential chains", () => {
 
   it.scoped("a pause stops the chain: at most the item claimed with the result before the tick saw it", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("s", (job) =>
         job.payload === "2" ? Effect.flatMap(FakeClock.now, (now) => queue.setSemaphore(false, now)) : Effect.void
       )
@@ -652,10 +641,7 @@ describe("claims along with results", () => {
   /** Drains `n` concurrent items of quick handlers; what every store call claimed along with results, and more. */
   const drain = (n: number) =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("t", () => undefined)
       const payloads = Array.from({ length: n }, (_, i) => String(i))
       yield* queue.enqueueMany(
@@ -706,10 +692,7 @@ describe("claims along with results", () => {
 
   it.scoped("while writes claim along, leases that expired are still taken back within a third of a lease", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       const start = yield* FakeClock.now
       // An item whose owner died holding it: its lease expires 30 s from now.
       yield* queue.enqueue({ taskType: "t", payload: "orphan", thread: 1 }, start)
@@ -751,10 +734,7 @@ describe("claims along with results", () => {
 describe("wake-ups", () => {
   it.scoped("an item inserted by someone else while a claim runs is started at once, not a poll later", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const memory = yield* MemoryQueueStore.MemoryQueue
-      const queue = yield* QueueStore
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("t", () => undefined)
       yield* runner.start
       yield* queue.enqueue({ taskType: "t", payload: "first" }, yield* FakeClock.now)
@@ -767,10 +747,7 @@ describe("wake-ups", () => {
 
   it.scoped("a wake-up sent during a tick is never lost", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       const inserted = yield* Ref.make(false)
       yield* runner.register("t", () => undefined)
       yield* runner.register("tick-hook", () => undefined)
@@ -813,10 +790,7 @@ describe("runner.wake", () => {
 describe("queue pacing", () => {
   it.scoped("--rate-limit 2 --interval 3s: at most two starts per three seconds, however often executions finish", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("t", () => undefined)
       for (let i = 0; i < 6; i++)
         yield* queue.enqueue({ taskType: "t", payload: String(i), thread: 1 }, yield* FakeClock.now)
@@ -838,10 +812,7 @@ describe("queue pacing", () => {
 
   it.scoped("a max_runs -1 item starts at most once per poll interval and never starves its peers", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       yield* runner.register("t", () => undefined)
       const now = yield* FakeClock.now
       const forever = yield* queue.enqueue({ taskType: "t", payload: "forever", maxRuns: -1 }, now)
@@ -864,10 +835,7 @@ describe("queue pacing", () => {
 
   it.scoped("concurrent repetitions of one item each get their own attempt number", () =>
     Effect.gen(function* () {
-      yield* FakeClock.set("2026-01-01T00:00:00Z")
-      const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
-      const memory = yield* MemoryQueueStore.MemoryQueue
+      const { memory, queue, runner } = yield* memoryStart
       const attempts = yield* Ref.make<ReadonlyArray<number>>([])
       yield* runner.register("t", (job) => Ref.update(attempts, (xs) => [...xs, job.attempt]))
       yield* queue.enqueue({ taskType: "t", payload: "x", maxRuns: 4, thread: 1 }, yield* FakeClock.now)
@@ -915,10 +883,7 @@ describe("what a worker says", () => {
   it.scoped("start warns about a job it defined without a handler; the stats count every failure", () =>
     captureLogs((logs) =>
       Effect.gen(function* () {
-        yield* FakeClock.set("2026-01-01T00:00:00Z")
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
+        const { memory, queue, runner } = yield* memoryStart
         yield* runner.register("boom", () => Effect.die(new Error("boom")))
         yield* runner.register("hang", () => Effect.never, { timeout: "1 second" })
         yield* runner.register("fine", () => undefined)
