@@ -483,12 +483,11 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
           const { memory, store } = yield* MemoryQueueStore.make
           const chained = yield* Ref.make(0)
           const claims = yield* Ref.make(0)
-          let held = 0
-          const mostHeld = yield* Ref.make(0)
+          const holding = yield* Ref.make({ now: 0, most: 0 })
           const hold = (claimed: number, recorded: ReadonlyArray<boolean>) =>
-            Ref.update(mostHeld, (most) => {
-              held += claimed - recorded.filter((r) => r).length
-              return Math.max(most, held)
+            Ref.update(holding, ({ most, now }) => {
+              const held = now + claimed - recorded.filter((r) => r).length
+              return { now: held, most: Math.max(most, held) }
             })
           const recordAndClaim: typeof store.recordAndClaim = (results, options) =>
             Effect.tap(store.recordAndClaim(results, options), ({ claims, recorded }) =>
@@ -508,7 +507,7 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
             Context.add(MemoryQueueStore.MemoryQueue, memory),
             Context.add(Chained, chained),
             Context.add(TickClaims, claims),
-            Context.add(MostHeld, mostHeld)
+            Context.add(MostHeld, holding)
           )
         })
       ).pipe(
@@ -523,8 +522,11 @@ const chainLayer = chainLayerWith({})
 class Chained extends Context.Tag("test/Chained")<Chained, Ref.Ref<number>>() {}
 /** The claims made by ticks (claimBatch), as opposed to those made along with results. */
 class TickClaims extends Context.Tag("test/TickClaims")<TickClaims, Ref.Ref<number>>() {}
-/** The most executions held at once: claimed, and their results not yet recorded. */
-class MostHeld extends Context.Tag("test/MostHeld")<MostHeld, Ref.Ref<number>>() {}
+/** The executions held (claimed, their results not yet recorded): now, and the most at once. */
+class MostHeld extends Context.Tag("test/MostHeld")<
+  MostHeld,
+  Ref.Ref<{ readonly now: number; readonly most: number }>
+>() {}
 
 describe("sequential chains", () => {
   it.scoped("a sequential item's result and its type's next item go in one store call: no tick per item", () =>
@@ -659,7 +661,7 @@ describe("claims along with results", () => {
       return {
         along: yield* Ref.get(yield* Chained),
         ticks: yield* Ref.get(yield* TickClaims),
-        mostHeld: yield* Ref.get(yield* MostHeld)
+        mostHeld: (yield* Ref.get(yield* MostHeld)).most
       }
     })
 
