@@ -280,6 +280,13 @@ const main = async (url: string, embedded: boolean) => {
   const tables = report.render({ medians, alone, sizes, kairosOnlySizes, rounds: perRound.length })
   const seconds = (now() - t0) / 1000
   console.log(`\n${tables}`)
+  const byRound = report.roundByRound({
+    rounds: perRound.map((r) => r.figures),
+    alone: kairosAlone,
+    sizes,
+    procs: kairosOnlySizes.procs
+  })
+  if (byRound !== "") console.log(`\n${byRound}`)
   if (errors.length > 0) console.log(`\nerrors:\n${errors.map((e) => `- ${e}`).join("\n")}`)
   console.log(`\n(${rounds} round(s) in ${Math.round(seconds)} s on ${env.cpu}; ${env.postgres}, ${env.database})`)
 

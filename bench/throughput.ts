@@ -6,10 +6,10 @@
  */
 import { SqlClient } from "@effect/sql"
 import { type Duration, Effect, Logger, LogLevel } from "effect"
-import { readFileSync } from "node:fs"
 import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
 import * as PgKairos from "../src/layers/PgKairos.js"
 import * as Runner from "../src/runtime/Runner.js"
+import { machineBusyMs } from "./lib/util.js"
 
 const schema = "kairos_bench_throughput"
 const ITEMS = Number(process.env["BENCH_ITEMS"] ?? 20_000)
@@ -70,17 +70,6 @@ const program = Effect.gen(function* () {
   yield* runner.stop
   yield* sql`DROP SCHEMA ${sql(schema)} CASCADE`
 })
-
-/** Milliseconds of CPU the whole machine has spent busy (Linux's /proc/stat), or undefined elsewhere. */
-const machineBusyMs = (): number | undefined => {
-  try {
-    const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)
-    const [user, nice, system, , , irq, softirq, steal] = fields.map(Number)
-    return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / 100 // USER_HZ is 100 on Linux
-  } catch {
-    return undefined
-  }
-}
 
 const main = (url: string) =>
   Effect.runPromise(

@@ -69,23 +69,10 @@ const ratio = (k: Figure | undefined, best: number | undefined): string => {
   return `${r >= 0.1 ? fmtNum(r, 2) : r.toPrecision(2)}×`
 }
 
-export const render = (options: {
-  readonly medians: Partial<Record<SystemName, Figures>>
-  readonly alone: Figures
-  readonly sizes: Sizes
-  readonly kairosOnlySizes: {
-    readonly cronJobs: number
-    readonly claimRows: number
-    readonly claimBacklog: number
-    readonly rssFirst: number
-    readonly rssTotal: number
-    readonly procs: ReadonlyArray<number>
-  }
-  readonly rounds: number
-}): string => {
-  const { medians: m, alone, sizes, kairosOnlySizes: ko } = options
+/** The side-by-side rows, in the order the table prints them. */
+const comparedRows = (sizes: Sizes): ReadonlyArray<Row> => {
   const n = sizes.items.toLocaleString("en-US")
-  const rows: ReadonlyArray<Row> = [
+  return [
     {
       label: `bulk enqueue of ${n} (items/s), Promise API`,
       unit: "/s",
@@ -160,6 +147,25 @@ export const render = (options: {
       peers: "pickup.slow"
     }
   ]
+}
+
+export const render = (options: {
+  readonly medians: Partial<Record<SystemName, Figures>>
+  readonly alone: Figures
+  readonly sizes: Sizes
+  readonly kairosOnlySizes: {
+    readonly cronJobs: number
+    readonly claimRows: number
+    readonly claimBacklog: number
+    readonly rssFirst: number
+    readonly rssTotal: number
+    readonly procs: ReadonlyArray<number>
+  }
+  readonly rounds: number
+}): string => {
+  const { medians: m, alone, sizes, kairosOnlySizes: ko } = options
+  const n = sizes.items.toLocaleString("en-US")
+  const rows = comparedRows(sizes)
   const get = (s: SystemName, key: string | undefined) => (key === undefined ? undefined : m[s]?.[key])
   const lines: Array<string> = []
   lines.push(
@@ -237,4 +243,67 @@ export const render = (options: {
   }
   if (details.length > 0) lines.push("", ...details)
   return lines.join("\n")
+}
+
+/**
+ * The ratios of each round on their own, with their median: a machine that slows down or speeds up between rounds
+ * moves every system of that round together, so a round's ratio is steadier than the ratio of medians taken from
+ * different rounds. Empty with fewer than two rounds.
+ */
+export const roundByRound = (options: {
+  readonly rounds: ReadonlyArray<Partial<Record<SystemName, Figures>>>
+  readonly alone: ReadonlyArray<Figures>
+  readonly sizes: Sizes
+  readonly procs: ReadonlyArray<number>
+}): string => {
+  const { rounds, alone } = options
+  if (rounds.length < 2) return ""
+  const lines: Array<string> = []
+  const put = (label: string, values: ReadonlyArray<number | undefined>, show: (x: number) => string) => {
+    const got = values.filter((v): v is number => v !== undefined && Number.isFinite(v))
+    if (got.length === 0) return
+    const each = values.map((v) => (v === undefined || !Number.isFinite(v) ? "—" : show(v))).join(" / ")
+    lines.push(`| ${label} | ${each} | ${show(median(got))} |`)
+  }
+  const times = (r: number) => `${r >= 0.1 ? fmtNum(r, 2) : r.toPrecision(2)}×`
+  for (const row of comparedRows(options.sizes)) {
+    if (row.peers === undefined) continue
+    put(
+      row.label.replace(/ \((items\/s|ms|of \d+)\)/, ""),
+      rounds.map((round) => {
+        const k = round.kairos?.[row.kairos]?.value
+        const peers = PEERS.map((p) => round[p]?.[row.peers!]?.value).filter((v): v is number => v !== undefined)
+        if (k === undefined || peers.length === 0) return undefined
+        const best = row.better === "higher" ? Math.max(...peers) : Math.min(...peers)
+        return best === 0 ? undefined : k / best
+      }),
+      times
+    )
+  }
+  put(
+    "pickup latency p50, kairos − floor (ms)",
+    rounds.map((round) => {
+      const k = round.kairos?.["pickup.p50"]?.value
+      const f = round.floor?.["pickup.p50"]?.value
+      return k === undefined || f === undefined ? undefined : k - f
+    }),
+    (d) => `${d > 0 ? "+" : ""}${fmtNum(d, 2)}`
+  )
+  for (const p of options.procs.filter((p) => p !== 1)) {
+    put(
+      `kairos drain with ${p} worker processes / with 1`,
+      alone.map((a) => {
+        const one = a["scale.1"]?.value
+        const many = a[`scale.${p}`]?.value
+        return one === undefined || many === undefined || one === 0 ? undefined : many / one
+      }),
+      times
+    )
+  }
+  if (lines.length === 0) return ""
+  return [
+    "| ratio, round by round (kairos / best peer unless stated) | each round | median of the rounds |",
+    "|---|--:|--:|",
+    ...lines
+  ].join("\n")
 }

@@ -2,12 +2,13 @@
  * Small helpers shared by the benchmark: timing, statistics, waiting, and the admin connection used to create,
  * inspect and drop each system's schema.
  */
+import { readFileSync } from "node:fs"
 import pg from "pg"
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-/** Milliseconds since an arbitrary origin, sub-millisecond. */
-export const now = (): number => performance.now()
+export /** Milliseconds since an arbitrary origin, sub-millisecond. */
+const now = (): number => performance.now()
 
 export const median = (xs: ReadonlyArray<number>): number => {
   if (xs.length === 0) return Number.NaN
@@ -147,5 +148,16 @@ export const stopwatch = () => {
       const cpu = process.cpuUsage(cpu0)
       return { seconds: (now() - t0) / 1000, cpuMs: (cpu.user + cpu.system) / 1000 }
     }
+  }
+}
+
+/** Milliseconds of CPU the whole machine has spent busy (Linux's /proc/stat), or undefined elsewhere. */
+export const machineBusyMs = (): number | undefined => {
+  try {
+    const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)
+    const [user, nice, system, , , irq, softirq, steal] = fields.map(Number)
+    return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / 100 // USER_HZ is 100 on Linux
+  } catch {
+    return undefined
   }
 }

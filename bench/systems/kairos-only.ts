@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { QueueStore, Runner, Schedule } from "../../src/index.js"
 import type { QueueClaim, RecurringJob } from "../../src/index.js"
 import type { Context, Figures } from "../lib/types.js"
-import { latch, median, now, quoteIdent, sleep, waitFor, within } from "../lib/util.js"
+import { latch, machineBusyMs, median, now, quoteIdent, sleep, waitFor, within } from "../lib/util.js"
 import { DEFAULTS, type KairosConfig, TUNED, enqueueAll, noopInputs, queueEmpty, withKairos } from "./kairos.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -293,10 +293,12 @@ export const scaleOut = (ctx: Context, procs: number, items: number, warm: numbe
       await setGreen(false)
       await enqueueAll(rt, noopInputs(items, 1))
       const before = await stats()
+      const busy0 = machineBusyMs()
       t0 = now()
       await setGreen(true)
       const done = warmed && (await waitFor(() => queueEmpty(ctx), ctx.sizes.drainCapMs * 2, 10))
       const seconds = (now() - t0) / 1000
+      const busy = machineBusyMs()
       const { rows } = await ctx.admin.query<{ n: number; d: number }>(
         `SELECT count(*)::int AS n, count(DISTINCT queue_item_id)::int AS d FROM ${quoteIdent(ctx.schema)}.processed_items`
       )
@@ -313,7 +315,12 @@ export const scaleOut = (ctx: Context, procs: number, items: number, warm: numbe
           value: timed / seconds,
           capped: !done,
           detail:
-            `per process ${per.join(" / ")}, worker CPU ${(cpuMs / Math.max(1, timed)).toFixed(3)} ms/item; ` +
+            `per process ${per.join(" / ")}, worker CPU ${(cpuMs / Math.max(1, timed)).toFixed(3)} ms/item` +
+            // The whole machine's (Postgres's too, when it runs here): where added processes cost more per item.
+            (busy0 !== undefined && busy !== undefined
+              ? `, machine CPU ${((busy - busy0) / Math.max(1, timed)).toFixed(3)} ms/item`
+              : "") +
+            "; " +
             `cold start ${Math.round(coldRate).toLocaleString("en-US")}/s over ${warm.toLocaleString("en-US")}${check}`
         }
       }
