@@ -63,10 +63,12 @@ interface Row {
 
 const PEERS: ReadonlyArray<SystemName> = ["graphile-worker", "pg-boss"]
 
+/** A ratio as the tables print it. */
+const times = (r: number): string => `${r >= 0.1 ? fmtNum(r, 2) : r.toPrecision(2)}×`
+
 const ratio = (k: Figure | undefined, best: number | undefined): string => {
   if (k === undefined || best === undefined || !Number.isFinite(best) || best === 0) return "—"
-  const r = k.value / best
-  return `${r >= 0.1 ? fmtNum(r, 2) : r.toPrecision(2)}×`
+  return times(k.value / best)
 }
 
 /** The side-by-side rows, in the order the table prints them. */
@@ -265,7 +267,6 @@ export const roundByRound = (options: {
     const each = values.map((v) => (v === undefined || !Number.isFinite(v) ? "—" : show(v))).join(" / ")
     lines.push(`| ${label} | ${each} | ${show(median(got))} |`)
   }
-  const times = (r: number) => `${r >= 0.1 ? fmtNum(r, 2) : r.toPrecision(2)}×`
   for (const row of comparedRows(options.sizes)) {
     if (row.peers === undefined) continue
     put(
