@@ -33,11 +33,15 @@ export const slotsMissed = Metric.counter("kairos_slots_missed_total", {
   incremental: true
 })
 
-/** How long one claim took (a statement or transaction), in milliseconds, by kind. */
+/**
+ * How long one claim took (a statement or transaction), in milliseconds, by kind and `via`: `tick` for the runner's
+ * own claims, `write` for a write of results that claimed along with it (the statement's whole time, recording
+ * included; see `QueueSource`).
+ */
 export const claimDuration = Metric.histogram(
   "kairos_claim_duration_ms",
   MetricBoundaries.exponential({ start: 0.5, factor: 2, count: 14 }),
-  "how long a claim took (ms)"
+  "how long a claim took (ms), by kind and via (tick, or a write of results that claimed along with it)"
 )
 
 /** Items pending or processing in the queue, as this runner last saw it (every heartbeat). */
@@ -81,13 +85,15 @@ export const recordExecution = (report: ExecutionReport): void => {
 export const recordMissed = (taskType: string, missed: number): void =>
   slotsMissed.unsafeUpdate(missed, labelsOf("scheduled", taskType))
 
-/** Records how long a claim of `kind` took. */
-export const recordClaim = (kind: string, ms: number): void => claimDuration.unsafeUpdate(ms, kindLabels(kind))
+/** Records how long a claim of `kind` took, made by a tick or along with a write of results. */
+export const recordClaim = (kind: string, ms: number, via: "tick" | "write" = "tick"): void =>
+  claimDuration.unsafeUpdate(ms, claimLabels(kind, via))
 
-const byKind = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
-/** The label of a kind, made once (there are two kinds). */
-const kindLabels = (kind: string): ReadonlyArray<MetricLabel.MetricLabel> => {
-  let found = byKind.get(kind)
-  if (found === undefined) byKind.set(kind, (found = [MetricLabel.make("kind", kind)]))
+const byKindVia = new Map<string, ReadonlyArray<MetricLabel.MetricLabel>>()
+/** The labels of a kind and a via, made once (two kinds, two vias). */
+const claimLabels = (kind: string, via: string): ReadonlyArray<MetricLabel.MetricLabel> => {
+  const key = `${kind}/${via}`
+  let found = byKindVia.get(key)
+  if (found === undefined) byKindVia.set(key, (found = [MetricLabel.make("kind", kind), MetricLabel.make("via", via)]))
   return found
 }

@@ -9,6 +9,7 @@ import { unsafeMakeJob } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
+import * as Metrics from "./Metrics.js"
 import type { Claimed, Finished, WorkSource } from "./WorkSource.js"
 
 /** A claimed execution of a queue item. */
@@ -167,6 +168,7 @@ export const make = (options: {
           const chain = handled.length > 0
           if (!chain && (config.batchSize > CLAIM_ALONG_MAX_BATCH || rescueDue(next.now.getTime())))
             return { written: yield* complete(finished), claimed: [], chained: false }
+          const claimStart = performance.now()
           const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
             limit: chain ? Math.min(next.limit, handled.length) : next.limit,
             taskTypes: chain ? handled : next.taskTypes,
@@ -175,6 +177,7 @@ export const make = (options: {
             now: next.now,
             repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval))
           })
+          Metrics.recordClaim("queue", performance.now() - claimStart, "write")
           // Chained when every freed type got its next sequential item. One that got none may be empty, or its claim
           // may have lost to another instance's tick holding the type's lock: a tick then looks again.
           const chained =

@@ -4,8 +4,8 @@
  * attempt numbers, and a simulated year that runs in a moment.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Deferred, Effect, HashMap, Layer, Logger, Ref } from "effect"
-import { JobStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { Context, Deferred, Effect, HashMap, Layer, Logger, Metric, Ref } from "effect"
+import { JobStore, Metrics, QueueStore, Runner, Schedule } from "../../src/index.js"
 import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
 import { captureLogs, settle, testLayer } from "../support/runner.js"
 import * as QueueSource from "../../src/runtime/QueueSource.js"
@@ -482,6 +482,7 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
         Effect.gen(function* () {
           const { memory, store } = yield* MemoryQueueStore.make
           const chained = yield* Ref.make(0)
+          const writes = yield* Ref.make(0)
           const claims = yield* Ref.make(0)
           const holding = yield* Ref.make({ now: 0, most: 0 })
           const hold = (claimed: number, recorded: ReadonlyArray<boolean>) =>
@@ -493,7 +494,10 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
             Effect.tap(store.recordAndClaim(results, options), ({ claims, recorded }) =>
               Effect.zipRight(
                 Ref.update(chained, (n) => n + claims.length),
-                hold(claims.length, recorded)
+                Effect.zipRight(
+                  Ref.update(writes, (n) => n + 1),
+                  hold(claims.length, recorded)
+                )
               )
             )
           const claimBatch: typeof store.claimBatch = (options) =>
@@ -506,6 +510,7 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
           return Context.make(QueueStore, QueueStore.of({ ...store, recordAndClaim, claimBatch, recordResults })).pipe(
             Context.add(MemoryQueueStore.MemoryQueue, memory),
             Context.add(Chained, chained),
+            Context.add(ClaimingWrites, writes),
             Context.add(TickClaims, claims),
             Context.add(MostHeld, holding)
           )
@@ -520,6 +525,8 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
 const chainLayer = chainLayerWith({})
 
 class Chained extends Context.Tag("test/Chained")<Chained, Ref.Ref<number>>() {}
+/** The writes of results that carried a claim (recordAndClaim calls). */
+class ClaimingWrites extends Context.Tag("test/ClaimingWrites")<ClaimingWrites, Ref.Ref<number>>() {}
 /** The claims made by ticks (claimBatch), as opposed to those made along with results. */
 class TickClaims extends Context.Tag("test/TickClaims")<TickClaims, Ref.Ref<number>>() {}
 /** The executions held (claimed, their results not yet recorded): now, and the most at once. */
@@ -644,6 +651,12 @@ describe("claims along with results", () => {
   const drain = (n: number) =>
     Effect.gen(function* () {
       const { memory, queue, runner } = yield* memoryStart
+      const claimTimes = (via: string) =>
+        Effect.map(
+          Metric.value(Metrics.claimDuration.pipe(Metric.tagged("kind", "queue"), Metric.tagged("via", via))),
+          (h) => h.count
+        )
+      const timedBefore = { tick: yield* claimTimes("tick"), write: yield* claimTimes("write") }
       yield* runner.register("t", () => undefined)
       const payloads = Array.from({ length: n }, (_, i) => String(i))
       yield* queue.enqueueMany(
@@ -660,16 +673,24 @@ describe("claims along with results", () => {
       expect(yield* memory.items).toEqual([])
       return {
         along: yield* Ref.get(yield* Chained),
+        writes: yield* Ref.get(yield* ClaimingWrites),
         ticks: yield* Ref.get(yield* TickClaims),
-        mostHeld: (yield* Ref.get(yield* MostHeld)).most
+        mostHeld: (yield* Ref.get(yield* MostHeld)).most,
+        timed: {
+          tick: (yield* claimTimes("tick")) - timedBefore.tick,
+          write: (yield* claimTimes("write")) - timedBefore.write
+        }
       }
     })
 
   it.scoped("with small batches, writes of results claim more along with them; each item runs once", () =>
     Effect.gen(function* () {
-      const { along, mostHeld, ticks } = yield* drain(400)
+      const { along, mostHeld, ticks, timed, writes } = yield* drain(400)
       expect(along).toBeGreaterThan(100)
       expect(ticks).toBeGreaterThan(0)
+      // The claim metric times both: each write that claimed along, and the ticks' claims.
+      expect(timed.write).toBe(writes)
+      expect(timed.tick).toBeGreaterThan(0)
       // The tick's claim and one along with a write may cross (each takes the room it saw): at most a batch more
       // than the workers and their buffer of two batches.
       expect(mostHeld).toBeGreaterThan(4)
@@ -679,9 +700,10 @@ describe("claims along with results", () => {
 
   it.scoped(`with batches above ${QueueSource.CLAIM_ALONG_MAX_BATCH}, concurrent results are written alone`, () =>
     Effect.gen(function* () {
-      const { along, ticks } = yield* drain(1000)
+      const { along, ticks, timed } = yield* drain(1000)
       expect(along).toBe(0)
       expect(ticks).toBeGreaterThan(1)
+      expect(timed.write).toBe(0)
     }).pipe(Effect.provide(chainLayerWith({ batchSize: QueueSource.CLAIM_ALONG_MAX_BATCH + 1 })))
   )
 
