@@ -34,9 +34,9 @@ export const slotsMissed = Metric.counter("kairos_slots_missed_total", {
 })
 
 /**
- * How long one claim took (a statement or transaction), in milliseconds, by kind and `via`: `tick` for the runner's
- * own claims, `write` for a write of results that claimed along with it (the statement's whole time, recording
- * included; see `QueueSource`).
+ * How long one claim took, in milliseconds, by kind and `via`: `tick` for a tick's claim (a statement for the queue, a
+ * transaction for scheduled jobs; a tick that had no reason to look sends none and records none), `write` for a write
+ * of results that claimed along with it (the statement's whole time, recording included; see `QueueSource`).
  */
 export const claimDuration = Metric.histogram(
   "kairos_claim_duration_ms",

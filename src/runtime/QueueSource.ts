@@ -114,6 +114,7 @@ export const make = (options: {
           idle = false
           drained = false
           if (limit <= 0 || request.taskTypes.length === 0) return { claimed: [], overlapped: 0, rescued }
+          const claimStart = performance.now()
           const claims = yield* store.claimBatch({
             limit,
             taskTypes: request.taskTypes,
@@ -122,6 +123,7 @@ export const make = (options: {
             now: request.now,
             repeatAfter: new Date(now + intervalMs)
           })
+          Metrics.recordClaim("queue", performance.now() - claimStart)
           if (config.rateLimit > 0) for (let i = 0; i < claims.length; i++) starts.push(now)
           idle = claims.length === 0
           drained = claims.length < limit

@@ -191,12 +191,14 @@ export const make = (options: {
             return { claimed: [], overlapped: 0, rescued: 0 }
           }
           const intervalMs = Duration.toMillis(request.interval)
+          const claimStart = performance.now()
           const { waiting, ...report } = yield* claimInTransaction(
             request.now,
             request.limit,
             request.taskTypes,
             intervalMs
           )
+          Metrics.recordClaim("scheduled", performance.now() - claimStart)
           const pollAt = request.now.getTime() + intervalMs
           if (waiting) {
             checkAt = 0

@@ -6,7 +6,6 @@
  * source: it runs each claimed execution's handler in a fiber of the runner, keeps its lease in the runner's one
  * renewal round, and queues its result for the runner's one results writer, which records a batch per statement.
  */
-import * as Metrics from "./Metrics.js"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -398,9 +397,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const claimAndStart = (request: ClaimRequest) =>
     Effect.gen(function* () {
       if (request.limit <= 0 && source.plansWhenFull !== true) return { started: 0, overlapped: 0, rescued: 0 }
-      const claimStart = performance.now()
       const report = yield* source.claim(request)
-      Metrics.recordClaim(source.kind, performance.now() - claimStart)
       yield* startClaimed(report.claimed, request)
       return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
     })
