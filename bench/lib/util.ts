@@ -7,8 +7,8 @@ import pg from "pg"
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
 
-export /** Milliseconds since an arbitrary origin, sub-millisecond. */
-const now = (): number => performance.now()
+/** Milliseconds since an arbitrary origin, sub-millisecond. */
+export const now = (): number => performance.now()
 
 export const median = (xs: ReadonlyArray<number>): number => {
   if (xs.length === 0) return Number.NaN
