@@ -66,6 +66,14 @@ const PEERS: ReadonlyArray<SystemName> = ["graphile-worker", "pg-boss"]
 /** A ratio as the tables print it. */
 const times = (r: number): string => `${r >= 0.1 ? fmtNum(r, 2) : r.toPrecision(2)}×`
 
+/** The best peer's figure of `row` among `figures` (highest or lowest, as the row is better), if any peer has it. */
+const bestPeer = (figures: Partial<Record<SystemName, Figures>>, row: Row): number | undefined => {
+  if (row.peers === undefined) return undefined
+  const values = PEERS.map((p) => figures[p]?.[row.peers!]?.value).filter((v): v is number => v !== undefined)
+  if (values.length === 0) return undefined
+  return row.better === "higher" ? Math.max(...values) : Math.min(...values)
+}
+
 const ratio = (k: Figure | undefined, best: number | undefined): string => {
   if (k === undefined || best === undefined || !Number.isFinite(best) || best === 0) return "—"
   return times(k.value / best)
@@ -176,9 +184,7 @@ export const render = (options: {
   lines.push("|---|--:|--:|--:|--:|--:|--:|")
   for (const row of rows) {
     const k = get("kairos", row.kairos)
-    const peerValues = PEERS.map((p) => get(p, row.peers)?.value).filter((v): v is number => v !== undefined)
-    const best =
-      peerValues.length === 0 ? undefined : row.better === "higher" ? Math.max(...peerValues) : Math.min(...peerValues)
+    const best = bestPeer(m, row)
     const fl = get("floor", row.peers)
     lines.push(
       `| ${row.label} | ${format(row.unit, k)} | ${format(row.unit, get("graphile-worker", row.peers))} | ` +
@@ -273,10 +279,8 @@ export const roundByRound = (options: {
       row.label.replace(/ \((items\/s|ms|of \d+)\)/, ""),
       rounds.map((round) => {
         const k = round.kairos?.[row.kairos]?.value
-        const peers = PEERS.map((p) => round[p]?.[row.peers!]?.value).filter((v): v is number => v !== undefined)
-        if (k === undefined || peers.length === 0) return undefined
-        const best = row.better === "higher" ? Math.max(...peers) : Math.min(...peers)
-        return best === 0 ? undefined : k / best
+        const best = bestPeer(round, row)
+        return k === undefined || best === undefined || best === 0 ? undefined : k / best
       }),
       times
     )
