@@ -320,10 +320,16 @@ export const make = (
       )
 
     // The batch as recorded once each (an execution listed twice is recorded the first time: its lease can be
-    // deleted only once), split by the statement that records it.
+    // deleted only once), split by the statement that records it. A row lease's id (its item's id negated) is the
+    // same for every execution of that item, one at a time: of several in the batch, only the one claimed last (the
+    // highest attempt) may still hold it, the others having lost it before it was claimed, so that one is recorded.
     const splitBatch = (results: ReadonlyArray<Recorded>) => {
-      const seen = new Set<string>()
-      const batch = results.filter((x) => !seen.has(x.claim.leaseId) && seen.add(x.claim.leaseId) !== undefined)
+      const latest = new Map<string, Recorded>()
+      for (const x of results) {
+        const seen = latest.get(x.claim.leaseId)
+        if (seen === undefined || x.claim.attempt > seen.claim.attempt) latest.set(x.claim.leaseId, x)
+      }
+      const batch = results.filter((x) => latest.get(x.claim.leaseId) === x)
       const first = new Set(batch)
       return {
         rows: batch.filter(rowLeased),
@@ -747,8 +753,13 @@ export const make = (
       },
 
       cancel: (itemId) =>
-        // Its leases go with it (ON DELETE CASCADE): a result still in flight finds none and is refused.
-        sql<{ status: string }>`DELETE FROM ${items} WHERE id = ${itemId}::bigint RETURNING status`.pipe(
+        // Its leases go with it (a lease on its row, and its rows of queue_leases, which have had no foreign key to
+        // cascade since migration 0004): a result still in flight finds none and is refused, and the rescue does not
+        // count a lease of an item that is gone.
+        sql<{ status: string }>`
+          WITH gone AS (DELETE FROM ${items} WHERE id = ${itemId}::bigint RETURNING id, status),
+            leased AS (DELETE FROM ${leases} WHERE item_id IN (SELECT id FROM gone))
+          SELECT status FROM gone`.pipe(
           Effect.map((rows) =>
             Option.map(Option.fromNullable(rows[0]), (r) => (r.status === "processing" ? "processing" : "pending"))
           ),
