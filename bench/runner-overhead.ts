@@ -71,7 +71,7 @@ const synthetic = Layer.effect(
           inFlight -= results.length
           return results.map(() => true)
         }),
-      renewLeases: (claims) => Effect.succeed(claims.map((c) => c.leaseId))
+      renewLeases: (claims) => Effect.succeed(claims.map(() => true))
     })
   })
 ).pipe(Layer.provide(EmptyQueueStore.layer))

@@ -138,12 +138,16 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * remaining repetitions at once.
      */
     readonly claimBatch: (options: ClaimOptions) => Effect.Effect<ReadonlyArray<QueueClaim>, QueueStoreError>
-    /** Extends many executions' leases in one go; returns the lease ids still held (the others were lost). */
+    /**
+     * Extends many executions' leases in one go; returns, in order, whether each still held its lease (false: lost).
+     * Per execution, not per lease id: a run-once item's executions all hold their lease on its row, under one id, so
+     * an execution that lost it and a later one of the same item are told apart by their tokens.
+     */
     readonly renewLeases: (
       claims: ReadonlyArray<QueueClaim>,
       leaseUntil: Date,
       now: Date
-    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError>
+    ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
     /**
      * Records finished executions, each fenced by its own lease token: its `processed_items` row, and the item
      * deleted (runs exhausted) or pending again. A failure with an attempt left under the item's retry policy (see

@@ -75,7 +75,9 @@ export const make = (options: {
     const complete = (finished: ReadonlyArray<Finished<ClaimedItem>>) => store.recordResults(finished.map(toRecord))
 
     const toClaimed = (claim: QueueClaim): ClaimedItem => ({
-      key: `lease:${claim.leaseId}`,
+      // The token too: a run-once item's executions share its lease id (the item's row), and one that lost its lease
+      // may still run beside a later one of the same item.
+      key: `lease:${claim.leaseId}:${claim.token}`,
       claim,
       job: unsafeMakeJob({
         id: claim.item.id,
@@ -152,7 +154,7 @@ export const make = (options: {
             leaseUntil,
             now
           ),
-          (ids) => new Set(ids.map((id) => `lease:${id}`))
+          (held) => new Set(claims.flatMap((c, i) => (held[i] === true ? [c.key] : [])))
         ),
       complete,
       // A sequential execution's result frees its type: the type's next item is claimed in the same round trip, so

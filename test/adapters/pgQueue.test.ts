@@ -483,10 +483,10 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
         expect(leaseRows!.n).toBe(0)
         // Renewed on the row; a wrong token renews nothing and records nothing.
         const later = new Date(now.getTime() + 120_000)
-        expect(yield* q.renewLeases([claim!], later, now)).toEqual([claim!.leaseId])
+        expect(yield* q.renewLeases([claim!], later, now)).toEqual([true])
         expect((yield* leaseOf)[0]!.until).toEqual(later)
         const forged = { ...claim!, token: "forged" }
-        expect(yield* q.renewLeases([forged], later, now)).toEqual([])
+        expect(yield* q.renewLeases([forged], later, now)).toEqual([false])
         const result = { startedAt: now, finishedAt: now }
         expect(yield* q.recordResults([{ claim: forged, result }])).toEqual([false])
         // Expired, it is taken back (an execution that never finished); the late result is refused.
@@ -755,7 +755,7 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
       const claims = [...(yield* q.claimBatch(opts("gone1"))), ...(yield* q.claimBatch(opts("gone2")))]
       expect(claims.map((c) => c.item.id).sort()).toEqual([once.id, twice.id, twice.id].sort())
       yield* sql`DELETE FROM ${sql(`${schema}.queue_items`)} WHERE id IN (${once.id}, ${twice.id})`
-      expect(yield* q.renewLeases(claims, new Date(now.getTime() + 120_000), now)).toEqual([])
+      expect(yield* q.renewLeases(claims, new Date(now.getTime() + 120_000), now)).toEqual([false, false, false])
       const result = { startedAt: now, finishedAt: now }
       expect(yield* q.recordResults(claims.map((claim) => ({ claim, result })))).toEqual([false, false, false])
       const [logged] = yield* sql<{ n: number }>`

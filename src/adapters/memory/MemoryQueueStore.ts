@@ -249,11 +249,11 @@ export const make: Effect.Effect<
       }),
     renewLeases: (claims, leaseUntil) =>
       Effect.sync(() =>
-        claims.flatMap((claim) => {
+        claims.map((claim) => {
           const lease = leases.find((l) => l.id === claim.leaseId && l.token === claim.token)
-          if (lease === undefined) return []
+          if (lease === undefined) return false
           lease.leaseUntil = leaseUntil
-          return [lease.id]
+          return true
         })
       ),
     recordResults: (results) => Effect.sync(() => recordBatch(results)),

@@ -413,27 +413,32 @@ export const make = (
         return { recorded: recorded(held), claims }
       }).pipe(orStoreError)
 
-    // Leases in queue_leases and leases on item rows (their ids negated) in one statement.
+    // Leases in queue_leases and leases on item rows (their ids negated) in one statement. Answered per execution, by
+    // lease id and token: two executions of one run-once item share a lease id (its row), and only the one whose token
+    // is on the row holds it.
     const renewLeases = (claims: ReadonlyArray<QueueClaim>, leaseUntil: Date) =>
       claims.length === 0
         ? Effect.succeed([])
-        : sql<{ id: string }>`
+        : sql<{ id: string; token: string }>`
               WITH x AS (
-                SELECT * FROM unnest(${arrayLiteral(claims.map((c) => c.leaseId))}::bigint[],
+                SELECT DISTINCT * FROM unnest(${arrayLiteral(claims.map((c) => c.leaseId))}::bigint[],
                   ${arrayLiteral(claims.map((c) => c.token))}::text[]) AS x(id, token)
               ), t AS (
                 UPDATE ${leases} l SET lease_until = ${leaseUntil} FROM x
                 WHERE x.id > 0 AND l.id = x.id AND l.token = x.token
                   -- An item deleted while it runs (by hand, or cancelled) takes its lease with it.
                   AND EXISTS (SELECT 1 FROM ${items} i WHERE i.id = l.item_id)
-                RETURNING l.id
+                RETURNING l.id, l.token
               ), r AS (
                 UPDATE ${items} i SET lease_until = ${leaseUntil} FROM x
                 WHERE x.id < 0 AND i.id = -x.id AND i.lease_token = x.token
-                RETURNING -i.id AS id
+                RETURNING -i.id AS id, i.lease_token AS token
               )
-              SELECT id::text AS id FROM t UNION ALL SELECT id::text AS id FROM r`.pipe(
-            Effect.map((rows) => rows.map((r) => r.id)),
+              SELECT id::text AS id, token FROM t UNION ALL SELECT id::text AS id, token FROM r`.pipe(
+            Effect.map((rows) => {
+              const held = new Set(rows.map((r) => `${r.id}:${r.token}`))
+              return claims.map((c) => held.has(`${c.leaseId}:${c.token}`))
+            }),
             orStoreError
           )
 
