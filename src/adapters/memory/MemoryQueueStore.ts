@@ -85,6 +85,7 @@ export const make: Effect.Effect<
   let nextLogId = 1
   let nextSeq = 1
   let nextLease = 1
+  let nextToken = 1
   const wakeAll = () => {
     for (const w of listeners) w()
   }
@@ -200,9 +201,12 @@ export const make: Effect.Effect<
       const count = r.item.thread === 1 && r.item.maxRuns !== FOREVER ? Math.min(room, r.item.maxRuns - r.inFlight) : 1
       for (let i = 0; i < count; i++) {
         const lease: LeaseRow = {
-          id: String(nextLease++),
+          // As in Postgres: an execution of a run-once item holds its lease on the item's row, under the item's id
+          // negated (every execution of that item, one at a time, the same id; its token tells them apart); others
+          // hold a lease row of their own.
+          id: r.item.maxRuns === 1 ? `-${r.item.id}` : String(nextLease++),
           itemId: r.item.id,
-          token: `q${nextLease}-${Math.random().toString(36).slice(2)}`,
+          token: `q${nextToken++}-${Math.random().toString(36).slice(2)}`,
           owner,
           leaseUntil
         }
