@@ -553,6 +553,9 @@ export const make = (
     // registered). A worker counts as live for three heartbeats.
     const heartbeatRound = Effect.gen(function* () {
       if (handlers.size === 0) yield* Queue.take(handlersChanged)
+      // This round registers the handlers as they are now: a change announced before it (the registrations made
+      // before start) is covered, and would otherwise end its sleep at once for a second, identical registration.
+      yield* Queue.takeAll(handlersChanged)
       const now = yield* clockNow
       const liveFor = Duration.toMillis(config.heartbeatInterval) * 3
       yield* queueStore

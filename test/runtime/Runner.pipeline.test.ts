@@ -982,3 +982,56 @@ describe("a tick's executions", () => {
     )
   )
 })
+
+describe("the heartbeat", () => {
+  // Every registration of this runner in scheduler_workers (a statement each, in Postgres).
+  const registrations: Array<ReadonlyArray<string>> = []
+  const countedStores = Layer.effectContext(
+    Effect.gen(function* () {
+      const { fake, store } = yield* FakeStore.make
+      const { store: queue } = yield* MemoryQueueStore.make
+      return Context.make(JobStore, store).pipe(
+        Context.add(
+          QueueStore,
+          QueueStore.of({
+            ...queue,
+            registerWorker: (id, taskTypes, ...rest) =>
+              Effect.zipRight(
+                Effect.sync(() => registrations.push([...taskTypes].sort())),
+                queue.registerWorker(id, taskTypes, ...rest)
+              )
+          })
+        ),
+        Context.add(FakeStore.FakeStore, fake)
+      )
+    })
+  ).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+
+  it.scoped("registers once at start for the handlers registered before it, again when one is added later", () =>
+    Effect.gen(function* () {
+      registrations.length = 0
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      yield* runner.register("a", () => undefined)
+      yield* runner.register("b", () => undefined)
+      yield* runner.start
+      yield* settle(Effect.sync(() => registrations.length >= 1))
+      // Every fiber runs as far as it can without the clock moving: no second, identical registration follows.
+      yield* settle(
+        Effect.sync(() => registrations.length >= 2),
+        100
+      ).pipe(Effect.ignore)
+      expect(registrations).toEqual([["a", "b"]])
+      yield* runner.register("c", () => undefined)
+      yield* settle(Effect.sync(() => registrations.length >= 2))
+      expect(registrations).toEqual([
+        ["a", "b"],
+        ["a", "b", "c"]
+      ])
+    }).pipe(
+      Effect.provide(
+        Runner.layer({ interval: "1 minute", heartbeatInterval: "1 hour" }).pipe(Layer.provideMerge(countedStores))
+      )
+    )
+  )
+})
