@@ -937,30 +937,30 @@ describe("what a worker says", () => {
   )
 })
 
-describe("a tick's executions", () => {
-  // The order of what happened: handlers starting, and the tick's look for the next delayed item (after a claim that
-  // took less than it asked, the tick asks the store when the queue next has work: a statement, in Postgres).
-  const order: Array<string> = []
-  const watchedStores = Layer.effectContext(
+/** FakeStore's jobs and the memory queue, with some of the queue's methods replaced (to watch or count calls). */
+const memoryStoresWith = (replace: (queue: QueueStore["Type"]) => Partial<QueueStore["Type"]>) =>
+  Layer.effectContext(
     Effect.gen(function* () {
       const { fake, store } = yield* FakeStore.make
       const { store: queue } = yield* MemoryQueueStore.make
       return Context.make(JobStore, store).pipe(
-        Context.add(
-          QueueStore,
-          QueueStore.of({
-            ...queue,
-            nextRunAfter: (...args) =>
-              Effect.zipRight(
-                Effect.sync(() => order.push("planned its sleep")),
-                queue.nextRunAfter(...args)
-              )
-          })
-        ),
+        Context.add(QueueStore, QueueStore.of({ ...queue, ...replace(queue) })),
         Context.add(FakeStore.FakeStore, fake)
       )
     })
   ).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+
+describe("a tick's executions", () => {
+  // The order of what happened: handlers starting, and the tick's look for the next delayed item (after a claim that
+  // took less than it asked, the tick asks the store when the queue next has work: a statement, in Postgres).
+  const order: Array<string> = []
+  const watchedStores = memoryStoresWith((queue) => ({
+    nextRunAfter: (...args) =>
+      Effect.zipRight(
+        Effect.sync(() => order.push("planned its sleep")),
+        queue.nextRunAfter(...args)
+      )
+  }))
 
   it.scoped("start before the tick plans its sleep: a pickup does not wait for that statement", () =>
     Effect.gen(function* () {
@@ -986,26 +986,13 @@ describe("a tick's executions", () => {
 describe("the heartbeat", () => {
   // Every registration of this runner in scheduler_workers (a statement each, in Postgres).
   const registrations: Array<ReadonlyArray<string>> = []
-  const countedStores = Layer.effectContext(
-    Effect.gen(function* () {
-      const { fake, store } = yield* FakeStore.make
-      const { store: queue } = yield* MemoryQueueStore.make
-      return Context.make(JobStore, store).pipe(
-        Context.add(
-          QueueStore,
-          QueueStore.of({
-            ...queue,
-            registerWorker: (id, taskTypes, ...rest) =>
-              Effect.zipRight(
-                Effect.sync(() => registrations.push([...taskTypes].sort())),
-                queue.registerWorker(id, taskTypes, ...rest)
-              )
-          })
-        ),
-        Context.add(FakeStore.FakeStore, fake)
+  const countedStores = memoryStoresWith((queue) => ({
+    registerWorker: (id, taskTypes, ...rest) =>
+      Effect.zipRight(
+        Effect.sync(() => registrations.push([...taskTypes].sort())),
+        queue.registerWorker(id, taskTypes, ...rest)
       )
-    })
-  ).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+  }))
 
   it.scoped("registers once at start for the handlers registered before it, again when one is added later", () =>
     Effect.gen(function* () {

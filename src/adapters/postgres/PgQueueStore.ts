@@ -421,7 +421,7 @@ export const make = (
         ? Effect.succeed([])
         : sql<{ id: string; token: string }>`
               WITH x AS (
-                SELECT DISTINCT * FROM unnest(${arrayLiteral(claims.map((c) => c.leaseId))}::bigint[],
+                SELECT * FROM unnest(${arrayLiteral(claims.map((c) => c.leaseId))}::bigint[],
                   ${arrayLiteral(claims.map((c) => c.token))}::text[]) AS x(id, token)
               ), t AS (
                 UPDATE ${leases} l SET lease_until = ${leaseUntil} FROM x
