@@ -219,6 +219,53 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     })
   )
 
+  it.effect("a batch of successes is recorded alike whichever of the record's two statements records it (0017)", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const schema = yield* TestSchema
+      const queue = yield* QueueStore
+      const items = sql(`${schema}.queue_items`)
+      const processed = sql(`${schema}.processed_items`)
+      const at = new Date()
+      const logged = (ids: ReadonlyArray<string>) =>
+        Effect.map(
+          sql<{ id: string; payload: string; status: string }>`
+            SELECT queue_item_id::text AS id, payload, status FROM ${processed}
+            WHERE queue_item_id = ANY(${ids}::bigint[]) ORDER BY queue_item_id`,
+          (rows) => rows.map((r) => [r.id, r.payload, r.status])
+        )
+      const ok = (claim: QueueClaim) => ({ claim, result: { startedAt: at, finishedAt: at } })
+      // Successes only, every item at its last run: the short statement records them all.
+      const plain = yield* Effect.forEach(["p1", "p2", "p3"], (payload) =>
+        queue.enqueue({ taskType: "short", payload, thread: 1 }, at)
+      )
+      const first = yield* queue.claimBatch(claimOptions("short", at))
+      expect(first.every((c) => c.leaseId.startsWith("-"))).toBe(true)
+      expect(yield* queue.recordResults(first.map(ok))).toEqual([true, true, true])
+      expect(yield* logged(plain.map((i) => i.id))).toEqual(plain.map((i) => [i.id, i.payload, "ok"]))
+      expect(yield* sql`SELECT 1 FROM ${items} WHERE task_type = 'short'`).toEqual([])
+      // Successes again, but one item was raised by SQL to run twice while it ran and another one cancelled: the
+      // short statement records the third, the general one keeps the raised item, and the cancelled one's lease is
+      // lost. Each result is answered for, in order, and logged once.
+      const [raised, cancelled, last] = yield* Effect.forEach(["r", "c", "l"], (payload) =>
+        queue.enqueue({ taskType: "short", payload, thread: 1 }, at)
+      )
+      const second = yield* queue.claimBatch(claimOptions("short", at))
+      expect(second.map((c) => c.item.id)).toEqual([raised!.id, cancelled!.id, last!.id])
+      yield* sql`UPDATE ${items} SET max_runs = 2 WHERE id = ${raised!.id}::bigint`
+      expect(yield* queue.cancel(cancelled!.id)).toEqual(Option.some("processing"))
+      expect(yield* queue.recordResults(second.map(ok))).toEqual([true, false, true])
+      expect(yield* logged([raised!.id, cancelled!.id, last!.id])).toEqual([
+        [raised!.id, "r", "ok"],
+        [last!.id, "l", "ok"]
+      ])
+      const kept = yield* sql<{ runs_done: number; max_runs: number; lease_token: string | null }>`
+        SELECT runs_done, max_runs, lease_token FROM ${items} WHERE task_type = 'short'`
+      expect(kept).toEqual([{ runs_done: 1, max_runs: 1, lease_token: null }])
+      yield* sql`DELETE FROM ${items} WHERE task_type = 'short'`
+    })
+  )
+
   it.effect(
     "a run-once sequential item's execution holds its lease on the item row (0016): a chain's steps write no lease row",
     () =>

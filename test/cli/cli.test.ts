@@ -122,7 +122,8 @@ describe("kairos commands", () => {
           "0013_lighter_claims_and_records",
           "0014_row_leases",
           "0015_lighter_row_lease_records",
-          "0016_sequential_row_leases"
+          "0016_sequential_row_leases",
+          "0017_record_successes_first"
         ]
       })
       expect(await json(["migrate"])).toEqual({ schema, applied: [] })

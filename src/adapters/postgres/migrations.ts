@@ -1057,7 +1057,8 @@ const recordFunctionHead = (
   sql: SqlClient.SqlClient,
   schema: string,
   name: string,
-  create: "CREATE" | "CREATE OR REPLACE" = "CREATE"
+  create: "CREATE" | "CREATE OR REPLACE" = "CREATE",
+  prelude: Statement.Fragment = sql.literal("      BEGIN")
 ) => {
   const s = sql(schema)
   return sql`${sql.literal(create)} FUNCTION ${s}.${sql.literal(name)}(
@@ -1065,7 +1066,7 @@ const recordFunctionHead = (
         p_finished timestamptz[], p_durations int[], p_attempts int[], p_backoff_ms bigint[], p_exponential boolean[],
         p_max_backoff_ms bigint[]
       ) RETURNS SETOF bigint LANGUAGE plpgsql SET plan_cache_mode = force_generic_plan SET jit = off AS $fn$
-      BEGIN
+${prelude}
         RETURN QUERY
         WITH input AS (
           SELECT * FROM unnest(
@@ -1131,6 +1132,40 @@ const migration0013 = (schema: string) =>
   })
 
 /**
+ * Since 0017, kairos_record_row_leases first records a batch without failures the short way: it deletes the items of
+ * their last runs and logs them in one statement, and returns when that recorded every result (the common batch of a
+ * drain). Only a batch with a failure, or one left with results it did not record (an item kept to run again, a lost
+ * lease, a lease id sent twice), goes on to the general statement, which finds nothing left of what the first deleted.
+ */
+const successesFirstPrelude = (sql: SqlClient.SqlClient, schema: string, last: string) => {
+  const s = sql(schema)
+  return sql`      DECLARE
+        v_recorded bigint;
+      BEGIN
+        IF NOT ('error' = ANY(p_statuses)) THEN
+          RETURN QUERY
+          WITH gone AS (
+            DELETE FROM ${s}.queue_items i
+            USING unnest(p_lease_ids, p_tokens, p_statuses, p_errors, p_started, p_finished, p_durations)
+              AS x(lease_id, token, status, error_msg, started_at, finished_at, duration_ms)
+            WHERE i.id = -x.lease_id AND i.lease_token = x.token AND ${sql.literal(last)}
+            RETURNING x.lease_id, i.id AS item_id, i.task_type, i.payload, x.status, x.error_msg, x.started_at,
+              x.finished_at, x.duration_ms
+          ), log AS (
+            INSERT INTO ${s}.processed_items
+              (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms)
+            SELECT g.item_id, g.task_type, g.payload, g.status, g.error_msg, g.started_at, g.finished_at, g.duration_ms
+            FROM gone g
+          )
+          SELECT g.lease_id FROM gone g;
+          GET DIAGNOSTICS v_recorded = ROW_COUNT;
+          IF v_recorded = cardinality(p_lease_ids) THEN
+            RETURN;
+          END IF;
+        END IF;`
+}
+
+/**
  * kairos_record_row_leases: records executions that hold row leases (their lease ids are their items' ids negated),
  * fenced by the token on the row: as kairos_record_once records, the item deleted or kept (a retry, or a row changed by
  * SQL to run again) with its lease cleared. `keptFrom` is the input of the update that keeps items (0014: every
@@ -1141,12 +1176,14 @@ const recordRowLeasesFunction = (
   schema: string,
   create: "CREATE" | "CREATE OR REPLACE",
   keptFrom: string,
-  last = lastRunAsShipped
+  last = lastRunAsShipped,
+  successesFirst = false
 ) => {
   const s = sql(schema)
   const isLast = sql.literal(last)
+  const prelude = successesFirst ? successesFirstPrelude(sql, schema, last) : undefined
   return sql`
-      ${recordFunctionHead(sql, schema, "kairos_record_row_leases", create)}
+      ${recordFunctionHead(sql, schema, "kairos_record_row_leases", create, prelude)}
         ), r AS (
           -- Failures with an attempt left, and when they run again. Only failures are looked at.
           SELECT i.id AS item_id, x.finished_at + ${s}.kairos_retry_delay_ms(e.backoff_ms, e.exponential,
@@ -1347,6 +1384,17 @@ ${sql.literal(chainStepTail)}
       $fn$`
   })
 
+const migration0017 = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    // The record of a batch of run-once successes, the bulk of a drain, in one short statement (a delete of the items
+    // and an insert of their log rows) instead of the general one, which also looks for retries and for items to
+    // keep, and returns their union: measured in a loop of claims and records inside the machine's Postgres, the
+    // record 12.5 -> 9 us an item in batches of 1,000 and 22 -> 16.5 us in batches of 20. The general statement, as
+    // 0016 left it, handles whatever the short one did not record. Replaced in place: its callers do not change.
+    yield* recordRowLeasesFunction(sql, schema, "CREATE OR REPLACE", resultsNotDeleted, lastRun, true)
+  })
+
 /** The migrations of a schema, by id. */
 export const migrations = (schema: string) => ({
   "0001_scheduled_jobs": named("0001_scheduled_jobs", migration0001(schema)),
@@ -1364,7 +1412,8 @@ export const migrations = (schema: string) => ({
   "0013_lighter_claims_and_records": named("0013_lighter_claims_and_records", migration0013(schema)),
   "0014_row_leases": named("0014_row_leases", migration0014(schema)),
   "0015_lighter_row_lease_records": named("0015_lighter_row_lease_records", migration0015(schema)),
-  "0016_sequential_row_leases": named("0016_sequential_row_leases", migration0016(schema))
+  "0016_sequential_row_leases": named("0016_sequential_row_leases", migration0016(schema)),
+  "0017_record_successes_first": named("0017_record_successes_first", migration0017(schema))
 })
 
 /**
