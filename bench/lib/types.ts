@@ -53,11 +53,16 @@ export interface DrainOutcome {
   readonly seconds: number
   /** CPU time of the benchmark process over the drain (the worker runs in it). */
   readonly cpuMs: number
+  /** The whole machine's busy CPU time over the drain, Postgres's included (Linux only). */
+  readonly machineMs?: number | undefined
   readonly capped: boolean
 }
 
 export const rate = (d: DrainOutcome, name?: string): Figure => {
-  const cpu = `client CPU ${(d.cpuMs / Math.max(1, d.handled)).toFixed(3)} ms/item`
+  const perItem = (ms: number) => (ms / Math.max(1, d.handled)).toFixed(3)
+  const cpu =
+    `client CPU ${perItem(d.cpuMs)} ms/item` +
+    (d.machineMs === undefined ? "" : `, machine CPU ${perItem(d.machineMs)} ms/item`)
   const cut = d.capped ? `cut at ${d.seconds.toFixed(0)} s: ${d.handled} handled` : undefined
   return {
     value: d.handled / d.seconds,

@@ -139,14 +139,23 @@ export const pickupSampler = () => {
   }
 }
 
-/** Wall time and this process's CPU time (user + system) since it was made. */
+/**
+ * Wall time, this process's CPU time (user + system) and, on Linux, the whole machine's busy CPU time (Postgres's
+ * work included when it runs here) since it was made.
+ */
 export const stopwatch = () => {
   const t0 = now()
   const cpu0 = process.cpuUsage()
+  const busy0 = machineBusyMs()
   return {
-    read: (): { readonly seconds: number; readonly cpuMs: number } => {
+    read: (): { readonly seconds: number; readonly cpuMs: number; readonly machineMs: number | undefined } => {
       const cpu = process.cpuUsage(cpu0)
-      return { seconds: (now() - t0) / 1000, cpuMs: (cpu.user + cpu.system) / 1000 }
+      const busy = machineBusyMs()
+      return {
+        seconds: (now() - t0) / 1000,
+        cpuMs: (cpu.user + cpu.system) / 1000,
+        machineMs: busy0 === undefined || busy === undefined ? undefined : busy - busy0
+      }
     }
   }
 }
