@@ -47,12 +47,16 @@ const fail = (field: FieldRule, problem: string): never => {
   throw new CronSyntaxError(`${field.name}: ${problem}`)
 }
 
-const value = (field: FieldRule, text: string, rangeEnd: boolean): number => {
+/** A field's value; `rangeFrom` is the start of the range `text` ends, if it ends one. */
+const value = (field: FieldRule, text: string, rangeFrom: number | undefined): number => {
   const upper = text.toUpperCase()
   const named = field.names?.indexOf(upper) ?? -1
   if (named >= 0) {
-    // Day 0 is Sunday, but as the end of a range (FRI-SUN) it means 7, so the range is not reversed.
-    return field.name === "day-of-week" && named === 0 && rangeEnd ? 7 : named + field.min
+    // Day 0 is Sunday, but as the end of a range that starts later (FRI-SUN) it means 7, so the range is not
+    // reversed. A range that starts on Sunday (SUN-SUN, 0-SUN) ends on that same day 0, as in Vixie cron.
+    return field.name === "day-of-week" && named === 0 && rangeFrom !== undefined && rangeFrom > 0
+      ? 7
+      : named + field.min
   }
   if (!/^\d+$/.test(text)) {
     const hint = field.names === undefined ? "a number" : `a number or a name (${field.names.join(" ")})`
@@ -85,12 +89,12 @@ const parseField = (field: FieldRule, text: string): { readonly allowed: Array<b
     } else {
       const dash = range.indexOf("-")
       if (dash < 0) {
-        from = value(field, range, false)
+        from = value(field, range, undefined)
         // `5/15` is `5-59/15` (as most crons read it); a bare value is just that value.
         to = slash >= 0 ? field.max : from
       } else {
-        from = value(field, range.slice(0, dash), false)
-        to = value(field, range.slice(dash + 1), true)
+        from = value(field, range.slice(0, dash), undefined)
+        to = value(field, range.slice(dash + 1), from)
         if (from > to) fail(field, `range ${range} is reversed (${from} > ${to})`)
       }
     }

@@ -134,6 +134,13 @@ describe("Schedule.cron fields", () => {
       "2026-01-04T12:00:00Z",
       "2026-01-09T12:00:00Z"
     ])
+    // A range that starts and ends on one day is that day alone, whichever way Sunday is written (Vixie cron).
+    for (const sundayOnly of ["SUN-SUN", "0-0", "7-7", "0-SUN", "sun-sun"]) {
+      expect(utc(`0 12 * * ${sundayOnly}`, "2026-01-01T00:00:00Z", 2), sundayOnly).toEqual(sundays)
+    }
+    expect(utc("0 12 * * MON-MON", "2026-01-01T00:00:00Z", 2)).toEqual(["2026-01-05T12:00:00Z", "2026-01-12T12:00:00Z"])
+    // Sunday through Sunday written with 7 at the end is the whole week, as 0-7 is.
+    expect(utc("0 12 * * SUN-7", "2026-01-01T00:00:00Z", 3)).toEqual(utc("0 12 * * *", "2026-01-01T00:00:00Z", 3))
     expect(utc("0 0 1 FEB,aug *", "2026-01-01T00:00:00Z", 3)).toEqual([
       "2026-02-01T00:00:00Z",
       "2026-08-01T00:00:00Z",
