@@ -22,6 +22,7 @@ import {
   MINUTE,
   resolveWall,
   segments,
+  UnknownZoneError,
   wallAt,
   type Segment
 } from "../internal/zone.js"
@@ -247,7 +248,19 @@ export const cron = (expression: string, options?: { readonly tz?: string | unde
 export const next = (schedule: Schedule, from: Date): Date => {
   const fromMs = from.getTime()
   if (Number.isNaN(fromMs)) throw new ScheduleComputationError({ message: "Schedule.next: `from` is an invalid Date" })
-  const slot = (() => {
+  const slot = slotAfter(schedule, fromMs)
+  const date = new Date(slot)
+  if (!Number.isFinite(slot) || Number.isNaN(date.getTime()) || slot <= fromMs) {
+    throw new ScheduleComputationError({
+      message: `no next slot of ${format(schedule)} after ${from.toISOString()}: it lies beyond the dates a Date can hold`
+    })
+  }
+  return date
+}
+
+/** The next slot's instant after `fromMs`; the zone arithmetic's own error becomes the domain's. */
+const slotAfter = (schedule: Schedule, fromMs: number): number => {
+  try {
     switch (schedule._tag) {
       case "Interval":
         return fromMs + schedule.everyMillis
@@ -262,14 +275,10 @@ export const next = (schedule: Schedule, from: Date): Date => {
         return nextCronSlot(cronSpec(schedule.expression), schedule.tz ?? "UTC", fromMs)
       }
     }
-  })()
-  const date = new Date(slot)
-  if (!Number.isFinite(slot) || Number.isNaN(date.getTime()) || slot <= fromMs) {
-    throw new ScheduleComputationError({
-      message: `no next slot of ${format(schedule)} after ${from.toISOString()}: it lies beyond the dates a Date can hold`
-    })
+  } catch (e) {
+    if (e instanceof UnknownZoneError) throw new ScheduleComputationError({ message: `Schedule.next: ${e.message}` })
+    throw e
   }
-  return date
 }
 
 const nextWallSlot = (tz: string, hour: number, minute: number, weekday: number | undefined, fromMs: number) => {

@@ -7,7 +7,6 @@
  * Pure: no clock is read.
  */
 import { IANAZone } from "luxon"
-import { ScheduleComputationError } from "../domain/errors.js"
 
 export const MINUTE = 60_000
 export const HOUR = 60 * MINUTE
@@ -31,10 +30,17 @@ export const isValidZone = (name: string): boolean => {
   return true
 }
 
+/** A zone name this runtime does not know reached the arithmetic (only a value that bypassed validation can). */
+export class UnknownZoneError extends Error {
+  constructor(readonly zone: string) {
+    super(`unknown time zone: ${zone}`)
+  }
+}
+
 const zoneOf = (name: string): IANAZone => {
   const cached = zones.get(name)
   if (cached !== undefined) return cached
-  if (!isValidZone(name)) throw new ScheduleComputationError({ message: `unknown time zone: ${name}` })
+  if (!isValidZone(name)) throw new UnknownZoneError(name)
   return zones.get(name)!
 }
 

@@ -212,6 +212,24 @@ describe("Schedule.cron fields", () => {
   })
 })
 
+describe("a stored zone this runtime does not know (bypassing validation)", () => {
+  it("fails with the domain's error naming the zone, for every kind of wall-clock schedule", () => {
+    const bad = [
+      { _tag: "Daily", hour: 9, minute: 0, tz: "Mars/Olympus_Mons" },
+      { _tag: "Weekly", weekday: 1, hour: 9, minute: 0, tz: "Mars/Olympus_Mons" },
+      { _tag: "Cron", expression: "0 9 * * *", tz: "Mars/Olympus_Mons" }
+    ] as unknown as ReadonlyArray<Schedule.Schedule>
+    for (const schedule of bad) {
+      expect(() => Schedule.next(schedule, new Date("2026-01-01T00:00:00Z")), schedule._tag).toThrow(
+        expect.objectContaining({
+          _tag: "ScheduleComputationError",
+          message: "Schedule.next: unknown time zone: Mars/Olympus_Mons"
+        })
+      )
+    }
+  })
+})
+
 describe("Schedule.cron across DST (the daily rule)", () => {
   const newYork = (expression: string) => Schedule.cron(expression, { tz: "America/New_York" })
 
