@@ -1,12 +1,13 @@
 import os from "node:os"
 import { defineConfig } from "vitest/config"
 
-// Files that need no database: the domain, the runtime on the memory adapters, the memory adapters, the import
-// rule, the user-facing testing example. They run without the Postgres global setup.
+// Files that need no database: the domain, the runtime on the memory adapters, the memory adapters, the migration
+// files, the import rule, the user-facing testing example. They run without the Postgres global setup.
 const unit = [
   "test/domain/**/*.test.ts",
   "test/runtime/**/*.test.ts",
   "test/adapters/memory*.test.ts",
+  "test/adapters/migrationFiles.test.ts",
   "test/architecture.test.ts",
   "examples/**/*.test.ts"
 ]

@@ -19,6 +19,11 @@ let server: EmbeddedServer | undefined
 export const setup = async (project: TestProject): Promise<void> => {
   const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc")
   execFileSync(process.execPath, [tsc, "-p", "tsconfig.build.json"], { cwd: project.config.root, stdio: "inherit" })
+  // As `npm run build` does: the migrations' .sql files beside the compiled module that reads them.
+  execFileSync(process.execPath, ["scripts/copy-migrations.mjs", "dist"], {
+    cwd: project.config.root,
+    stdio: "inherit"
+  })
   const fromEnv = process.env["DATABASE_URL"]
   if (fromEnv !== undefined && fromEnv.length > 0) {
     project.provide("databaseUrl", fromEnv)

@@ -1,0 +1,1 @@
+ALTER TABLE {{schema}}.queue_items ADD COLUMN unfinished int NOT NULL DEFAULT 0;
