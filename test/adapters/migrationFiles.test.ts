@@ -62,12 +62,13 @@ const publicHashes: ReadonlyArray<readonly [string, string]> = [
 const FROZEN = "a shipped migration never changes: add a new migration instead"
 
 describe("the migration files", () => {
-  it("are the shipped migrations, one file each, in order, and nothing else", () => {
+  it("are the shipped migrations, one file each, in order, and their notes", () => {
     const files = fs
       .readdirSync(directory)
       .filter((f) => !f.startsWith("."))
       .sort()
-    expect(files).toEqual(migrationNames.map((name) => `${name}.sql`))
+    // Beside the migrations, only their notes (why each is as it is).
+    expect(files).toEqual([...migrationNames.map((name) => `${name}.sql`), "NOTES.md"])
     expect(Object.keys(migrations("public"))).toEqual([...migrationNames])
     // Ids one to N: the Migrator orders by the number and records it.
     expect(migrationNames.map((name) => Number(name.slice(0, 4)))).toEqual(migrationNames.map((_, i) => i + 1))

@@ -96,9 +96,9 @@ const named = <E, R>(name: string, migration: Effect.Effect<void, E, R>): Effect
   )
 
 /**
- * The shipped migrations, in the order they run: each is the file `migrations/<name>.sql` beside this module. A
- * shipped file never changes (test/adapters/migrationFiles.test.ts pins each one's hash): a change is a new migration,
- * its file added here at the end.
+ * The shipped migrations, in the order they run: each is the file `migrations/<name>.sql` beside this module, and
+ * `migrations/NOTES.md` says why each is as it is. A shipped file never changes (test/adapters/migrationFiles.test.ts
+ * pins each one's hash): a change is a new migration, its file added here at the end and its notes there.
  */
 export const migrationNames = [
   "0001_scheduled_jobs",
