@@ -69,7 +69,10 @@ describe("the packed package", () => {
       "dist/testing.js",
       "dist/dev.js",
       "bin/kairos.js",
-      "README.md"
+      "README.md",
+      // The migrations' SQL, which tsc does not emit: the build copies it beside the compiled module.
+      "dist/adapters/postgres/migrations/0001_scheduled_jobs.sql",
+      "dist/adapters/postgres/migrations/0017_record_successes_first.sql"
     ])
       expect(listed).toContain(f)
     expect(listed.filter((f) => /^(src|test|bench|examples|\.ci)\//.test(f) || f.endsWith(".tsbuildinfo"))).toEqual([])
