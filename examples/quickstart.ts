@@ -7,6 +7,7 @@
  *   KAIROS_QUICKSTART_SECONDS=15 (default)  KAIROS_SCHEMA=public (default)
  */
 import { SqlClient } from "@effect/sql"
+import path from "node:path"
 import { Cause, Effect, Exit, Logger, LogLevel } from "effect"
 import { PgKairos, QueueStore, Runner, Schedule } from "kairos"
 import { DevDatabase } from "kairos/dev"
@@ -154,15 +155,26 @@ const main = (url: string) => {
   })
 }
 
+/**
+ * A folder as the reader knows it: `./.kairos` from the project, not the machine's absolute path (which would also
+ * end up in pasted output). A folder outside the current one (root's fallback under the temporary directory) stays
+ * absolute.
+ */
+const shownPath = (dir: string): string => {
+  const relative = path.relative(process.cwd(), dir)
+  return relative === "" || relative.startsWith("..") || path.isAbsolute(relative) ? dir : `./${relative}`
+}
+
 const fromEnv = process.env["DATABASE_URL"]
 const database: Promise<{ url: string; dev: boolean }> =
   fromEnv !== undefined && fromEnv.length > 0
     ? Promise.resolve({ url: fromEnv, dev: false })
     : DevDatabase.ensure(process.cwd()).then((db) => {
+        const where = shownPath(db.dataDir)
         console.log(
           db.started
-            ? `started the development database in ${db.dataDir} (set DATABASE_URL to use your own)`
-            : `using the development database in ${db.dataDir} (set DATABASE_URL to use your own)`
+            ? `started the development database in ${where} (set DATABASE_URL to use your own)`
+            : `using the development database in ${where} (set DATABASE_URL to use your own)`
         )
         return { url: db.url, dev: true }
       })
