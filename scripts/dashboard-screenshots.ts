@@ -1,5 +1,5 @@
 /**
- * The README's dashboard screenshots: seeds a demo schema (a few task types, an hour of executions with some
+ * The screenshots of docs/dashboard.md: seeds a demo schema (a few task types, an hour of executions with some
  * failures, items waiting and running, daily/weekly/cron/interval jobs with their runs, two live workers), serves the
  * dashboard over it and saves PNGs of the main pages with Debian's Chromium into docs/screenshots/.
  *
