@@ -1,0 +1,121 @@
+/**
+ * What every command shares: the common options (`--database-url`, `--schema`, `--json`, `--verbose`), where
+ * the database is (flag, `$DATABASE_URL`, else the development database), a client on it, and how output is printed.
+ */
+import * as Args from "@effect/cli/Args"
+import * as Options from "@effect/cli/Options"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as PgInspect from "../postgres/PgInspect.js"
+import * as PgKairos from "../../layers/PgKairos.js"
+import { schemaName } from "../postgres/PgSchema.js"
+import * as DevDatabase from "./DevDatabase.js"
+import { checkUrl, CliError, describe, explain } from "./errors.js"
+import { terminalSafeJson } from "./format.js"
+
+/** Set from `--verbose` (read anywhere on the command line, before parsing): full causes on errors and in logs. */
+export const flags = { verbose: false }
+
+export const common = {
+  databaseUrl: Options.text("database-url").pipe(
+    Options.withPseudoName("URL"),
+    Options.withDescription(
+      "the database, postgres://user:password@host:port/db (default: $DATABASE_URL, else the development database in the project's .kairos folder, started on first use)"
+    ),
+    Options.optional
+  ),
+  schema: Options.text("schema").pipe(
+    Options.withPseudoName("NAME"),
+    Options.withDescription("the schema of kairos's tables (default: public)"),
+    Options.withDefault("public")
+  ),
+  json: Options.boolean("json").pipe(Options.withDescription("print JSON with snake_case keys instead of text")),
+  // Read from the raw arguments by `main` (it also applies to usage errors); declared here to be listed in --help.
+  verbose: Options.boolean("verbose").pipe(Options.withDescription("on an error, also print its full cause"))
+}
+
+export interface Common {
+  readonly databaseUrl: Option.Option<string>
+  readonly schema: string
+  readonly json: boolean
+}
+
+/** Prints the JSON document with --json, the human text otherwise (its values escaped by whoever built it). */
+export const output = (c: { readonly json: boolean }, human: string, json: unknown) =>
+  Effect.sync(() => process.stdout.write((c.json ? terminalSafeJson(JSON.stringify(json)) : human) + "\n"))
+
+export const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
+  Effect.gen(function* () {
+    if (Option.isSome(c.databaseUrl)) {
+      const bad = checkUrl(c.databaseUrl.value, "--database-url")
+      return bad === undefined ? c.databaseUrl.value : yield* Effect.fail(bad)
+    }
+    const env = process.env["DATABASE_URL"]
+    if (env !== undefined && env.length > 0) {
+      const bad = checkUrl(env, "DATABASE_URL")
+      return bad === undefined ? env : yield* Effect.fail(bad)
+    }
+    const dev = yield* ensureDev
+    return dev.url
+  })
+
+/** The development database, started if needed (saying so on stderr). */
+export const ensureDev = Effect.gen(function* () {
+  const dev = yield* Effect.tryPromise({
+    try: () => DevDatabase.ensure(process.cwd()),
+    catch: (e) => new CliError({ message: `could not start the development database: ${describe(e)}` })
+  })
+  if (dev.started) {
+    process.stderr.write(`kairos: started the development database (${dev.dataDir}); \`kairos db stop\` stops it\n`)
+    if (dev.note !== undefined) process.stderr.write(`kairos: ${dev.note}\n`)
+  }
+  return dev
+})
+
+export const targetOf = (c: Common) => ({ schema: c.schema, flagUrl: Option.getOrUndefined(c.databaseUrl) })
+
+/** Runs `f` with a client on the resolved database. */
+export const withDb = <A, E>(
+  c: Common,
+  f: (sql: SqlClient.SqlClient, schema: string) => Effect.Effect<A, E, SqlClient.SqlClient | PgClient.PgClient>
+): Effect.Effect<A, CliError> =>
+  Effect.gen(function* () {
+    const schema = yield* Effect.try({
+      try: () => schemaName({ schema: c.schema }),
+      catch: (e) => new CliError({ message: describe(e) })
+    })
+    const url = yield* resolveUrl(c)
+    // kairos's own client: its first connection fails within 5 s, and a failed login does not hold the process open
+    // (see EndingClient). No statement timeout: a command may run as long as it needs (a truncate of a large log).
+    const client = PgKairos.clientLayer({
+      url: Redacted.make(url),
+      maxConnections: 3,
+      applicationName: "kairos-cli",
+      statementTimeout: 0
+    })
+    return yield* Effect.flatMap(SqlClient.SqlClient, (sql) => f(sql.withoutTransforms(), schema)).pipe(
+      Effect.provide(client),
+      Effect.scoped,
+      Effect.mapError(explain(targetOf(c), url))
+    )
+  })
+
+/**
+ * "yes", or why nobody will run it: no live worker at all, or live workers none of which lists its task type.
+ */
+export const handledCell = (handled: boolean, anyLiveWorker: boolean) =>
+  handled ? "yes" : anyLiveWorker ? "no (no live worker handles it)" : "no (no live worker)"
+
+/** Runs `f` with the inspection reads of the schema. */
+export const withInspect = <A, E>(c: Common, f: (inspect: PgInspect.PgInspect) => Effect.Effect<A, E>) =>
+  withDb(c, (_sql, schema) => Effect.flatMap(PgInspect.make({ schema }), f))
+
+export const count = (what: string) =>
+  Args.integer({ name: "N" }).pipe(Args.withDescription(`how many ${what} (default 20)`), Args.withDefault(20))
+
+/** The database's time: an operator's change is stamped by the clock every runner judges time by. */
+export const databaseNow = (sql: SqlClient.SqlClient) =>
+  Effect.map(sql<{ now: Date }>`SELECT clock_timestamp() AS now`, (rows) => new Date(rows[0]!.now))
