@@ -7,4 +7,4 @@ export * as EmbeddedPostgres from "./adapters/postgres/EmbeddedPostgres.js"
  * `.kairos` folder, started in the background on first use (`DevDatabase.ensure(process.cwd())`), stopped by
  * `kairos db stop`. What a program writes there, `kairos dashboard` and the other commands see.
  */
-export * as DevDatabase from "./adapters/cli/DevDatabase.js"
+export * as DevDatabase from "./adapters/postgres/DevDatabase.js"

@@ -12,7 +12,7 @@ import * as Redacted from "effect/Redacted"
 import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import { schemaName } from "../postgres/PgSchema.js"
-import * as DevDatabase from "./DevDatabase.js"
+import * as DevDatabase from "../postgres/DevDatabase.js"
 import { checkUrl, CliError, describe, explain } from "./errors.js"
 import { terminalSafeJson } from "./format.js"
 

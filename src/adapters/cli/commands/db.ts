@@ -3,7 +3,7 @@
  */
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
-import * as DevDatabase from "../DevDatabase.js"
+import * as DevDatabase from "../../postgres/DevDatabase.js"
 import { snakeKeys } from "../format.js"
 import { common, output, ensureDev } from "../common.js"
 

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto"
 import fs from "node:fs/promises"
 import os from "node:os"
 import path from "node:path"
-import { portAnswers, postmasterPid, startEmbedded, stopDataDir } from "../postgres/EmbeddedPostgres.js"
+import { portAnswers, postmasterPid, startEmbedded, stopDataDir } from "./EmbeddedPostgres.js"
 
 export interface DevDatabase {
   readonly url: string
