@@ -3,7 +3,9 @@
  * the database is (flag, `$DATABASE_URL`, else the development database), a client on it, and how output is printed.
  */
 import * as Args from "@effect/cli/Args"
+import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
+import * as ValidationError from "@effect/cli/ValidationError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
@@ -119,3 +121,23 @@ export const count = (what: string) =>
 /** The database's time: an operator's change is stamped by the clock every runner judges time by. */
 export const databaseNow = (sql: SqlClient.SqlClient) =>
   Effect.map(sql<{ now: Date }>`SELECT clock_timestamp() AS now`, (rows) => new Date(rows[0]!.now))
+
+/** Postgres's `integer` (int4), the type of `priority` and `max_runs`. */
+const INT4 = { min: -2_147_483_648, max: 2_147_483_647 } as const
+
+/**
+ * An integer flag stored in an `integer` column: a value outside the column's range is one usage line (the flag,
+ * the value, the range), before the database sees it.
+ */
+export const int4Option = (name: string): Options.Options<number> =>
+  Options.integer(name).pipe(
+    Options.mapEffect((n) =>
+      n >= INT4.min && n <= INT4.max
+        ? Effect.succeed(n)
+        : Effect.fail(
+            ValidationError.invalidValue(
+              HelpDoc.p(`--${name}: ${n} is out of range: a whole number from ${INT4.min} to ${INT4.max}`)
+            )
+          )
+    )
+  )

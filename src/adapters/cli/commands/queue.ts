@@ -16,7 +16,7 @@ import * as PgJobStore from "../../postgres/PgJobStore.js"
 import * as PgQueueStore from "../../postgres/PgQueueStore.js"
 import { CliError } from "../errors.js"
 import { escapeControls, snakeKeys, table } from "../format.js"
-import { common, output, withDb, handledCell, withInspect, count, databaseNow } from "../common.js"
+import { common, int4Option, output, withDb, handledCell, withInspect, count, databaseNow } from "../common.js"
 
 export const enqueueCommand = Command.make(
   "enqueue",
@@ -27,12 +27,12 @@ export const enqueueCommand = Command.make(
       Args.withDescription("the text the handler gets as job.payload, usually JSON (default: empty)"),
       Args.optional
     ),
-    priority: Options.integer("priority").pipe(
+    priority: int4Option("priority").pipe(
       Options.withPseudoName("N"),
       Options.withDescription("higher runs first (default 0)"),
       Options.withDefault(0)
     ),
-    maxRuns: Options.integer("max-runs").pipe(
+    maxRuns: int4Option("max-runs").pipe(
       Options.withPseudoName("N"),
       Options.withDescription("how many times the item runs: N times, -1 forever (default 1; 0 means 1)"),
       Options.withDefault(1)
