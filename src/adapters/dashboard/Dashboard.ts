@@ -28,6 +28,8 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
+import { isId } from "../../domain/Id.js"
+import { ISO_TIME } from "../../internal/isoTime.js"
 import * as PgDashboard from "../postgres/PgDashboard.js"
 import type { InspectError } from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
@@ -95,9 +97,6 @@ const sameSecret = (given: string, expected: string): boolean =>
 // ---------------------------------------------------------------------------------------------------------------
 // Request parameters: every value checked, a bad one refused with a 400 naming the field.
 
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$/i
-const ID = /^[1-9][0-9]{0,17}$/
-
 type Search = Readonly<Record<string, string | ReadonlyArray<string> | undefined>>
 
 const badRequest = (field: string, message: string) => new Refusal({ status: 400, message: `${field}: ${message}` })
@@ -140,7 +139,7 @@ const instant = (search: Search, name: string) =>
 
 const id = (search: Search, name: string) =>
   Either.flatMap(param(search, name), (value) =>
-    value === undefined || ID.test(value) ? Either.right(value) : Either.left(badRequest(name, "must be an id"))
+    value === undefined || isId(value) ? Either.right(value) : Either.left(badRequest(name, "must be an id"))
   )
 
 const pageNumber = (search: Search, pageSize: number) =>
@@ -270,7 +269,7 @@ export const router = (
       Effect.gen(function* () {
         const params = yield* HttpRouter.params
         const itemId = params["id"] ?? ""
-        if (!ID.test(itemId)) return yield* new Refusal({ status: 404, message: "no such item: ids are numbers" })
+        if (!isId(itemId)) return yield* new Refusal({ status: 404, message: "no such item: ids are numbers" })
         const found = yield* reads.item(itemId)
         if (Option.isNone(found.item) && found.executions.length === 0)
           return yield* new Refusal({
@@ -313,7 +312,7 @@ export const router = (
         Effect.gen(function* () {
           const params = yield* HttpRouter.params
           const key = params[by] ?? ""
-          if (by === "id" && !ID.test(key)) return yield* new Refusal({ status: 404, message: "no such job" })
+          if (by === "id" && !isId(key)) return yield* new Refusal({ status: 404, message: "no such job" })
           const n = yield* pageNumber(search, pageSize)
           const found = yield* reads.job(by === "name" ? { name: key } : { id: key }, {
             offset: (n - 1) * pageSize,
@@ -404,9 +403,13 @@ export const router = (
         Effect.catchTag("Refusal", (refusal) => answer(refusal.status, false, refusal.message))
       )
 
-    const required = (field: (name: string) => string | undefined, name: string, check?: RegExp) => {
+    const required = (
+      field: (name: string) => string | undefined,
+      name: string,
+      check?: (value: string) => boolean
+    ) => {
       const value = field(name)
-      return value === undefined || value === "" || (check !== undefined && !check.test(value))
+      return value === undefined || value === "" || (check !== undefined && !check(value))
         ? Effect.fail(badRequest(name, check === undefined ? "missing" : "missing or not an id"))
         : Effect.succeed(value)
     }
@@ -424,7 +427,7 @@ export const router = (
       Effect.gen(function* () {
         const byId = field("job")
         if (byId === undefined) return yield* required(field, "name")
-        if (!ID.test(byId)) return yield* badRequest("job", "not an id")
+        if (!isId(byId)) return yield* badRequest("job", "not an id")
         const found = yield* reads.job({ id: byId }, { offset: 0, limit: 1 }).pipe(Effect.mapError(unavailable))
         if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job ${byId}` })
         return found.value.job.name
@@ -456,7 +459,7 @@ export const router = (
 
     const cancel = act((field) =>
       Effect.gen(function* () {
-        const itemId = yield* required(field, "item", ID)
+        const itemId = yield* required(field, "item", isId)
         const was = yield* queueStore.cancel(itemId).pipe(Effect.mapError(unavailable))
         if (Option.isNone(was)) return yield* new Refusal({ status: 404, message: `no queue item ${itemId}` })
         return was.value === "processing"
@@ -467,7 +470,7 @@ export const router = (
 
     const retry = act((field) =>
       Effect.gen(function* () {
-        const execution = yield* required(field, "execution", ID)
+        const execution = yield* required(field, "execution", isId)
         const enqueued = yield* queueStore
           .retryExecution(execution, yield* databaseNow)
           .pipe(Effect.mapError(unavailable))

@@ -9,6 +9,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import { isId } from "../../../domain/Id.js"
+import { ISO_TIME } from "../../../internal/isoTime.js"
 import * as DurationInput from "../../../domain/DurationInput.js"
 import * as Retention from "../../../domain/Retention.js"
 import * as Retry from "../../../domain/Retry.js"
@@ -153,9 +155,6 @@ export const parseRetry = (
   })
 }
 
-/** Matches an ISO 8601 date or date-time, e.g. `2026-12-01`, `2026-12-01T09:00`, `2026-12-01T09:00:00.5+01:00`. */
-const ISO_TIME = /^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?$/i
-
 /**
  * `--run-after`: a delay from `now` (read like every duration flag) or an ISO time (a time without an offset is
  * local, as JavaScript reads it). Anything else is one clear usage error.
@@ -248,7 +247,7 @@ const idArgument = (name: string, description: string) =>
   Args.text({ name }).pipe(
     Args.withDescription(description),
     Args.mapEffect((text) =>
-      /^[1-9][0-9]{0,18}$/.test(text)
+      isId(text)
         ? Effect.succeed(text)
         : Effect.fail(HelpDoc.p(`<${name}> must be a number (an id), not ${JSON.stringify(escapeControls(text))}`))
     )
