@@ -3,8 +3,8 @@
  * only ports and domain; adapters no runtime (the CLI, which drives the runtime, excepted); only composition
  * (`src/layers`), the entry points (`index.ts`, `testing.ts`, `dev.ts`, `dashboard.ts`), the CLI, benches and examples import adapters. `src/internal` holds the domain's pure
  * helpers and counts as domain. The web dashboard (`adapters/dashboard`) is a driving adapter like the CLI but needs no
- * runtime: it reads through the Postgres adapter and writes through the stores, so it may import adapters, ports and
- * domain only; no other adapter imports it (only the CLI and its entry point `dashboard.ts` do), so `kairos` never
+ * runner: it reads through the Postgres adapter and acts through the runtime's `Admin` (the one admin path, over the
+ * stores), so it may import adapters, runtime, ports and domain; no other adapter imports it (only the CLI and its entry point `dashboard.ts` do), so `kairos` never
  * loads an HTTP server.
  */
 import { describe, expect, it } from "vitest"
@@ -42,7 +42,7 @@ const allowed: Record<string, ReadonlyArray<string>> = {
   ports: ["ports", "domain"],
   runtime: ["runtime", "ports", "domain"],
   adapters: ["adapters", "ports", "domain"],
-  dashboard: ["dashboard", "adapters", "ports", "domain"],
+  dashboard: ["dashboard", "adapters", "runtime", "ports", "domain"],
   cli: ["cli", "dashboard", "adapters", "layers", "runtime", "ports", "domain"],
   layers: ["layers", "adapters", "runtime", "ports", "domain"],
   index: ["index", "dashboard", "layers", "adapters", "cli", "runtime", "ports", "domain"]

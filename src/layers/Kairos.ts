@@ -7,17 +7,17 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as PgKairos from "./PgKairos.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
-import { JobStore } from "../ports/JobStore.js"
 import { now } from "../ports/Clock.js"
 import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
 import type { HandlerOptions } from "../runtime/Handler.js"
+import { NotFoundError } from "../runtime/Admin.js"
+import * as Admin from "../runtime/Admin.js"
 import { type RecurringJob, Runner, type RunnerStats } from "../runtime/Runner.js"
 
 /** A running kairos instance with a Promise API. */
@@ -66,24 +66,32 @@ export interface Kairos {
   readonly onIdle: (listener: () => void, options?: { readonly checkEvery?: Duration.DurationInput }) => () => void
 }
 
-/** Raised by `pauseJob`, `resumeJob` and `runJob` for a name no job has. */
-export class JobNotFoundError extends Data.TaggedError("JobNotFoundError")<{
-  readonly name: string
-  readonly message: string
-}> {}
+/**
+ * Raised by `pauseJob`, `resumeJob`, `runJob` (a name no job has), `cancel` and `retry` (an id no item or execution
+ * has): kairos's one not-found error, the same the CLI and the dashboard answer with. `what` says which kind,
+ * `key` the name or id.
+ */
+export { NotFoundError } from "../runtime/Admin.js"
 
-/** Raised by `cancel` and `retry` for an id no item (or execution) has. */
-export class ItemNotFoundError extends Data.TaggedError("ItemNotFoundError")<{
-  readonly id: string
-  readonly message: string
-}> {}
+/**
+ * A `NotFoundError` about a job: `error instanceof JobNotFoundError` holds for those (kept from before the one
+ * `NotFoundError`; its `_tag` is `"NotFoundError"`).
+ */
+export class JobNotFoundError extends NotFoundError {
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return value instanceof NotFoundError && value.what === "job"
+  }
+}
 
-/** The value of a found row, or `notFound`'s error when the store found none. */
-const found = <A, E, R, E2>(
-  self: Effect.Effect<Option.Option<A>, E, R>,
-  notFound: () => E2
-): Effect.Effect<A, E | E2, R> =>
-  Effect.flatMap(self, Option.match({ onNone: () => Effect.fail(notFound()), onSome: Effect.succeed }))
+/**
+ * A `NotFoundError` about a queue item or an execution: `error instanceof ItemNotFoundError` holds for those (kept
+ * from before the one `NotFoundError`; its `_tag` is `"NotFoundError"`).
+ */
+export class ItemNotFoundError extends NotFoundError {
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    return value instanceof NotFoundError && value.what !== "job"
+  }
+}
 
 /** Raised by `drain` when its timeout passes first. */
 export class DrainTimeoutError extends Data.TaggedError("DrainTimeoutError")<{ readonly message: string }> {}
@@ -101,20 +109,10 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
     await runtime.dispose()
     throw error
   })
-  // A job change by name, then a wake-up of this runner (others hear the database's NOTIFY).
-  const control = <A, E>(
-    name: string,
-    change: (store: JobStore["Type"], now: Date) => Effect.Effect<Option.Option<A>, E>
-  ) =>
-    Effect.gen(function* () {
-      const store = yield* JobStore
-      const result = yield* found(
-        change(store, yield* now),
-        () => new JobNotFoundError({ name, message: `no job named ${JSON.stringify(name)}` })
-      )
-      yield* runner.wake
-      return result
-    })
+  // The operator's actions, stamped by the runtime's Clock (PgClock: the database's); a job change then wakes this
+  // runner at once (others hear the database's NOTIFY).
+  const admin = await run(Admin.fromContext(now))
+  const thenWake = <A, E>(self: Effect.Effect<A, E>) => Effect.zipLeft(self, runner.wake)
   // onIdle's watches: stopped by `stop`, so none outlives the pool.
   const watchers = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
   // Nothing running here (no query), then nothing in the queue.
@@ -140,22 +138,11 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
       await run(runner.stop)
       await runtime.dispose()
     },
-    pauseJob: (name) => run(control(name, (store, at) => store.setJobEnabled(name, false, at))),
-    resumeJob: (name) => run(control(name, (store, at) => store.setJobEnabled(name, true, at))),
-    runJob: (name) => run(control(name, (store, at) => store.runJobNow(name, at))),
-    cancel: (itemId) =>
-      run(
-        Effect.flatMap(QueueStore, (queue) => queue.cancel(itemId)).pipe((self) =>
-          found(self, () => new ItemNotFoundError({ id: itemId, message: `no queue item ${itemId}` }))
-        )
-      ),
-    retry: (processedId) =>
-      run(
-        Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.retryExecution(processedId, at))).pipe(
-          (self) =>
-            found(self, () => new ItemNotFoundError({ id: processedId, message: `no execution ${processedId}` }))
-        )
-      ),
+    pauseJob: (name) => run(thenWake(admin.pauseJob(name))),
+    resumeJob: (name) => run(thenWake(admin.resumeJob(name))),
+    runJob: (name) => run(thenWake(admin.runJob(name))),
+    cancel: (itemId) => run(admin.cancel(itemId)),
+    retry: (processedId) => run(admin.retry(processedId)),
     stats: () => run(runner.stats),
     drain: (drainOptions) => {
       const waitIdle = idle.pipe(

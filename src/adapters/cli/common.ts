@@ -7,16 +7,20 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../../layers/PgKairos.js"
+import * as Admin from "../../runtime/Admin.js"
+import * as PgJobStore from "../postgres/PgJobStore.js"
+import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import { schemaName } from "../postgres/PgSchema.js"
 import * as DevDatabase from "../postgres/DevDatabase.js"
 import { checkUrl, CliError, describe, explain } from "./errors.js"
-import { terminalSafeJson } from "./format.js"
+import { escapeControls, terminalSafeJson } from "./format.js"
 
 /** Set from `--verbose` (read anywhere on the command line, before parsing): full causes on errors and in logs. */
 export const flags = { verbose: false }
@@ -141,3 +145,35 @@ export const int4Option = (name: string): Options.Options<number> =>
           )
     )
   )
+
+/**
+ * Runs `f` with the operator's actions on the resolved database, stamped by the database's clock. What an action
+ * does not find is one line naming it and the command that lists what there is.
+ */
+export const withAdmin = <A, E>(
+  c: Common,
+  f: (admin: Admin.Admin<SqlError>) => Effect.Effect<A, E | Admin.NotFoundError>
+): Effect.Effect<A, CliError> =>
+  withDb(c, (sql, schema) =>
+    Effect.gen(function* () {
+      const admin = Admin.make({
+        jobs: yield* PgJobStore.make({ schema }),
+        queue: yield* PgQueueStore.make({ schema }),
+        now: databaseNow(sql)
+      })
+      return yield* f(admin).pipe(
+        Effect.catchIf(
+          (e): e is Admin.NotFoundError => e instanceof Admin.NotFoundError,
+          (e) => Effect.fail(new CliError({ message: notFound(e) }))
+        )
+      )
+    })
+  )
+
+/** A `NotFoundError` as the CLI says it: what was not found, and which command lists what there is. */
+const notFound = (e: Admin.NotFoundError): string =>
+  e.what === "job"
+    ? `no job named ${JSON.stringify(escapeControls(e.key))}: \`kairos jobs\` lists them`
+    : e.what === "item"
+      ? `no queue item ${e.key}: \`kairos queue\` lists the pending and processing ones`
+      : `no execution ${e.key}: \`kairos processed\` lists them`

@@ -2,8 +2,8 @@
  * The web dashboard: server-rendered pages over kairos's tables, live updates over server-sent events, and a few
  * actions (the pause switch, a job's pause/resume/run-now, cancelling an item, retrying an execution).
  *
- * Reads go through `PgDashboard` and never write. Actions go through the same store methods the CLI uses, and only
- * when a token was configured: every action is a POST carrying the token (`Authorization: Bearer` or a `token`
+ * Reads go through `PgDashboard` and never write. Actions go through `Admin` (runtime), as the CLI's and the Promise
+ * API's do, and only when a token was configured: every action is a POST carrying the token (`Authorization: Bearer` or a `token`
  * field, compared in constant time), the page's CSRF token, and, from a browser, an `Origin` (or `Referer`) of the
  * dashboard's own host.
  */
@@ -30,6 +30,7 @@ import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import { isId } from "../../domain/Id.js"
 import { ISO_TIME } from "../../internal/isoTime.js"
+import * as Admin from "../../runtime/Admin.js"
 import * as PgDashboard from "../postgres/PgDashboard.js"
 import type { InspectError } from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
@@ -181,7 +182,8 @@ export const router = (
     const csrf = randomBytes(24).toString("base64url")
     const reads = yield* PgDashboard.make({ schema })
     const queueStore = yield* PgQueueStore.make({ schema })
-    const jobStore = yield* PgJobStore.make({ schema })
+    // The operator's actions, stamped by the database's clock like the CLI's.
+    const admin = Admin.make({ jobs: yield* PgJobStore.make({ schema }), queue: queueStore, now: reads.now() })
     const live = yield* Live.make({
       signature: reads.signature(),
       subscribe: queueStore.subscribe,
@@ -392,8 +394,6 @@ export const router = (
             )
       )
 
-    const databaseNow = reads.now().pipe(Effect.mapError(unavailable))
-
     const act = (
       run: (field: (name: string) => string | undefined) => Effect.Effect<string, Refusal>
     ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
@@ -414,10 +414,19 @@ export const router = (
         : Effect.succeed(value)
     }
 
+    /** An action's failure as the dashboard answers it: what was not found (404), or the database away (503). */
+    const refused = (e: Admin.NotFoundError | { readonly _tag: string; readonly message: string }): Refusal =>
+      e instanceof Admin.NotFoundError
+        ? new Refusal({
+            status: 404,
+            message: e.what === "job" ? `no job named ${shown(e.key)}` : e.message
+          })
+        : unavailable(e)
+
     const setSwitch = (green: boolean) =>
       act(() =>
         Effect.gen(function* () {
-          yield* queueStore.setSemaphore(green, yield* databaseNow).pipe(Effect.mapError(unavailable))
+          yield* (green ? admin.resume : admin.pause).pipe(Effect.mapError(refused))
           return green ? "resumed: workers claim and run work again" : "paused: nothing new starts on any worker"
         })
       )
@@ -438,10 +447,7 @@ export const router = (
       act((field) =>
         Effect.gen(function* () {
           const name = yield* jobName(field)
-          const found = yield* jobStore
-            .setJobEnabled(name, enabled, yield* databaseNow)
-            .pipe(Effect.mapError(unavailable))
-          if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job named ${shown(name)}` })
+          yield* (enabled ? admin.resumeJob(name) : admin.pauseJob(name)).pipe(Effect.mapError(refused))
           return enabled
             ? `resumed job ${shown(name)}`
             : `paused job ${shown(name)}: no slot of it starts until it is resumed`
@@ -451,18 +457,16 @@ export const router = (
     const runJob = act((field) =>
       Effect.gen(function* () {
         const name = yield* jobName(field)
-        const run = yield* jobStore.runJobNow(name, yield* databaseNow).pipe(Effect.mapError(unavailable))
-        if (Option.isNone(run)) return yield* new Refusal({ status: 404, message: `no job named ${shown(name)}` })
-        return `fired job ${shown(name)}: run ${run.value.id} is due now`
+        const run = yield* admin.runJob(name).pipe(Effect.mapError(refused))
+        return `fired job ${shown(name)}: run ${run.id} is due now`
       })
     )
 
     const cancel = act((field) =>
       Effect.gen(function* () {
         const itemId = yield* required(field, "item", isId)
-        const was = yield* queueStore.cancel(itemId).pipe(Effect.mapError(unavailable))
-        if (Option.isNone(was)) return yield* new Refusal({ status: 404, message: `no queue item ${itemId}` })
-        return was.value === "processing"
+        const was = yield* admin.cancel(itemId).pipe(Effect.mapError(refused))
+        return was === "processing"
           ? `cancelled item ${itemId}: it was running; its result will not be recorded`
           : `cancelled item ${itemId}`
       })
@@ -471,11 +475,8 @@ export const router = (
     const retry = act((field) =>
       Effect.gen(function* () {
         const execution = yield* required(field, "execution", isId)
-        const enqueued = yield* queueStore
-          .retryExecution(execution, yield* databaseNow)
-          .pipe(Effect.mapError(unavailable))
-        if (Option.isNone(enqueued)) return yield* new Refusal({ status: 404, message: `no execution ${execution}` })
-        return `enqueued item ${enqueued.value.id} with the task type and payload of execution ${execution}`
+        const enqueued = yield* admin.retry(execution).pipe(Effect.mapError(refused))
+        return `enqueued item ${enqueued.id} with the task type and payload of execution ${execution}`
       })
     )
 

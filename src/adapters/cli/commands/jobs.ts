@@ -4,37 +4,29 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Schedule from "../../../domain/Schedule.js"
 import * as PgInspect from "../../postgres/PgInspect.js"
-import * as PgJobStore from "../../postgres/PgJobStore.js"
-import { CliError } from "../errors.js"
 import { escapeControls, snakeKeys, table } from "../format.js"
-import { common, output, withDb, handledCell, withInspect, count, databaseNow } from "../common.js"
+import { common, output, handledCell, withInspect, count, withAdmin } from "../common.js"
 
 /** A job's schedule as people read it; a stored value that does not decode is shown as it is. */
 const scheduleCell = (schedule: PgInspect.StoredSchedule) =>
   schedule._tag === "Valid" ? Schedule.format(schedule.schedule) : `invalid: ${JSON.stringify(schedule.stored)}`
 
 const jobName = Args.text({ name: "name" }).pipe(Args.withDescription("the job's name (as `kairos jobs` lists it)"))
-const noSuchJob = (name: string) =>
-  new CliError({ message: `no job named ${JSON.stringify(escapeControls(name))}: \`kairos jobs\` lists them` })
-
 /** `kairos jobs pause|resume <name>`. */
 export const setEnabledCommand = (verb: "pause" | "resume") =>
   Command.make(verb, { ...common, name: jobName }, (c) =>
-    withDb(c, (sql, schema) =>
+    withAdmin(c, (admin) =>
       Effect.gen(function* () {
-        const store = yield* PgJobStore.make({ schema })
-        const job = yield* store.setJobEnabled(c.name, verb === "resume", yield* databaseNow(sql))
-        if (Option.isNone(job)) return yield* Effect.fail(noSuchJob(c.name))
-        const name = escapeControls(job.value.name)
+        const job = yield* verb === "pause" ? admin.pauseJob(c.name) : admin.resumeJob(c.name)
+        const name = escapeControls(job.name)
         yield* output(
           c,
           verb === "pause"
             ? `paused ${name}: no slot of it starts until \`kairos jobs resume ${name}\` (a re-definition in code keeps it paused)`
-            : `resumed ${name}: next slot ${job.value.nextRunAt?.toISOString() ?? "computed by the next runner"}`,
-          { name: job.value.name, enabled: job.value.enabled, next_run_at: job.value.nextRunAt }
+            : `resumed ${name}: next slot ${job.nextRunAt?.toISOString() ?? "computed by the next runner"}`,
+          { name: job.name, enabled: job.enabled, next_run_at: job.nextRunAt }
         )
       })
     )
@@ -47,15 +39,13 @@ export const setEnabledCommand = (verb: "pause" | "resume") =>
   )
 
 export const jobsRunCommand = Command.make("run", { ...common, name: jobName }, (c) =>
-  withDb(c, (sql, schema) =>
+  withAdmin(c, (admin) =>
     Effect.gen(function* () {
-      const store = yield* PgJobStore.make({ schema })
-      const run = yield* store.runJobNow(c.name, yield* databaseNow(sql))
-      if (Option.isNone(run)) return yield* Effect.fail(noSuchJob(c.name))
+      const run = yield* admin.runJob(c.name)
       yield* output(
         c,
-        `fired ${escapeControls(c.name)}: run ${run.value.id} for ${run.value.scheduledFor.toISOString()}, due now (\`kairos runs\` shows it)`,
-        { run_id: run.value.id, job: c.name, scheduled_for: run.value.scheduledFor, status: run.value.status }
+        `fired ${escapeControls(c.name)}: run ${run.id} for ${run.scheduledFor.toISOString()}, due now (\`kairos runs\` shows it)`,
+        { run_id: run.id, job: c.name, scheduled_for: run.scheduledFor, status: run.status }
       )
     })
   )

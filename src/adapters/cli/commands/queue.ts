@@ -18,7 +18,17 @@ import * as PgJobStore from "../../postgres/PgJobStore.js"
 import * as PgQueueStore from "../../postgres/PgQueueStore.js"
 import { CliError } from "../errors.js"
 import { escapeControls, snakeKeys, table } from "../format.js"
-import { common, int4Option, output, withDb, handledCell, withInspect, count, databaseNow } from "../common.js"
+import {
+  common,
+  int4Option,
+  output,
+  withDb,
+  handledCell,
+  withInspect,
+  count,
+  databaseNow,
+  withAdmin
+} from "../common.js"
 
 export const enqueueCommand = Command.make(
   "enqueue",
@@ -257,20 +267,15 @@ export const cancelCommand = Command.make(
   "cancel",
   { ...common, item: idArgument("item", "the queue item's id (as `kairos queue` lists it)") },
   (c) =>
-    withDb(c, (_sql, schema) =>
+    withAdmin(c, (admin) =>
       Effect.gen(function* () {
-        const queue = yield* PgQueueStore.make({ schema })
-        const status = yield* queue.cancel(c.item)
-        if (Option.isNone(status))
-          return yield* Effect.fail(
-            new CliError({ message: `no queue item ${c.item}: \`kairos queue\` lists the pending and processing ones` })
-          )
+        const status = yield* admin.cancel(c.item)
         yield* output(
           c,
-          status.value === "processing"
+          status === "processing"
             ? `cancelled item ${c.item}: it was running; that execution finishes but its result is not recorded`
             : `cancelled item ${c.item} (it was pending)`,
-          { item: c.item, cancelled: true, was: status.value }
+          { item: c.item, cancelled: true, was: status }
         )
       })
     )
@@ -282,18 +287,13 @@ export const retryCommand = Command.make(
   "retry",
   { ...common, execution: idArgument("execution", "the execution's id (the id column of `kairos processed`)") },
   (c) =>
-    withDb(c, (sql, schema) =>
+    withAdmin(c, (admin) =>
       Effect.gen(function* () {
-        const queue = yield* PgQueueStore.make({ schema })
-        const item = yield* queue.retryExecution(c.execution, yield* databaseNow(sql))
-        if (Option.isNone(item))
-          return yield* Effect.fail(
-            new CliError({ message: `no execution ${c.execution}: \`kairos processed\` lists them` })
-          )
+        const item = yield* admin.retry(c.execution)
         yield* output(
           c,
-          `enqueued ${item.value.id} (${escapeControls(item.value.taskType)}, the payload of execution ${c.execution})`,
-          snakeKeys({ ...item.value })
+          `enqueued ${item.id} (${escapeControls(item.taskType)}, the payload of execution ${c.execution})`,
+          snakeKeys({ ...item })
         )
       })
     )

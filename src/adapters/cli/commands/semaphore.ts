@@ -5,8 +5,7 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as PgQueueStore from "../../postgres/PgQueueStore.js"
-import { common, output, withDb } from "../common.js"
+import { common, output, withAdmin } from "../common.js"
 
 export const semaphoreCommand = Command.make(
   "semaphore",
@@ -21,11 +20,10 @@ export const semaphoreCommand = Command.make(
     ).pipe(Args.withDescription("green: work runs; red: nothing new starts (without it: show)"), Args.optional)
   },
   (c) =>
-    withDb(c, (_sql, schema) =>
+    withAdmin(c, (admin) =>
       Effect.gen(function* () {
-        const queue = yield* PgQueueStore.make({ schema })
-        if (Option.isSome(c.value)) yield* queue.setSemaphore(c.value.value === "green", new Date())
-        const green = yield* queue.getSemaphore()
+        if (Option.isSome(c.value)) yield* c.value.value === "green" ? admin.resume : admin.pause
+        const green = !(yield* admin.isPaused)
         yield* output(c, green ? "green (work runs)" : "red (nothing new starts)", {
           semaphore: green ? "green" : "red"
         })
