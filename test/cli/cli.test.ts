@@ -384,6 +384,16 @@ describe("kairos commands", () => {
     ["an unknown command", ["frobnicate"], /Invalid subcommand/],
     ["a bad flag value", ["enqueue", "t", "--priority", "abc"], /'abc' is not a integer/],
     [
+      "a priority beyond its integer column",
+      ["enqueue", "t", "--priority", "99999999999"],
+      /^--priority: 99999999999 is out of range: a whole number from -2147483648 to 2147483647\n/
+    ],
+    [
+      "a max-runs beyond its integer column",
+      ["enqueue", "t", "--max-runs", "-2147483649"],
+      /^--max-runs: -2147483649 is out of range: a whole number from -2147483648 to 2147483647\n/
+    ],
+    [
       "a missing tasks module",
       ["worker", "--tasks", "no/such/module.ts"],
       /^kairos: --tasks no\/such\/module\.ts: no such file\n$/
@@ -995,7 +1005,39 @@ describe("kairos --help", () => {
         ).not.toEqual([])
       }
     }
+    // Each option says what it is, once: its own line, none of @effect/cli's filler under it (nor under arguments).
+    for (const help of [enqueue.stdout, worker.stdout, dbStatus.stdout, other.stdout]) {
+      for (const [flag, lines] of descriptions(help)) expect([flag, lines.length]).toEqual([flag, 1])
+      for (const line of help.split("\n")) expect(line.trim()).not.toMatch(generic)
+    }
   })
+
+  it(
+    "kairos enqueue --help piped into a file: one description per argument and option",
+    { timeout: 60_000 },
+    async () => {
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-help-"))
+      try {
+        const file = path.join(dir, "help.txt")
+        const out = await fs.open(file, "w")
+        const child = spawn(process.execPath, [bin, "enqueue", "--help"], {
+          cwd: projectRoot,
+          stdio: ["ignore", out.fd, "inherit"]
+        })
+        expect((await exited(child)).code).toBe(0)
+        await out.close()
+        const help = await fs.readFile(file, "utf8")
+        const options = help.slice(help.indexOf("\nOPTIONS\n"))
+        expect(options).toContain("--priority N\n\n  higher runs first (default 0)\n\n--max-runs N\n")
+        expect(help).toContain("<taskType>\n\n  the task type: which handler runs the item\n\n<payload>\n")
+        expect(help).not.toMatch(
+          /A user-defined piece of text|This setting is optional|An integer\.|A true or false value/
+        )
+      } finally {
+        await fs.rm(dir, { recursive: true, force: true })
+      }
+    }
+  )
 })
 
 describe("a tasks module outside any project", () => {

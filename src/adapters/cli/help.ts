@@ -1,7 +1,9 @@
 /**
  * What @effect/cli prints (help, usage errors) as kairos shows it: plain text when the stream is not a terminal
  * (or NO_COLOR is set), since @effect/printer-ansi always colours; and usage lines that start with the whole
- * command (`$ kairos db status`, where @effect/cli writes `$ status`).
+ * command (`$ kairos db status`, where @effect/cli writes `$ status`); and each option described once, by its own
+ * description, without the lines @effect/cli adds under every one ("A user-defined piece of text.", "This setting
+ * is optional.": the type and optionality the usage line already shows).
  */
 import * as Effect from "effect/Effect"
 
@@ -25,8 +27,26 @@ export const fullUsage = (text: string, path: ReadonlyArray<string>): string =>
     return `$ ${["kairos", ...(at === -1 ? [first] : path.slice(0, at + 1))].join(" ")}`
   })
 
+/** @effect/cli's generic lines under an argument or option: its type, its choices, whether it may be left out. */
+const FILLER =
+  /^(?:A user-defined piece of text\.|A true or false value\.|An integer\.|One of the following: .*|This setting is optional\.|A value of type .*)$/
+
+/** `text` without @effect/cli's filler paragraphs (an indented filler line and the blank line before it). */
+export const dropFiller = (text: string): string => {
+  const kept: Array<string> = []
+  for (const line of text.split("\n")) {
+    const plain = line.replace(ANSI, "")
+    if (/^ {2}\S/.test(plain) && FILLER.test(plain.trim())) {
+      if (kept.length > 0 && kept[kept.length - 1]!.replace(ANSI, "").trim() === "") kept.pop()
+      continue
+    }
+    kept.push(line)
+  }
+  return kept.join("\n")
+}
+
 const render = (value: unknown, stream: NodeJS.WriteStream, path: ReadonlyArray<string>): unknown =>
-  typeof value === "string" ? fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path) : value
+  typeof value === "string" ? dropFiller(fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path)) : value
 
 /** Runs `self` with a Console whose `log` and `error` print @effect/cli's text as described above. */
 export const withCliConsole =
