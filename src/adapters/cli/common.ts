@@ -7,7 +7,6 @@ import * as HelpDoc from "@effect/cli/HelpDoc"
 import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
@@ -122,10 +121,6 @@ export const withInspect = <A, E>(c: Common, f: (inspect: PgInspect.PgInspect) =
 export const count = (what: string) =>
   Args.integer({ name: "N" }).pipe(Args.withDescription(`how many ${what} (default 20)`), Args.withDefault(20))
 
-/** The database's time: an operator's change is stamped by the clock every runner judges time by. */
-export const databaseNow = (sql: SqlClient.SqlClient) =>
-  Effect.map(sql<{ now: Date }>`SELECT clock_timestamp() AS now`, (rows) => new Date(rows[0]!.now))
-
 /** Postgres's `integer` (int4), the type of `priority` and `max_runs`. */
 const INT4 = { min: -2_147_483_648, max: 2_147_483_647 } as const
 
@@ -152,14 +147,15 @@ export const int4Option = (name: string): Options.Options<number> =>
  */
 export const withAdmin = <A, E>(
   c: Common,
-  f: (admin: Admin.Admin<SqlError>) => Effect.Effect<A, E | Admin.NotFoundError>
+  f: (admin: Admin.Admin<PgInspect.InspectError>) => Effect.Effect<A, E | Admin.NotFoundError>
 ): Effect.Effect<A, CliError> =>
-  withDb(c, (sql, schema) =>
+  withDb(c, (_sql, schema) =>
     Effect.gen(function* () {
+      const inspect = yield* PgInspect.make({ schema })
       const admin = Admin.make({
         jobs: yield* PgJobStore.make({ schema }),
         queue: yield* PgQueueStore.make({ schema }),
-        now: databaseNow(sql)
+        now: inspect.now()
       })
       return yield* f(admin).pipe(
         Effect.catchIf(

@@ -15,6 +15,7 @@ import { ProcessedStatus } from "../../domain/ProcessedItem.js"
 import { QueueStatus } from "../../domain/QueueItem.js"
 import { RunStatus } from "../../domain/ScheduledJob.js"
 import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import * as PgInspect from "./PgInspect.js"
 import {
   handledByLiveWorker,
   type InspectError,
@@ -40,26 +41,15 @@ const NullTime = Schema.NullOr(Schema.DateFromSelf)
 // ---------------------------------------------------------------------------------------------------------------
 // Read models
 
-const DepthRow = Schema.Struct({
-  taskType: from(Schema.String, "task_type"),
-  pending: Schema.Int,
-  processing: Schema.Int
-})
-/** Queue items of one task type by status. */
-export interface Depth extends Schema.Schema.Type<typeof DepthRow> {}
+/** Queue items of one task type by status (the read model's, shared with `kairos stats`). */
+export type Depth = PgInspect.Depth
 
 const MinuteRow = Schema.Struct({ minute: Time, ok: Schema.Int, error: Schema.Int })
 /** Executions recorded in one minute, by outcome. */
 export interface Minute extends Schema.Schema.Type<typeof MinuteRow> {}
 
-const WorkerRow = Schema.Struct({
-  id: Schema.String,
-  taskTypes: from(Schema.Array(Schema.String), "task_types"),
-  startedAt: from(Time, "started_at"),
-  heartbeatAt: from(Time, "heartbeat_at")
-})
-/** A live worker. */
-export interface Worker extends Schema.Schema.Type<typeof WorkerRow> {}
+/** A live worker (the read model's, shared with `kairos workers`). */
+export type Worker = PgInspect.WorkerEntry
 
 /** The overview page's figures. */
 export interface Overview {
@@ -211,6 +201,8 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
   Effect.gen(function* () {
     const schema = schemaName(options)
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    // The reads the CLI shares (queue depth, live workers, the database's time), written once there.
+    const inspect = yield* PgInspect.make(options)
     const items = sql(table(schema, "queue_items"))
     const processed = sql(table(schema, "processed_items"))
     const jobs = sql(table(schema, "scheduled_jobs"))
@@ -231,14 +223,6 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
       r.id::text AS id, r.job_id::text AS job_id, r.scheduled_for, r.attempt, r.status, r.started_at, r.finished_at,
       left(r.error, ${errorLength}) AS error`
 
-    const depth = SqlSchema.findAll({
-      Request: Schema.Void,
-      Result: DepthRow,
-      execute: () => sql`
-        SELECT task_type, count(*) FILTER (WHERE status = 'pending')::int AS pending,
-               count(*) FILTER (WHERE status = 'processing')::int AS processing
-        FROM ${items} GROUP BY task_type ORDER BY task_type LIMIT ${MAX_PAGE}`
-    })
     // By `created_at` (when the result was recorded, i.e. about when it finished): that column is indexed.
     const minutes = SqlSchema.findAll({
       Request: Time,
@@ -248,13 +232,6 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
                count(*) FILTER (WHERE status = 'ok')::int AS ok, count(*) FILTER (WHERE status = 'error')::int AS error
         FROM ${processed} WHERE created_at > ${now}::timestamptz - interval '1 hour'
         GROUP BY 1 ORDER BY 1`
-    })
-    const liveWorkers = SqlSchema.findAll({
-      Request: Schema.Void,
-      Result: WorkerRow,
-      execute: () => sql`
-        SELECT w.id, array_remove(w.task_types, NULL) AS task_types, w.started_at, w.heartbeat_at
-        FROM ${workers} w WHERE ${liveWorker(sql, "w")} ORDER BY w.id LIMIT ${MAX_PAGE}`
     })
     const databaseNow = sql<{ now: Date; semaphore: string | null }>`
       SELECT now() AS now, (SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}) AS semaphore`
@@ -367,11 +344,16 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
     return {
       overview: () =>
         Effect.gen(function* () {
-          const [head] = yield* databaseNow
+          const overviewFailed = toError("reading the overview failed")
+          const [head] = yield* Effect.mapError(databaseNow, overviewFailed)
           const now = new Date(head?.now ?? Date.now())
-          const [d, m, w] = yield* Effect.all([depth(undefined), minutes(now), liveWorkers(undefined)])
+          const [d, m, w] = yield* Effect.all([
+            inspect.depth(MAX_PAGE),
+            Effect.mapError(minutes(now), overviewFailed),
+            inspect.workers(MAX_PAGE)
+          ])
           return { now, paused: isPaused(head?.semaphore ?? undefined), depth: d, minutes: m, workers: w }
-        }).pipe(Effect.mapError(toError("reading the overview failed"))),
+        }),
       queue: (filter) =>
         queuePage(filter).pipe(
           Effect.map((rows) => page(rows, filter.limit)),
@@ -412,10 +394,6 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
           Effect.map((rows) => rows[0]?.signature ?? ""),
           Effect.mapError(toError("reading the dashboard's signature failed"))
         ),
-      now: () =>
-        sql<{ now: Date }>`SELECT now() AS now`.pipe(
-          Effect.map((rows) => new Date(rows[0]?.now ?? Date.now())),
-          Effect.mapError(toError("reading the database's time failed"))
-        )
+      now: inspect.now
     } satisfies PgDashboard
   })

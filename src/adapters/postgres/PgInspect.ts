@@ -1,6 +1,7 @@
 /**
- * Read models of kairos's tables for people and tools (the `kairos queue`, `processed`, `jobs`, `runs` and `workers`
- * commands), and `truncate`. Every row is decoded through Schema into a camelCase read model; a stored schedule that
+ * Read models of kairos's tables for people and tools (the `kairos queue`, `processed`, `jobs`, `runs`, `workers` and
+ * `stats` commands, and the figures the dashboard shares with them: queue depth, live workers, the database's time),
+ * and `truncate`. Each query is written here once; `PgDashboard` adds the dashboard's paged reads on top. Every row is decoded through Schema into a camelCase read model; a stored schedule that
  * does not decode is listed as invalid rather than failing the read.
  *
  * Also the one rule for "is this worker live" (`liveWorker`), which every query about live workers uses.
@@ -152,6 +153,31 @@ const WorkerRow = Schema.Struct({
 /** A live worker (by `liveWorker`), as `kairos workers` lists it. */
 export interface WorkerEntry extends Schema.Schema.Type<typeof WorkerRow> {}
 
+const DepthRow = Schema.Struct({
+  taskType: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("task_type")),
+  pending: Schema.Int,
+  processing: Schema.Int
+})
+
+/** Queue items of one task type by status. */
+export interface Depth extends Schema.Schema.Type<typeof DepthRow> {}
+
+const HourRow = Schema.Struct({
+  taskType: Schema.propertySignature(Schema.String).pipe(Schema.fromKey("task_type")),
+  ok: Schema.Int,
+  error: Schema.Int,
+  p50Ms: Schema.propertySignature(Schema.NullOr(Schema.Int)).pipe(Schema.fromKey("p50_ms")),
+  maxMs: Schema.propertySignature(Schema.NullOr(Schema.Int)).pipe(Schema.fromKey("max_ms"))
+})
+
+/** Executions of one task type recorded in the last hour, by outcome, with their median and longest duration. */
+export interface HourFigures extends Schema.Schema.Type<typeof HourRow> {}
+
+const RunCountRow = Schema.Struct({ status: RunStatus, n: Schema.Int })
+
+/** Job runs of one status: pending, running, or finished in the last hour. */
+export interface RunCount extends Schema.Schema.Type<typeof RunCountRow> {}
+
 /** What `make` builds: one Effect per read, plus `truncate`. */
 export interface PgInspect {
   /** Pending and processing queue items, in claim order (priority, then queue order). */
@@ -162,8 +188,16 @@ export interface PgInspect {
   readonly jobs: () => Effect.Effect<ReadonlyArray<JobEntry>, InspectError>
   /** The last `n` job runs, newest (highest id) first. */
   readonly runs: (n: number) => Effect.Effect<ReadonlyArray<RunEntry>, InspectError>
-  /** Live workers by id. */
-  readonly workers: () => Effect.Effect<ReadonlyArray<WorkerEntry>, InspectError>
+  /** Live workers by id; at most `limit` of them (default: all). */
+  readonly workers: (limit?: number) => Effect.Effect<ReadonlyArray<WorkerEntry>, InspectError>
+  /** Queue items by task type and status, by task type; at most `limit` task types (default: all). */
+  readonly depth: (limit?: number) => Effect.Effect<ReadonlyArray<Depth>, InspectError>
+  /** Executions recorded in the last hour (by the database's clock), by task type. */
+  readonly lastHour: () => Effect.Effect<ReadonlyArray<HourFigures>, InspectError>
+  /** Job runs pending, running, or finished in the last hour, counted by status. */
+  readonly runCounts: () => Effect.Effect<ReadonlyArray<RunCount>, InspectError>
+  /** The database's time: what an operator's change is stamped with, and what "the last hour" is counted from. */
+  readonly now: () => Effect.Effect<Date, InspectError>
   /**
    * Empties `queue_items` (with their leases, so results of executions in flight are refused), `processed_items`
    * and `job_runs`. Jobs, settings and workers stay.
@@ -258,12 +292,40 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgInspect, never, S
     })
 
     const liveWorkers = SqlSchema.findAll({
-      Request: Schema.Void,
+      Request: Schema.Number,
       Result: WorkerRow,
       // A NULL written into task_types by hand names no task type.
-      execute: () => sql`
+      execute: (limit) => sql`
         SELECT w.id, array_remove(w.task_types, NULL) AS task_types, w.started_at, w.heartbeat_at, w.live_until
-        FROM ${workers} w WHERE ${liveWorker(sql, "w")} ORDER BY w.id`
+        FROM ${workers} w WHERE ${liveWorker(sql, "w")} ORDER BY w.id LIMIT ${limit}`
+    })
+
+    const depth = SqlSchema.findAll({
+      Request: Schema.Number,
+      Result: DepthRow,
+      execute: (limit) => sql`
+        SELECT task_type, count(*) FILTER (WHERE status = 'pending')::int AS pending,
+               count(*) FILTER (WHERE status = 'processing')::int AS processing
+        FROM ${items} GROUP BY task_type ORDER BY task_type LIMIT ${limit}`
+    })
+
+    const lastHour = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: HourRow,
+      execute: () => sql`
+        SELECT task_type, count(*) FILTER (WHERE status = 'ok')::int AS ok, count(*) FILTER (WHERE status = 'error')::int AS error,
+               (percentile_cont(0.5) WITHIN GROUP (ORDER BY duration_ms))::int AS p50_ms, max(duration_ms)::int AS max_ms
+        FROM ${processed} WHERE created_at > clock_timestamp() - interval '1 hour'
+        GROUP BY task_type ORDER BY task_type`
+    })
+
+    const runCounts = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: RunCountRow,
+      execute: () => sql`
+        SELECT status, count(*)::int AS n FROM ${runs}
+        WHERE status IN ('pending', 'running') OR finished_at > clock_timestamp() - interval '1 hour'
+        GROUP BY status ORDER BY status`
     })
 
     return {
@@ -275,7 +337,16 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgInspect, never, S
           Effect.mapError(toError("reading scheduled_jobs failed"))
         ),
       runs: (n) => recentRuns(limitOf(n)).pipe(Effect.mapError(toError("reading job_runs failed"))),
-      workers: () => liveWorkers(undefined).pipe(Effect.mapError(toError("reading scheduler_workers failed"))),
+      workers: (limit) =>
+        liveWorkers(limitOf(limit ?? Infinity)).pipe(Effect.mapError(toError("reading scheduler_workers failed"))),
+      depth: (limit) => depth(limitOf(limit ?? Infinity)).pipe(Effect.mapError(toError("reading queue_items failed"))),
+      lastHour: () => lastHour(undefined).pipe(Effect.mapError(toError("reading processed_items failed"))),
+      runCounts: () => runCounts(undefined).pipe(Effect.mapError(toError("reading job_runs failed"))),
+      now: () =>
+        sql<{ now: Date }>`SELECT clock_timestamp() AS now`.pipe(
+          Effect.map((rows) => new Date(rows[0]?.now ?? Date.now())),
+          Effect.mapError(toError("reading the database's time failed"))
+        ),
       truncate: () =>
         sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}`.pipe(
           Effect.asVoid,

@@ -14,21 +14,12 @@ import { ISO_TIME } from "../../../internal/isoTime.js"
 import * as DurationInput from "../../../domain/DurationInput.js"
 import * as Retention from "../../../domain/Retention.js"
 import * as Retry from "../../../domain/Retry.js"
+import * as PgInspect from "../../postgres/PgInspect.js"
 import * as PgJobStore from "../../postgres/PgJobStore.js"
 import * as PgQueueStore from "../../postgres/PgQueueStore.js"
 import { CliError } from "../errors.js"
 import { escapeControls, snakeKeys, table } from "../format.js"
-import {
-  common,
-  int4Option,
-  output,
-  withDb,
-  handledCell,
-  withInspect,
-  count,
-  databaseNow,
-  withAdmin
-} from "../common.js"
+import { common, int4Option, output, withDb, handledCell, withInspect, count, withAdmin } from "../common.js"
 
 export const enqueueCommand = Command.make(
   "enqueue",
@@ -346,7 +337,7 @@ export const pruneCommand = Command.make(
         Effect.gen(function* () {
           const queue = yield* PgQueueStore.make({ schema })
           const jobs = yield* PgJobStore.make({ schema })
-          const now = yield* databaseNow(sql)
+          const now = yield* (yield* PgInspect.make({ schema })).now()
           const executions = Retention.isActive(log) ? yield* Retention.pruneAll(queue.pruneProcessed, log, now) : 0
           const jobRuns = Retention.isActive(runs) ? yield* Retention.pruneAll(jobs.pruneRuns, runs, now) : 0
           yield* output(c, `pruned ${executions} execution(s) and ${jobRuns} job run(s)`, {
