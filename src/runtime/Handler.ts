@@ -1,6 +1,8 @@
 /**
  * Handlers: what a task type runs. An Effect, an async function or a plain function are all accepted; whatever
- * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`.
+ * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`. A handler
+ * may also return a `Result` itself: `Result.failure(error, message?)` is recorded as a failure (retried like a
+ * throw), `Result.success(output)` as a success whose output is `output`.
  */
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
@@ -103,7 +105,7 @@ export const invoke = (
     return Result.failure(e)
   }
   if (promise) return new PendingPromise(out as PromiseLike<unknown>, controller)
-  if (!effect) return Result.success(out)
+  if (!effect) return Result.fromReturned(out)
   return awaitResult(out, job, timeout, controller)
 }
 
@@ -127,7 +129,7 @@ const awaitResult = (
     // A handler that interrupts itself ends in an interrupted exit here: a recorded failure. Interruption from
     // outside (timeout aside) still interrupts this fiber.
     const exit = yield* Effect.exit(body)
-    if (Exit.isSuccess(exit)) return Result.success(exit.value)
+    if (Exit.isSuccess(exit)) return Result.fromReturned(exit.value)
     const cause = exit.cause
     if (Cause.isTimeoutException(Cause.squash(cause))) return Result.failure(Cause.squash(cause))
     const failure = Cause.failureOption(cause)

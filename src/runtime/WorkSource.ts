@@ -337,7 +337,7 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     // A forced stop: the execution is handed back.
     worker.onStop(() => settle("stopped", false))
     Promise.resolve(pending.promise).then(
-      (value) => settle(Result.success(value), true),
+      (value) => settle(Result.fromReturned(value), true),
       (error: unknown) => settle(Result.failure(error), true)
     )
     return false
