@@ -172,6 +172,12 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>
     /**
+     * Hands back executions claimed and never started (a runner stopping with work claimed ahead): each lease, fenced
+     * by its token, is dropped and its item is claimable again at once, as an owner's own are at `recoverStuck`.
+     * Nothing is recorded for them. Returns how many leases were still held.
+     */
+    readonly releaseLeases: (claims: ReadonlyArray<QueueClaim>, now: Date) => Effect.Effect<number, QueueStoreError>
+    /**
      * When the earliest lease held by another owner expires, if any: an idle runner wakes then, so work whose owner
      * died is taken back at once, not a poll later.
      */

@@ -63,6 +63,11 @@ export interface Capacity {
   readonly running: () => number
   /** Resolves when no worker is left (nothing running or buffered). */
   readonly awaitIdle: Effect.Effect<void>
+  /**
+   * A stop: nothing starts any more. Buffered executions are cancelled now, and any submitted later (a claim that was
+   * in flight) at once; running ones go on.
+   */
+  readonly close: () => void
   /** A forced stop: buffered executions are cancelled and running ones interrupted. */
   readonly interruptAll: Effect.Effect<void>
 }
@@ -121,6 +126,14 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
         head = 0
       }
       return task
+    }
+
+    let closed = false
+    const cancelBuffered = () => {
+      const cancelled = queue.slice(head)
+      queue = []
+      head = 0
+      for (const task of cancelled) task.cancel()
     }
 
     const fork = <A>(effect: Effect.Effect<A>): Fiber.RuntimeFiber<A> => {
@@ -211,6 +224,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
                 runtime = rt
                 clockNow = () => clock.unsafeCurrentTimeMillis()
                 outstanding += tasks.length
+                if (closed) {
+                  for (const task of tasks) task.cancel()
+                  return
+                }
                 for (const task of tasks) queue.push(task)
                 spawn()
               })
@@ -238,11 +255,12 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
           idleWaiters = idleWaiters.filter((w) => w !== waiter)
         })
       }),
+      close: () => {
+        closed = true
+        cancelBuffered()
+      },
       interruptAll: Effect.suspend(() => {
-        const cancelled = queue.slice(head)
-        queue = []
-        head = 0
-        for (const task of cancelled) task.cancel()
+        cancelBuffered()
         // Pending promises are settled as stopped (their workers then find nothing left and retire); Effect
         // handlers are interrupted, and their workers retire as their fibers end.
         for (const pump of pumps) if (pump.active) pump.stop?.()

@@ -194,6 +194,14 @@ export const make = (options: {
       // rate limit nothing is chained.
       chains: (claimed) => config.rateLimit <= 0 && claimed.claim.item.thread === 0 && claimed.claim.item.maxRuns === 1,
       // Everything this owner still holds is handed back (its interrupted executions among them).
-      release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner))
+      release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner)),
+      // Only these: the others this owner holds still run.
+      releaseUnstarted: (unstarted, now) =>
+        Effect.asVoid(
+          store.releaseLeases(
+            unstarted.map((c) => c.claim),
+            now
+          )
+        )
     }
   })

@@ -649,8 +649,19 @@ export const make = (
       yield* Ref.set(loopFiber, Option.some(fiber))
     })
 
+    // What a stop cancelled before it started goes back at once, for another instance to take.
+    const handBack = Effect.gen(function* () {
+      const now = yield* clockNow
+      for (const lane of lanes) yield* lane.releaseCancelled(now)
+    })
+
     const stop = Effect.gen(function* () {
       if (yield* Ref.getAndSet(stopping, true)) return
+      // Stop means stop: nothing more starts. Executions claimed ahead into the buffer are handed back now, not run
+      // during the grace period; what the tick in progress, or a write in flight, still claims is handed back as it
+      // comes (see the lanes' `startClaimed`).
+      capacity.close()
+      yield* handBack
       const fiber = yield* Ref.get(loopFiber)
       if (Option.isSome(fiber)) {
         // Not interrupted mid-tick: a claim committed but not yet started would stay leased until its lease

@@ -110,6 +110,11 @@ export interface WorkSource<C extends Claimed, E> {
   readonly chains?: ((claim: C) => boolean) | undefined
   /** Hands back executions interrupted by a forced stop, so another instance takes them at once. */
   readonly release: (interrupted: ReadonlyArray<C>, now: Date) => Effect.Effect<void, E>
+  /**
+   * Hands back these executions, claimed and never started (a stop), while others of this runner still run: another
+   * instance takes them at once. Absent: `release` does.
+   */
+  readonly releaseUnstarted?: ((unstarted: ReadonlyArray<C>, now: Date) => Effect.Effect<void, E>) | undefined
 }
 
 /** A registered handler and its timeout. */
@@ -181,6 +186,8 @@ export interface Lane<E> {
   readonly flush: Effect.Effect<void>
   /** Hands back what a forced stop interrupted. Never fails. */
   readonly releaseInterrupted: (now: Date) => Effect.Effect<void>
+  /** Hands back, at once, what a stop cancelled before it started. Never fails. */
+  readonly releaseCancelled: (now: Date) => Effect.Effect<void>
   /** The earliest deadline of a handler's pending promise (Infinity: none). */
   readonly earliestDeadline: () => number
   /** The task types of the handlers running now (for a last word when the process exits under them). */
@@ -259,6 +266,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
   const chainable = (claim: C, result: Result.Result) =>
     source.chains !== undefined && !Result.isFailure(result) && source.chains(claim)
   const waiting: Array<Finished<C>> = []
+  // Executions a stop cancelled before they started, to hand back at once.
+  const cancelled: Array<Entry<C>> = []
   const annotations = (job: Job) => ({ kind: source.kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt })
 
   const finish = (entry: Entry<C>, result: Result.Result, startedAt: number, finishedAt: number) => {
@@ -417,10 +426,11 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     run(worker: Worker): boolean {
       return execute(this, worker)
     }
-    // A forced stop before it ran: handed back with the interrupted ones.
+    // A stop before it ran: handed back at once (or, failing that, with the interrupted ones).
     cancel(): void {
       this.running = false
       this.interrupted = true
+      cancelled.push(this)
       context.ended(undefined, false)
     }
   }
@@ -439,7 +449,11 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
         tasks.push(entry)
       }
       context.deadline(leaseDeadline)
-      return context.submit(tasks)
+      // After a stop began, nothing submitted starts (see `Capacity.close`): handed back at once.
+      return Effect.zipRight(
+        context.submit(tasks),
+        Effect.suspend(() => (cancelled.length > 0 ? releaseCancelled(request.now) : Effect.void))
+      )
     })
 
   // An execution whose lease is gone (or no longer trusted): aborted if it runs, never started if it waits.
@@ -588,6 +602,21 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
       Effect.annotateLogs({ kind: source.kind })
     )
 
+  const releaseCancelled = (now: Date) =>
+    Effect.suspend(() => {
+      // Only those still held: a lease lost meanwhile is someone else's now.
+      const unstarted = cancelled.splice(0).filter((e) => active.get(e.claim.key) === e)
+      if (unstarted.length === 0) return Effect.void
+      for (const entry of unstarted) active.delete(entry.claim.key)
+      const claims = unstarted.map((e) => e.claim)
+      return (source.releaseUnstarted ?? source.release)(claims, now)
+    }).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.logError("could not hand back executions claimed ahead at stop (their leases expire instead)", cause)
+      ),
+      Effect.annotateLogs({ kind: source.kind })
+    )
+
   const earliestDeadline = () => {
     let earliest = Number.POSITIVE_INFINITY
     for (const entry of active.values()) {
@@ -630,7 +659,8 @@ export const makeLane = <C extends Claimed, E extends { readonly message: string
     renew,
     pending: () => waiting.length,
     flush,
-    releaseInterrupted
+    releaseInterrupted,
+    releaseCancelled
   }
 }
 

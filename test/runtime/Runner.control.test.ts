@@ -429,4 +429,56 @@ describe("Runner.stop", () => {
       expect(yield* runner.running).toBe(0)
     }).pipe(Effect.provide(testLayer({ gracePeriod: "30 seconds", timeout: "1 hour", interval: "1 minute" })))
   )
+
+  it.scoped("starts nothing it claimed ahead: buffered items go back at once and a second runner takes them", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const latch = yield* Deferred.make<void>()
+      const startedBy = yield* Ref.make<ReadonlyArray<string>>([])
+      const handler = (who: string) => (job: { readonly payload: string }) =>
+        Effect.zipRight(
+          Ref.update(startedBy, (xs) => [...xs, `${who}:${job.payload}`]),
+          Deferred.await(latch)
+        )
+      const items = Effect.map(memory.items, (items) => items.map((i) => [i.payload, i.status, i.inFlight]))
+      yield* runner.register("slow", handler("first"))
+      for (const payload of ["a", "b", "c", "d"])
+        yield* queue.enqueue({ taskType: "slow", payload, thread: 1 }, new Date())
+      yield* runner.start
+      // Two workers and a buffer of two: all four claimed (thread 1: side by side), two running, two waiting.
+      yield* settle(Effect.map(runner.running, (n) => n === 2))
+      expect(yield* items).toEqual([
+        ["a", "processing", 1],
+        ["b", "processing", 1],
+        ["c", "processing", 1],
+        ["d", "processing", 1]
+      ])
+      const stopping = yield* Effect.fork(runner.stop)
+      // The buffered two are pending again with no lease, at once: no clock movement.
+      yield* settle(Effect.map(memory.items, (items) => items.filter((i) => i.inFlight === 0).length === 2))
+      expect(yield* items).toEqual([
+        ["a", "processing", 1],
+        ["b", "processing", 1],
+        ["c", "pending", 0],
+        ["d", "pending", 0]
+      ])
+      // A second runner takes them at once, well before their leases (30 s) would have expired.
+      const second = yield* Runner.make({ workers: 2, interval: "1 day", heartbeatInterval: "7 days" })
+      yield* second.register("slow", handler("second"))
+      yield* second.start
+      yield* settle(Effect.map(second.running, (n) => n === 2))
+      expect([...(yield* Ref.get(startedBy))].sort()).toEqual(["first:a", "first:b", "second:c", "second:d"])
+      // The first runner's running handlers still had their grace period: they finish and are recorded.
+      yield* Deferred.succeed(latch, undefined)
+      yield* Fiber.join(stopping)
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+      expect((yield* memory.processed).every((p) => p.status === "ok")).toBe(true)
+      expect((yield* Ref.get(startedBy)).length).toBe(4)
+      yield* Effect.fork(second.stop)
+      yield* FakeClock.advance("30 seconds")
+    }).pipe(Effect.provide(testLayer({ workers: 2, gracePeriod: "30 seconds", interval: "1 day" })))
+  )
 })

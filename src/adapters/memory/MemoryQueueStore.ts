@@ -266,6 +266,22 @@ export const make: Effect.Effect<
         const times = leases.filter((l) => l.owner !== exceptOwner).map((l) => l.leaseUntil.getTime())
         return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
       }),
+    releaseLeases: (claims, now) =>
+      Effect.sync(() => {
+        let released = 0
+        for (const claim of claims) {
+          const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
+          if (i < 0) continue
+          const [lease] = leases.splice(i, 1)
+          const r = rows.find((x) => x.item.id === lease!.itemId)
+          if (r !== undefined) {
+            r.inFlight = Math.max(0, r.inFlight - 1)
+            setStatus(r, now)
+          }
+          released++
+        }
+        return released
+      }),
     recoverStuck: (now, owner) =>
       Effect.sync(() => {
         const lost = leases.filter((l) => l.leaseUntil.getTime() < now.getTime() || l.owner === owner)

@@ -659,6 +659,39 @@ export const make = (
           return (taken?.n ?? 0) + (onRows?.n ?? 0)
         }).pipe(orStoreError),
 
+      // As `recoverStuck` with an owner, for these executions only (fenced by their tokens): leases on item rows
+      // (ids negated), then leases in queue_leases, each in a statement of its own, as there.
+      releaseLeases: (claims, now) =>
+        claims.length === 0
+          ? Effect.succeed(0)
+          : Effect.gen(function* () {
+              const ids = arrayLiteral(claims.map((c) => c.leaseId))
+              const tokens = arrayLiteral(claims.map((c) => c.token))
+              const [onRows] = yield* sql<{ n: number }>`
+                WITH x AS (SELECT * FROM unnest(${ids}::bigint[], ${tokens}::text[]) AS x(id, token)), u AS (
+                  UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - 1),
+                    status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+                    lease_token = NULL, lease_owner = NULL, lease_until = NULL, updated_at = ${now}
+                  FROM x WHERE x.id < 0 AND i.id = -x.id AND i.lease_token = x.token
+                  RETURNING i.id
+                )
+                SELECT count(*)::int AS n FROM u`
+              const [taken] = yield* sql<{ n: number }>`
+                WITH x AS (SELECT * FROM unnest(${ids}::bigint[], ${tokens}::text[]) AS x(id, token)), l AS (
+                  DELETE FROM ${leases} l USING x WHERE x.id > 0 AND l.id = x.id AND l.token = x.token
+                  RETURNING l.item_id
+                ), c AS (
+                  SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
+                ), u AS (
+                  UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - c.n),
+                    status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                    updated_at = ${now}
+                  FROM c WHERE i.id = c.item_id
+                )
+                SELECT count(*)::int AS n FROM l`
+              return (taken?.n ?? 0) + (onRows?.n ?? 0)
+            }).pipe(orStoreError),
+
       nextLeaseExpiry: (exceptOwner) =>
         sql<{ at: Date | null }>`SELECT least(
             (SELECT min(lease_until) FROM ${leases} WHERE owner <> ${exceptOwner}),
