@@ -835,6 +835,30 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
+    it.effect("releaseLeases hands back exactly the given executions, claimable again at once", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("release")
+        // A run-once item and a twice-run one (a lease on the item's row, and leases of their own in Postgres).
+        const once = yield* q.enqueue({ taskType: t, payload: "once", thread: 1 }, T0)
+        const twice = yield* q.enqueue({ taskType: t, payload: "twice", thread: 1, maxRuns: 2 }, T0)
+        const kept = yield* q.enqueue({ taskType: t, payload: "kept", thread: 1 }, T0)
+        const claims = yield* q.claimBatch({ ...claimOpts([t], 10, "me"), leaseUntil: at(1000) })
+        expect(claims.length).toBe(4)
+        const of = (id: string) => claims.filter((c) => c.item.id === id)
+        const released = [of(once.id)[0]!, of(twice.id)[0]!]
+        // A stale copy (a wrong token) is not released.
+        const stale = { ...of(kept.id)[0]!, token: "not-the-token" }
+        expect(yield* q.releaseLeases([...released, stale], at(10))).toBe(2)
+        expect(yield* q.renewLeases(claims, at(2000), at(11))).toEqual(claims.map((c) => !released.includes(c)))
+        // Claimable again at once, by anyone; the kept one and the other execution of `twice` stay leased.
+        const back = yield* q.claimBatch(claimOpts([t], 10, "other", at(12)))
+        expect(back.map((c) => c.item.id).sort()).toEqual([once.id, twice.id].sort())
+        // Released twice, nothing more.
+        expect(yield* q.releaseLeases(released, at(13))).toBe(0)
+      })
+    )
+
     it.effect("the semaphore is green by default and switches", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore
