@@ -44,8 +44,13 @@ export interface Task {
    * (a promise, an Effect), and `worker.done()` is called once it ends. Never throws.
    */
   readonly run: (worker: Worker) => boolean
-  /** The task will never run (a forced stop): its claim is handed back. */
+  /** The task will never run (a stop): its claim is handed back. */
   readonly cancel: () => void
+  /**
+   * Still started after a stop began (within the grace period) rather than handed back: a scheduled run, whose
+   * hand-back would record a failed attempt.
+   */
+  readonly runsAfterStop: boolean
 }
 
 export interface Capacity {
@@ -65,7 +70,7 @@ export interface Capacity {
   readonly awaitIdle: Effect.Effect<void>
   /**
    * A stop: nothing starts any more. Buffered executions are cancelled now, and any submitted later (a claim that was
-   * in flight) at once; running ones go on.
+   * in flight) at once, except those that run after a stop (`Task.runsAfterStop`); running ones go on.
    */
   readonly close: () => void
   /** A forced stop: buffered executions are cancelled and running ones interrupted. */
@@ -201,8 +206,11 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     const queue = new TaskBuffer()
     const buffer = () => bufferSize(config, averageMs)
     let closed = false
-    const cancelBuffered = () => {
-      for (const task of queue.takeAll()) task.cancel()
+    const cancelBuffered = (all: boolean) => {
+      for (const task of queue.takeAll()) {
+        if (all || !task.runsAfterStop) task.cancel()
+        else queue.push(task)
+      }
     }
 
     const fork = <A>(effect: Effect.Effect<A>): Fiber.RuntimeFiber<A> => {
@@ -248,11 +256,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
                 runtime = rt
                 clockNow = () => clock.unsafeCurrentTimeMillis()
                 outstanding += tasks.length
-                if (closed) {
-                  for (const task of tasks) task.cancel()
-                  return
+                for (const task of tasks) {
+                  if (closed && !task.runsAfterStop) task.cancel()
+                  else queue.push(task)
                 }
-                for (const task of tasks) queue.push(task)
                 spawn()
               })
             )
@@ -282,10 +289,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
       }),
       close: () => {
         closed = true
-        cancelBuffered()
+        cancelBuffered(false)
       },
       interruptAll: Effect.suspend(() => {
-        cancelBuffered()
+        cancelBuffered(true)
         // Pending promises are settled as stopped (their workers then find nothing left and retire); Effect
         // handlers are interrupted, and their workers retire as their fibers end.
         for (const pump of pumps) if (pump.active) pump.stop?.()
