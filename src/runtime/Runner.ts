@@ -30,8 +30,10 @@ import { validate, withDefaults, type SchedulerConfig, type SchedulerConfigInput
 import type { InvalidConfigError, InvalidRetryError } from "../domain/errors.js"
 import { now as clockNow } from "../ports/Clock.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
-import { QueueStore, type QueueStoreError, type Subscription } from "../ports/QueueStore.js"
+import { QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
 import { Settings, type SettingsError } from "../ports/Settings.js"
+import { type Subscription, WakeUps } from "../ports/WakeUps.js"
+import { WorkerRegistry } from "../ports/WorkerRegistry.js"
 import { type Handler, type HandlerOptions, isEffect } from "./Handler.js"
 import * as Capacity from "./Capacity.js"
 import * as QueueSource from "./QueueSource.js"
@@ -180,11 +182,17 @@ const listenSafely = (
 /** Builds a runner in the current scope, over its stores and settings. */
 export const make = (
   input: RunnerOptions = {}
-): Effect.Effect<Runner["Type"], InvalidConfigError, JobStore | QueueStore | Settings | Scope.Scope> =>
+): Effect.Effect<
+  Runner["Type"],
+  InvalidConfigError,
+  JobStore | QueueStore | Settings | WorkerRegistry | WakeUps | Scope.Scope
+> =>
   Effect.gen(function* () {
     const config = yield* validate(input)
     const settings = yield* Settings
     const queueStore = yield* QueueStore
+    const workerRegistry = yield* WorkerRegistry
+    const wakeUps = yield* WakeUps
     const jobStore = yield* JobStore
     const scope = yield* Effect.scope
     const owner = `${os.hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`
@@ -558,8 +566,8 @@ export const make = (
       yield* Queue.takeAll(handlersChanged)
       const now = yield* clockNow
       const liveFor = Duration.toMillis(config.heartbeatInterval) * 3
-      yield* queueStore
-        .registerWorker(owner, taskTypes(), now, new Date(now.getTime() + liveFor))
+      yield* workerRegistry
+        .register(owner, taskTypes(), now, new Date(now.getTime() + liveFor))
         .pipe(Effect.catchAll((e) => Effect.logWarning(`heartbeat failed: ${e.message}`)))
       // The queue-depth gauge, refreshed with the heartbeat (one count query per heartbeat, not per tick).
       yield* queueStore.pendingCount().pipe(
@@ -624,7 +632,7 @@ export const make = (
       yield* Effect.addFinalizer(() => Effect.sync(() => void process.off("exit", lastWord))).pipe(Scope.extend(scope))
       // New items and settings changes wake the idle runner at once; the poll stays the fallback.
       subscription = yield* Scope.extend(
-        queueStore.subscribe((topic) => {
+        wakeUps.subscribe((topic) => {
           // An operator changed a job, or changes may have been missed: the next tick reads the job tables whatever
           // they were last known to hold, and the settings.
           if (topic === "jobs") lookEverywhere = true
@@ -680,8 +688,8 @@ export const make = (
       yield* flushAll
       const now = yield* clockNow
       for (const lane of lanes) yield* lane.releaseInterrupted(now)
-      yield* queueStore
-        .unregisterWorker(owner)
+      yield* workerRegistry
+        .unregister(owner)
         .pipe(Effect.catchAll((e) => Effect.logError(`could not leave scheduler_workers at stop: ${e.message}`)))
     })
 
@@ -721,4 +729,5 @@ export const make = (
 /** The runner as a layer; closing the layer's scope stops it (gracefully, within the grace period). */
 export const layer = (
   config: RunnerOptions = {}
-): Layer.Layer<Runner, InvalidConfigError, JobStore | QueueStore | Settings> => Layer.scoped(Runner, make(config))
+): Layer.Layer<Runner, InvalidConfigError, JobStore | QueueStore | Settings | WorkerRegistry | WakeUps> =>
+  Layer.scoped(Runner, make(config))
