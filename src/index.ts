@@ -14,6 +14,7 @@ export * as ProcessedItem from "./domain/ProcessedItem.js"
 export * as SchedulerConfig from "./domain/SchedulerConfig.js"
 export * as ScheduledJob from "./domain/ScheduledJob.js"
 export * as Clock from "./ports/Clock.js"
+export * as Logger from "./ports/Logger.js"
 export {
   JobStore,
   JobStoreError,
