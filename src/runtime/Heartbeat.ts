@@ -10,6 +10,7 @@ import * as Metric from "effect/Metric"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { now as clockNow } from "../ports/Clock.js"
 import type { QueueStore } from "../ports/QueueStore.js"
+import type { WorkerRegistry } from "../ports/WorkerRegistry.js"
 import * as Metrics from "./Metrics.js"
 import * as Signal from "./Signal.js"
 
@@ -22,10 +23,11 @@ export interface Heartbeat {
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly queueStore: QueueStore["Type"]
+  readonly workerRegistry: WorkerRegistry["Type"]
   readonly owner: string
   readonly taskTypes: () => ReadonlyArray<string>
 }): Heartbeat => {
-  const { config, owner, queueStore, taskTypes } = options
+  const { config, owner, queueStore, taskTypes, workerRegistry } = options
   const handlersChanged = Signal.make()
   const liveFor = Duration.toMillis(config.heartbeatInterval) * 3
   const round = Effect.gen(function* () {
@@ -34,8 +36,8 @@ export const make = (options: {
     // before start) is covered, and would otherwise end its sleep at once for a second, identical registration.
     handlersChanged.clear()
     const now = yield* clockNow
-    yield* queueStore
-      .registerWorker(owner, taskTypes(), now, new Date(now.getTime() + liveFor))
+    yield* workerRegistry
+      .register(owner, taskTypes(), now, new Date(now.getTime() + liveFor))
       .pipe(Effect.catchAll((e) => Effect.logWarning(`heartbeat failed: ${e.message}`)))
     yield* queueStore.pendingCount().pipe(
       Effect.flatMap((n) => Metric.set(Metrics.queueDepth, n)),

@@ -28,6 +28,8 @@ import { now as clockNow } from "../ports/Clock.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { QueueStore } from "../ports/QueueStore.js"
 import { Settings } from "../ports/Settings.js"
+import { WakeUps } from "../ports/WakeUps.js"
+import { WorkerRegistry } from "../ports/WorkerRegistry.js"
 import { type Handler, type HandlerOptions, isEffect } from "./Handler.js"
 import * as Capacity from "./Capacity.js"
 import * as Heartbeat from "./Heartbeat.js"
@@ -137,6 +139,8 @@ interface Parts {
   readonly scope: Scope.Scope
   readonly queueStore: QueueStore["Type"]
   readonly jobStore: JobStore["Type"]
+  readonly workerRegistry: WorkerRegistry["Type"]
+  readonly wakeUps: WakeUps["Type"]
   readonly handlers: Map<string, Registered>
   /** The task types of the jobs this runner defined (a start warns about those without a handler). */
   readonly definedTypes: Set<string>
@@ -202,12 +206,18 @@ const laneContext = (
 /** Builds a runner in the current scope, over its stores and settings. */
 export const make = (
   input: RunnerOptions = {}
-): Effect.Effect<Runner["Type"], InvalidConfigError, JobStore | QueueStore | Settings | Scope.Scope> =>
+): Effect.Effect<
+  Runner["Type"],
+  InvalidConfigError,
+  JobStore | QueueStore | Settings | WorkerRegistry | WakeUps | Scope.Scope
+> =>
   Effect.gen(function* () {
     const config = yield* validate(input)
     const settings = yield* Settings
     const queueStore = yield* QueueStore
     const jobStore = yield* JobStore
+    const workerRegistry = yield* WorkerRegistry
+    const wakeUps = yield* WakeUps
     const scope = yield* Effect.scope
     const clock = yield* Effect.clock
     const owner = `${os.hostname()}:${process.pid}:${randomBytes(4).toString("hex")}`
@@ -244,7 +254,18 @@ export const make = (
     const writer = yield* ResultsWriter.make(lanes)
     const keeper = LeaseKeeper.make(lanes, lease)
     const watch = TimeoutWatch.make(lanes)
-    const core = { config, owner, scope, queueStore, jobStore, handlers, definedTypes: new Set<string>(), capacity }
+    const core = {
+      config,
+      owner,
+      scope,
+      queueStore,
+      jobStore,
+      workerRegistry,
+      wakeUps,
+      handlers,
+      definedTypes: new Set<string>(),
+      capacity
+    }
     const shared = { ...core, stats: { started: 0, ok: 0, failed: 0 }, state, loop, switches, writer }
     const context = laneContext(shared, {
       lease,
@@ -259,7 +280,7 @@ export const make = (
       makeLane(scheduled.source, context),
       makeLane(yield* QueueSource.make({ config, owner, retryOf }), context)
     )
-    const heartbeat = Heartbeat.make({ config, queueStore, owner, taskTypes })
+    const heartbeat = Heartbeat.make({ config, queueStore, workerRegistry, owner, taskTypes })
     const parts: Parts = { ...shared, lanes, scheduled, heartbeat }
     yield* Effect.forkIn(supervised("lease renewal", keeper.round), scope)
     yield* Effect.forkIn(supervised("results writer", writer.round), scope)
@@ -335,7 +356,7 @@ const lastWordAtExit =
 /** Starts the loop and the fibers that run only once started (heartbeat, retention). */
 const start = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const { config, loop, queueStore, scope, state, switches } = parts
+    const { config, loop, queueStore, scope, state, switches, wakeUps } = parts
     if (!config.enabled || state.loopFiber !== undefined || state.stopping) return
     for (const taskType of parts.definedTypes) {
       if (!parts.handlers.has(taskType)) {
@@ -349,7 +370,7 @@ const start = (parts: Parts): Effect.Effect<void> =>
     yield* Effect.addFinalizer(() => Effect.sync(() => void process.off("exit", lastWord))).pipe(Scope.extend(scope))
     // New items and settings changes wake the idle runner at once; the poll stays the fallback.
     const subscription = yield* Scope.extend(
-      queueStore.subscribe((topic) => {
+      wakeUps.subscribe((topic) => {
         // An operator changed a job, or changes may have been missed: the next tick reads the job tables whatever
         // they were last known to hold, and the settings.
         if (topic === "jobs") loop.lookEverywhere()
@@ -417,12 +438,13 @@ const stop = (parts: Parts): Effect.Effect<void> =>
     yield* parts.writer.flushAll
     const now = yield* clockNow
     for (const lane of lanes) yield* lane.releaseInterrupted(now)
-    yield* parts.queueStore
-      .unregisterWorker(parts.owner)
+    yield* parts.workerRegistry
+      .unregister(parts.owner)
       .pipe(Effect.catchAll((e) => Effect.logError(`could not leave scheduler_workers at stop: ${e.message}`)))
   })
 
 /** The runner as a layer; closing the layer's scope stops it (gracefully, within the grace period). */
 export const layer = (
   config: RunnerOptions = {}
-): Layer.Layer<Runner, InvalidConfigError, JobStore | QueueStore | Settings> => Layer.scoped(Runner, make(config))
+): Layer.Layer<Runner, InvalidConfigError, JobStore | QueueStore | Settings | WorkerRegistry | WakeUps> =>
+  Layer.scoped(Runner, make(config))

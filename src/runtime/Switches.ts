@@ -8,7 +8,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
-import type { Subscription } from "../ports/QueueStore.js"
+import type { Subscription } from "../ports/WakeUps.js"
 import type { Settings, SettingsError } from "../ports/Settings.js"
 
 /** The switches as a tick reads them. */

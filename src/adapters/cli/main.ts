@@ -32,6 +32,7 @@ import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as PgSemaphore from "../postgres/PgSemaphore.js"
 import { schemaName } from "../postgres/PgSchema.js"
 import type { Handler, HandlerOptions } from "../../runtime/Handler.js"
 import * as Runner from "../../runtime/Runner.js"
@@ -691,9 +692,9 @@ const semaphoreCommand = Command.make(
   (c) =>
     withDb(c, (_sql, schema) =>
       Effect.gen(function* () {
-        const queue = yield* PgQueueStore.make({ schema })
-        if (Option.isSome(c.value)) yield* queue.setSemaphore(c.value.value === "green", new Date())
-        const green = yield* queue.getSemaphore()
+        const semaphore = yield* PgSemaphore.make({ schema })
+        if (Option.isSome(c.value)) yield* c.value.value === "green" ? semaphore.setGreen : semaphore.setRed
+        const green = yield* semaphore.isGreen
         yield* output(c, green ? "green (work runs)" : "red (nothing new starts)", {
           semaphore: green ? "green" : "red"
         })

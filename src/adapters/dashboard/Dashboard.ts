@@ -32,6 +32,8 @@ import * as PgDashboard from "../postgres/PgDashboard.js"
 import type { InspectError } from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as PgSemaphore from "../postgres/PgSemaphore.js"
+import * as PgWakeUps from "../postgres/PgWakeUps.js"
 import * as Assets from "./assets.js"
 import { clip, type Html, html } from "./html.js"
 import * as Live from "./Live.js"
@@ -183,9 +185,11 @@ export const router = (
     const reads = yield* PgDashboard.make({ schema })
     const queueStore = yield* PgQueueStore.make({ schema })
     const jobStore = yield* PgJobStore.make({ schema })
+    const semaphore = yield* PgSemaphore.make({ schema })
+    const wakeUps = yield* PgWakeUps.make({ schema })
     const live = yield* Live.make({
       signature: reads.signature(),
-      subscribe: queueStore.subscribe,
+      subscribe: wakeUps.subscribe,
       pollInterval: options.pollInterval ?? "5 seconds"
     })
     // Open event streams end when the router's scope closes, so a server shutting down is not held open by them.
@@ -414,7 +418,7 @@ export const router = (
     const setSwitch = (green: boolean) =>
       act(() =>
         Effect.gen(function* () {
-          yield* queueStore.setSemaphore(green, yield* databaseNow).pipe(Effect.mapError(unavailable))
+          yield* (green ? semaphore.setGreen : semaphore.setRed).pipe(Effect.mapError(unavailable))
           return green ? "resumed: workers claim and run work again" : "paused: nothing new starts on any worker"
         })
       )

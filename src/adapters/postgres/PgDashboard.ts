@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { ProcessedStatus } from "../../domain/ProcessedItem.js"
 import { QueueStatus } from "../../domain/QueueItem.js"
 import { RunStatus } from "../../domain/ScheduledJob.js"
-import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import { isGreen, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import {
   handledByLiveWorker,
   type InspectError,
@@ -370,7 +370,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
           const [head] = yield* databaseNow
           const now = new Date(head?.now ?? Date.now())
           const [d, m, w] = yield* Effect.all([depth(undefined), minutes(now), liveWorkers(undefined)])
-          return { now, paused: isPaused(head?.semaphore ?? undefined), depth: d, minutes: m, workers: w }
+          return { now, paused: !isGreen(head?.semaphore ?? undefined), depth: d, minutes: m, workers: w }
         }).pipe(Effect.mapError(toError("reading the overview failed"))),
       queue: (filter) =>
         queuePage(filter).pipe(
