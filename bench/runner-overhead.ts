@@ -11,6 +11,7 @@ import { Effect, Layer, Logger, LogLevel } from "effect"
 import * as EmptyQueueStore from "../src/adapters/memory/EmptyQueueStore.js"
 import * as MemorySettings from "../src/adapters/memory/MemorySettings.js"
 import * as NoopStore from "../src/adapters/memory/NoopStore.js"
+import * as TestRunner from "../src/layers/TestRunner.js"
 import { type QueueClaim, QueueStore } from "../src/ports/QueueStore.js"
 import * as Runner from "../src/runtime/Runner.js"
 
@@ -103,6 +104,7 @@ Effect.runPromise(
     Effect.provide(
       Runner.layer({ workers: WORKERS, batchSize: BATCH, interval: "1 minute" }).pipe(
         Layer.provideMerge(Layer.mergeAll(NoopStore.layer, synthetic)),
+        Layer.provideMerge(TestRunner.controlPorts()),
         Layer.provideMerge(MemorySettings.layer())
       )
     ),

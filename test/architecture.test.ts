@@ -88,7 +88,7 @@ describe("the import rule", () => {
   it("catches a violation (the checker itself works)", () => {
     const file = path.join(src, "domain/Job.ts")
     expect(partOf(file)).toBe("domain")
-    expect(allowed["domain"]).not.toContain(partOf(path.join(src, "adapters/memory/FakeStore.ts")))
+    expect(allowed["domain"]).not.toContain(partOf(path.join(src, "adapters/memory/MemoryJobStore.ts")))
     expect(importsOf(path.join(src, "runtime/Runner.ts")).some((t) => partOf(t) === "ports")).toBe(true)
   })
 })

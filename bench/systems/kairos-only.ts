@@ -7,7 +7,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Effect } from "effect"
-import { QueueStore, Runner, Schedule } from "../../src/index.js"
+import { QueueStore, Runner, Schedule, Semaphore } from "../../src/index.js"
 import type { QueueClaim, RecurringJob } from "../../src/index.js"
 import type { Context, Figures } from "../lib/types.js"
 import { latch, machineBusyMs, median, now, quoteIdent, sleep, waitFor, within } from "../lib/util.js"
@@ -274,7 +274,7 @@ export const memory = (ctx: Context, first: number, total: number): Promise<Figu
 export const scaleOut = (ctx: Context, procs: number, items: number, warm: number): Promise<Figures> =>
   withKairos(ctx, DEFAULTS, async (rt) => {
     const setGreen = (green: boolean) =>
-      rt.runPromise(Effect.flatMap(QueueStore, (queue) => queue.setSemaphore(green, new Date())))
+      rt.runPromise(Effect.flatMap(Semaphore, (semaphore) => (green ? semaphore.setGreen : semaphore.setRed)))
     await enqueueAll(rt, noopInputs(warm, 1))
     const children = await Promise.all(Array.from({ length: procs }, () => spawnWorker(ctx, TUNED[0]!, ctx.schema)))
     const stats = () =>

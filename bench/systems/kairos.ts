@@ -7,7 +7,7 @@
  * `--quick`, the first only) and the best one is kept, its name shown beside the figure.
  */
 import { Effect, ManagedRuntime } from "effect"
-import { Kairos, PgKairos, QueueStore, Runner } from "../../src/index.js"
+import { Kairos, PgKairos, QueueStore, Runner, type Semaphore } from "../../src/index.js"
 import type { EnqueueInput } from "../../src/index.js"
 import { type Context, type DrainOutcome, type Figures, type System, pickupFigures, rate } from "../lib/types.js"
 import { dropSchema, isEmpty, latch, now, pickupSampler, quoteIdent, stopwatch, waitFor, within } from "../lib/util.js"
@@ -39,7 +39,7 @@ export const layerOptions = (url: string, schema: string, config: KairosConfig):
 export const withKairos = async <A>(
   ctx: Context,
   config: KairosConfig,
-  f: (rt: ManagedRuntime.ManagedRuntime<Runner.Runner | QueueStore, unknown>) => Promise<A>,
+  f: (rt: ManagedRuntime.ManagedRuntime<Runner.Runner | QueueStore | Semaphore, unknown>) => Promise<A>,
   schema = ctx.schema
 ): Promise<A> => {
   await dropSchema(ctx.admin, schema)

@@ -29,6 +29,13 @@ export const success = (output?: unknown): Result => new Success({ output })
 export const failure = (error: unknown, message?: string): Result =>
   new Failure({ error, message: message === undefined ? errorMessage(error) : boundMessage(message) })
 
+/**
+ * What a handler's returned value records: a `Result` it returned as it is (`Result.failure(…)` a failure with its
+ * message, `Result.success(x)` a success whose output is `x`), anything else a success with that value as output.
+ */
+export const fromReturned = (value: unknown): Result =>
+  value instanceof Success || value instanceof Failure ? value : new Success({ output: value })
+
 /** Narrows a result to a failure. */
 export const isFailure = (result: Result): result is Failure => result._tag === "Failure"
 

@@ -36,7 +36,10 @@ export interface SchedulerConfigInput {
   readonly timeout?: DurationInput.Input | undefined
   /** How long `stop` waits for running handlers before interrupting them. Default 30 seconds. */
   readonly gracePeriod?: DurationInput.Input | undefined
-  /** How long a claim stays valid without renewal; owners renew it at a third of this. Default 30 seconds. */
+  /**
+   * How long a claim stays valid without renewal; owners renew it at a third of this (see `leaseTimes` for every
+   * time it sets). Default 30 seconds.
+   */
   readonly leaseDuration?: DurationInput.Input | undefined
   /** The default missed-slot policy of scheduled jobs. Default `latest`: one run for the latest missed slot. */
   readonly missedSlots?: MissedSlotPolicy | undefined
@@ -176,6 +179,39 @@ export const validate = (input: SchedulerConfigInput = {}): Either.Either<Schedu
       return Either.left(new InvalidConfigError({ field, value: policy, message: decoded.left }))
   }
   return Either.right(withDefaults(input))
+}
+
+/**
+ * The times a lease's length sets, defined here once (every runtime part reads them from here):
+ * - `renewEveryMs`: a third of the lease — each execution's lease is renewed that often, so two rounds can fail
+ *   before it expires;
+ * - `renewalTimeoutMs`: a sixth — a renewal round that has no answer by then is given up (half a renewal period), so
+ *   the next one still comes before the lease stops being trusted;
+ * - `trustMarginMs`: a tenth — an execution stops trusting its lease that long before its last confirmed expiry (a
+ *   process that cannot reach the database stops before another instance may take its work over);
+ * - `freshnessMs`: a third — how recent the last look at expired leases must be for the runner to skip one (a tick,
+ *   the queue's rescue of expired leases), so that rescue never falls further behind than a renewal.
+ * Each is at least one millisecond.
+ */
+export interface LeaseTimes {
+  readonly leaseMs: number
+  readonly renewEveryMs: number
+  readonly renewalTimeoutMs: number
+  readonly trustMarginMs: number
+  readonly freshnessMs: number
+}
+
+/** The lease times of a configuration (see `LeaseTimes`). */
+export const leaseTimes = (config: Pick<SchedulerConfig, "leaseDuration">): LeaseTimes => {
+  const leaseMs = Duration.toMillis(config.leaseDuration)
+  const part = (n: number) => Math.max(1, Math.floor(leaseMs / n))
+  return {
+    leaseMs,
+    renewEveryMs: part(3),
+    renewalTimeoutMs: part(6),
+    trustMarginMs: part(10),
+    freshnessMs: leaseMs / 3
+  }
 }
 
 /** An application's root configuration, of which the scheduler's section is one part. */

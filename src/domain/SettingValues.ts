@@ -5,6 +5,10 @@ import * as Option from "effect/Option"
 
 /** The `scheduler_meta` key of the pause switch. `scheduler.paused` is stored as this row. */
 export const SEMAPHORE_KEY = "semaphore"
+/** The switch row's value when work runs. */
+export const GREEN = "green"
+/** The switch row's value when nothing new starts. */
+export const RED = "red"
 
 const TRUE = ["true", "1", "yes", "on", "red"]
 const FALSE = ["false", "0", "no", "off", "green"]
@@ -28,9 +32,13 @@ export const parseInt = (value: string): Option.Option<number> => {
 export const semaphoreFor = (paused: string): Option.Option<"red" | "green"> =>
   Option.map(parseBool(paused), (p) => (p ? "red" : "green"))
 
-/** Paused when the semaphore row reads red (or true); a missing or malformed row is green. */
-export const isPaused = (semaphore: string | undefined): boolean =>
-  semaphore === undefined ? false : Option.getOrElse(parseBool(semaphore), () => false)
+/**
+ * Whether the switch row's value (undefined: no row) lets work start: a row reading red (or true) is red; a missing
+ * or malformed row is green. The one reading of the switch: `Semaphore.isGreen` and the runner's `switches.paused`
+ * both go through it, in every adapter.
+ */
+export const isGreen = (semaphore: string | undefined): boolean =>
+  semaphore === undefined ? true : !Option.getOrElse(parseBool(semaphore), () => false)
 
 /** The text stored for a setting's value. */
 export const settingText = (value: boolean | number | string): string => String(value)

@@ -7,12 +7,14 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as PgKairos from "./PgKairos.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
 import { now } from "../ports/Clock.js"
+import { layerPlain, type PlainLogger } from "../ports/Logger.js"
 import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
 import type { HandlerOptions } from "../runtime/Handler.js"
@@ -38,6 +40,15 @@ export interface Kairos {
   readonly start: () => Promise<void>
   /** Stops gracefully (running handlers get the grace period) and closes the pool. */
   readonly stop: () => Promise<void>
+  /**
+   * Pauses every instance on the database (the semaphore turns red): nothing new starts; running executions finish.
+   * Idle instances hear of it at once (NOTIFY); the rest at their next tick.
+   */
+  readonly pause: () => Promise<void>
+  /** Resumes every instance on the database (the semaphore turns green); idle ones wake at once. */
+  readonly resume: () => Promise<void>
+  /** Whether the instances on the database are paused (the semaphore is red). */
+  readonly isPaused: () => Promise<boolean>
   /** Pauses a job by name: its slots stop starting (running ones finish); re-defining it keeps it paused. */
   readonly pauseJob: (name: string) => Promise<ScheduledJob>
   /** Resumes a paused job; slots missed meanwhile follow its `missedSlots` policy. */
@@ -96,9 +107,24 @@ export class ItemNotFoundError extends NotFoundError {
 /** Raised by `drain` when its timeout passes first. */
 export class DrainTimeoutError extends Data.TaggedError("DrainTimeoutError")<{ readonly message: string }> {}
 
-/** Connects (and migrates, unless `migrate: false`), ready to register handlers and start. */
-export const create = async (options: PgKairos.Options): Promise<Kairos> => {
-  const runtime = ManagedRuntime.make(PgKairos.layer(options))
+/** What `create` takes: the Postgres layer's options, and a logger. */
+export interface Options extends PgKairos.Options {
+  /**
+   * Where kairos's lines go (pino, winston, or any object with `info`, `error` and optionally `warn`): every line the
+   * runner and this API write, with their annotations as fields. Default: Effect's logger, on the console.
+   */
+  readonly logger?: PlainLogger | undefined
+}
+
+/**
+ * Connects (and migrates, unless `migrate: false`), ready to register handlers and start. With `startGreen: false`,
+ * a database that has no pause switch yet starts paused (`resume()` starts work).
+ */
+export const create = async (options: Options): Promise<Kairos> => {
+  const layer = PgKairos.layer(options)
+  const runtime = ManagedRuntime.make(
+    options.logger === undefined ? layer : layer.pipe(Layer.provide(layerPlain(options.logger)))
+  )
   // Promises reject with kairos's own error (a tagged error with a message), not Effect's FiberFailure wrapper.
   const run = <A, E>(effect: Effect.Effect<A, E, ManagedRuntime.ManagedRuntime.Context<typeof runtime>>): Promise<A> =>
     runtime.runPromiseExit(effect).then((exit) => {
@@ -138,6 +164,9 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
       await run(runner.stop)
       await runtime.dispose()
     },
+    pause: () => run(admin.pause),
+    resume: () => run(admin.resume),
+    isPaused: () => run(admin.isPaused),
     pauseJob: (name) => run(thenWake(admin.pauseJob(name))),
     resumeJob: (name) => run(thenWake(admin.resumeJob(name))),
     runJob: (name) => run(thenWake(admin.runJob(name))),
@@ -168,19 +197,16 @@ export const create = async (options: PgKairos.Options): Promise<Kairos> => {
       let wasIdle = false
       const watch = idle.pipe(
         Effect.orElseSucceed(() => false),
-        Effect.tap((now) =>
-          Effect.sync(() => {
-            // Once per busy-to-idle change; a listener that throws does not stop the watch.
-            if (now && !wasIdle) {
-              try {
-                listener()
-              } catch (error) {
-                console.error("kairos: an onIdle listener threw:", error)
-              }
-            }
-            wasIdle = now
-          })
-        ),
+        Effect.tap((now) => {
+          // Once per busy-to-idle change; a listener that throws does not stop the watch.
+          const call = now && !wasIdle
+          wasIdle = now
+          return call
+            ? Effect.try(listener).pipe(
+                Effect.catchAll((error) => Effect.logError("kairos: an onIdle listener threw", Cause.fail(error.error)))
+              )
+            : Effect.void
+        }),
         Effect.repeat(Schedule.spaced(idleOptions?.checkEvery ?? "250 millis"))
       )
       const fiber = runtime.runFork(watch)

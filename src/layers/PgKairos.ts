@@ -16,13 +16,19 @@ import * as PgClock from "../adapters/postgres/PgClock.js"
 import { PgPool } from "../adapters/postgres/PgPrepared.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
+import * as PgSemaphore from "../adapters/postgres/PgSemaphore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
+import * as PgWakeUps from "../adapters/postgres/PgWakeUps.js"
+import * as PgWorkerRegistry from "../adapters/postgres/PgWorkerRegistry.js"
 import { typeParsers } from "../adapters/postgres/PgTimes.js"
 import type { InvalidConfigError } from "../domain/errors.js"
 import { validate } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
 import type { QueueStore } from "../ports/QueueStore.js"
+import type { Semaphore, SemaphoreError } from "../ports/Semaphore.js"
 import type { Settings, SettingsWriter } from "../ports/Settings.js"
+import type { WakeUps } from "../ports/WakeUps.js"
+import type { WorkerRegistry } from "../ports/WorkerRegistry.js"
 import * as Runner from "../runtime/Runner.js"
 import * as Pg from "pg"
 
@@ -33,6 +39,11 @@ export interface Options extends Runner.RunnerOptions {
   readonly schema?: string | undefined
   /** Run the migrations when the layer is built. Default true. */
   readonly migrate?: boolean | undefined
+  /**
+   * False: a database with no pause switch row yet starts red (paused: nothing starts until `Semaphore.setGreen`),
+   * the seed's `NewPersistedSemaphore(store, false)`. A switch already stored is kept either way. Default true.
+   */
+  readonly startGreen?: boolean | undefined
   /** Most connections of the pool. Default 10. */
   readonly maxConnections?: number | undefined
   /**
@@ -119,16 +130,25 @@ export const clientLayer = (
 }
 
 /**
- * The runner with its Postgres stores (jobs, queue, settings), the client and the settings writer, migrated unless
- * told otherwise; a duration in `options` that is not a positive, finite duration fails it with an
+ * The runner with its Postgres ports (jobs, queue, settings, the pause switch, the worker registry, wake-ups), the
+ * client and the settings writer, migrated unless told otherwise; a duration in `options` that is not a positive, finite duration fails it with an
  * `InvalidConfigError`. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY. Time is the
  * database's (`PgClock`): instances whose machine clocks disagree still agree on leases and due slots.
  */
 export const layer = (
   options: Options
 ): Layer.Layer<
-  Runner.Runner | JobStore | QueueStore | Settings | SettingsWriter | SqlClient.SqlClient | PgClient.PgClient,
-  MigrationError | SqlError | ConfigError.ConfigError | InvalidConfigError | DatabaseConnectionError
+  | Runner.Runner
+  | JobStore
+  | QueueStore
+  | Settings
+  | SettingsWriter
+  | Semaphore
+  | WorkerRegistry
+  | WakeUps
+  | SqlClient.SqlClient
+  | PgClient.PgClient,
+  MigrationError | SqlError | ConfigError.ConfigError | InvalidConfigError | DatabaseConnectionError | SemaphoreError
 > => {
   // A bad duration fails the layer before it connects or migrates anything.
   const valid = validate(options)
@@ -139,7 +159,10 @@ export const layer = (
   const stores = Layer.mergeAll(
     PgJobStore.layer({ schema }),
     PgSettings.layer({ schema }),
-    PgQueueStore.layer({ schema })
+    PgQueueStore.layer({ schema }),
+    PgSemaphore.layer({ schema, startGreen: options.startGreen }),
+    PgWorkerRegistry.layer({ schema }),
+    PgWakeUps.layer({ schema })
   )
   return Runner.layer(options).pipe(
     Layer.provideMerge(stores),

@@ -101,12 +101,10 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
     ) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
     /** Running runs whose lease expired before `now` (their owner is gone), of any task type; locked. */
     readonly listExpired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
-    /** Inserts the first attempt at a slot, running, leased by `owner`. Fails with `Conflict` on a duplicate. */
-    readonly startRun: (
-      slot: RunSlot,
-      lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
-    ) => Effect.Effect<{ readonly run: JobRun; readonly lease: Lease }, JobStoreError>
-    /** `startRun` for many slots in one statement, in order. */
+    /**
+     * Inserts the first attempt at each slot, running, leased by `owner`, in one statement, in order. Fails with
+     * `Conflict` on a duplicate.
+     */
     readonly startRuns: (
       slots: ReadonlyArray<RunSlot>,
       lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
@@ -143,9 +141,7 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
     ) => Effect.Effect<ReadonlyArray<boolean>, JobStoreError>
     /** Records a failure, fenced by the lease; false (and nothing written) when the lease was lost. */
     readonly markFailed: (lease: Lease, error: string, now: Date) => Effect.Effect<boolean, JobStoreError>
-    /** Sets a job's `next_run_at`. */
-    readonly advanceJob: (jobId: string, nextRunAt: Date, now: Date) => Effect.Effect<void, JobStoreError>
-    /** `advanceJob` for many jobs in one statement. */
+    /** Sets each job's `next_run_at`, in one statement. */
     readonly advanceJobs: (
       moves: ReadonlyArray<{ readonly jobId: string; readonly nextRunAt: Date }>,
       now: Date

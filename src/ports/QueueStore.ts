@@ -1,14 +1,12 @@
 /**
- * The in-database queue: `queue_items`, the insert-only `processed_items` log, per-execution leases, the live
- * workers and the semaphore.
+ * The in-database queue: `queue_items`, the insert-only `processed_items` log and per-execution leases. The pause
+ * switch (`Semaphore`), the live workers (`WorkerRegistry`) and wake-ups (`WakeUps`) are ports of their own.
  */
 import type { PruneBatch } from "../domain/Retention.js"
 import * as Context from "effect/Context"
 import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
-import type * as Scope from "effect/Scope"
-import type { ProcessedItem } from "../domain/ProcessedItem.js"
 import type { QueueItem } from "../domain/QueueItem.js"
 import type { InvalidRetryError } from "../domain/errors.js"
 import type * as Retry from "../domain/Retry.js"
@@ -85,32 +83,6 @@ export interface ExecutionResult {
 export const durationMs = (result: ExecutionResult): number =>
   Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime())
 
-/** A live worker, as registered in `scheduler_workers`. */
-export interface WorkerInfo {
-  readonly id: string
-  readonly taskTypes: ReadonlyArray<string>
-  readonly startedAt: Date
-  readonly heartbeatAt: Date
-  readonly liveUntil: Date
-}
-
-/**
- * What a wake-up is about: "queue" (an item arrived), "settings" (a live setting changed), or "jobs" (an operator
- * changed a job — paused, resumed or fired it — or the subscription came back after an outage, when changes may have
- * been missed: look at everything again).
- */
-export type WakeTopic = "queue" | "jobs" | "settings"
-
-/** A held subscription. */
-export interface Subscription {
-  /**
-   * Whether it listens now: every settings change reaches `wake` while it does, and one that came while it did not
-   * is followed by a "jobs" wake-up once it listens again. A runner trusts the settings it last read only while this
-   * holds.
-   */
-  readonly live: () => boolean
-}
-
 /** The queue store. Every method that depends on time takes `now` from the Clock port. */
 export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
@@ -172,6 +144,12 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>
     /**
+     * Hands back executions claimed and never started (a runner stopping with work claimed ahead): each lease, fenced
+     * by its token, is dropped and its item is claimable again at once, as an owner's own are at `recoverStuck`.
+     * Nothing is recorded for them. Returns how many leases were still held.
+     */
+    readonly releaseLeases: (claims: ReadonlyArray<QueueClaim>, now: Date) => Effect.Effect<number, QueueStoreError>
+    /**
      * When the earliest lease held by another owner expires, if any: an idle runner wakes then, so work whose owner
      * died is taken back at once, not a poll later.
      */
@@ -186,32 +164,6 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     ) => Effect.Effect<Option.Option<Date>, QueueStoreError>
     /** Items pending or processing. */
     readonly pendingCount: () => Effect.Effect<number, QueueStoreError>
-    /** The last `n` executions, newest first. */
-    readonly recentProcessed: (n: number) => Effect.Effect<ReadonlyArray<ProcessedItem>, QueueStoreError>
-    /**
-     * True when green (work may start). No semaphore row is green. The semaphore is the `scheduler.paused` setting:
-     * red = paused, whichever way it was written.
-     */
-    readonly getSemaphore: () => Effect.Effect<boolean, QueueStoreError>
-    /** Sets the kill switch (the same switch as `scheduler.paused`); idle workers are woken at once. */
-    readonly setSemaphore: (green: boolean, now: Date) => Effect.Effect<void, QueueStoreError>
-    /** Registers (or refreshes) a worker and the task types it handles; it counts as live until `liveUntil`. */
-    readonly registerWorker: (
-      id: string,
-      taskTypes: ReadonlyArray<string>,
-      now: Date,
-      liveUntil: Date
-    ) => Effect.Effect<void, QueueStoreError>
-    /** Removes a worker that stops. */
-    readonly unregisterWorker: (id: string) => Effect.Effect<void, QueueStoreError>
-    /** Workers live at `now` (their `liveUntil` is later). */
-    readonly liveWorkers: (now: Date) => Effect.Effect<ReadonlyArray<WorkerInfo>, QueueStoreError>
-    /**
-     * Calls `wake` whenever work may have arrived or a live setting changed (an item inserted, even by plain SQL;
-     * the semaphore, `scheduler.paused`, `scheduler.enabled` or the interval changed), until the scope closes. A
-     * hint only: the poll stays the source of truth. `topic` says what changed (see `WakeTopic`).
-     */
-    readonly subscribe: (wake: (topic: WakeTopic) => void) => Effect.Effect<Subscription, never, Scope.Scope>
     /**
      * Cancels an item: deletes it whether pending or processing, and returns the status it had; none when no item
      * has that id. A running execution of it finishes, but its result is refused (nothing is logged for it).

@@ -6,7 +6,7 @@ import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 
-/** Reading a setting failed. */
+/** Reading or writing a setting failed; `Invalid` for a value (or key) the setting does not take. */
 export class SettingsError extends Data.TaggedError("SettingsError")<{
   readonly reason: "Unavailable" | "Invalid" | "Unknown"
   readonly message: string
@@ -15,7 +15,10 @@ export class SettingsError extends Data.TaggedError("SettingsError")<{
 
 /** The keys the runner reads, every tick. */
 export const SettingKeys = {
-  /** `true` pauses every tick. The same switch as the `semaphore` (red = paused), stored as it, however written. */
+  /**
+   * The pause switch as a setting (`true` = red). Code reads and writes the switch through the `Semaphore` port only
+   * (`SettingsWriter` refuses this key); plain SQL may still write this row, and it is stored as the semaphore.
+   */
   paused: "scheduler.paused",
   /** `false` makes ticks skip like a pause; overrides the config's `enabled`. */
   enabled: "scheduler.enabled",
@@ -25,7 +28,7 @@ export const SettingKeys = {
 
 /** The live switches, read together once per tick. */
 export interface Switches {
-  /** `scheduler.paused` (the semaphore: red = paused). */
+  /** The pause switch, read as `Semaphore.isGreen` reads it (red = paused). */
   readonly paused: boolean
   /** `scheduler.enabled`, when set. */
   readonly enabled: Option.Option<boolean>
@@ -33,21 +36,29 @@ export interface Switches {
   readonly intervalSeconds: Option.Option<number>
 }
 
-/** Typed settings. A key that is not set reads as `None`; a malformed value reads as unset. */
+/** The live settings. A key that is not set reads as `None`; a malformed value reads as unset. */
 export class Settings extends Context.Tag("kairos/Settings")<
   Settings,
   {
-    readonly getBool: (key: string) => Effect.Effect<Option.Option<boolean>, SettingsError>
-    readonly getInt: (key: string) => Effect.Effect<Option.Option<number>, SettingsError>
-    /** The three live switches in one read (one round trip in Postgres). */
+    /** The three live switches in one read (one round trip in Postgres): the tick path reads nothing else. */
     readonly switches: Effect.Effect<Switches, SettingsError>
   }
 >() {}
 
-/** Changes settings (tests, the CLI, an admin endpoint). `undefined` removes a key. */
+/**
+ * Changes settings (tests, the CLI, an admin endpoint). `undefined` removes a key. The pause switch is not a setting
+ * here: `scheduler.paused` is refused (`Invalid`); write it through the `Semaphore` port.
+ */
 export class SettingsWriter extends Context.Tag("kairos/SettingsWriter")<
   SettingsWriter,
   {
     readonly set: (key: string, value: boolean | number | string | undefined) => Effect.Effect<void, SettingsError>
   }
 >() {}
+
+/** The error `SettingsWriter.set` gives for the pause switch. */
+export const pauseSwitchRefused = (): SettingsError =>
+  new SettingsError({
+    reason: "Invalid",
+    message: `${SettingKeys.paused} is the pause switch: set it through the Semaphore port (setGreen / setRed)`
+  })

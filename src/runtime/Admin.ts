@@ -16,6 +16,7 @@ import type { QueueItem } from "../domain/QueueItem.js"
 import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
 import { JobStore, type JobStoreError } from "../ports/JobStore.js"
 import { QueueStore, type QueueStoreError } from "../ports/QueueStore.js"
+import { Semaphore, type SemaphoreError } from "../ports/Semaphore.js"
 
 /** What an action named and found nothing under: a job (by name), a queue item or an execution (by id). */
 export type Missing = "job" | "item" | "execution"
@@ -48,11 +49,11 @@ export class NotFoundError extends Data.TaggedError("NotFoundError")<{
  */
 export interface Admin<E = never> {
   /** Turns the switch red: nothing new starts on any worker (running executions finish). */
-  readonly pause: Effect.Effect<void, QueueStoreError | E>
+  readonly pause: Effect.Effect<void, SemaphoreError>
   /** Turns the switch green: workers claim and run work again. */
-  readonly resume: Effect.Effect<void, QueueStoreError | E>
+  readonly resume: Effect.Effect<void, SemaphoreError>
   /** Whether the switch is red. */
-  readonly isPaused: Effect.Effect<boolean, QueueStoreError>
+  readonly isPaused: Effect.Effect<boolean, SemaphoreError>
   /** Pauses a job by name: its slots stop starting (running ones finish); re-defining it keeps it paused. */
   readonly pauseJob: (name: string) => Effect.Effect<ScheduledJob, NotFoundError | JobStoreError | E>
   /** Resumes a paused job; slots missed meanwhile follow its `missedSlots` policy. */
@@ -68,10 +69,11 @@ export interface Admin<E = never> {
   readonly retry: (executionId: string) => Effect.Effect<QueueItem, NotFoundError | QueueStoreError | E>
 }
 
-/** What the actions work over: the stores, and the clock their changes are stamped with (the database's). */
+/** What the actions work over: the stores, the switch, and the clock their changes are stamped with (the database's). */
 export interface AdminPorts<E> {
   readonly jobs: JobStore["Type"]
   readonly queue: QueueStore["Type"]
+  readonly semaphore: Semaphore["Type"]
   /** The time a change is stamped with: the database's. */
   readonly now: Effect.Effect<Date, E>
 }
@@ -87,14 +89,13 @@ const found =
 
 /** The actions over `ports`; the clock's failure (a database away) is a failure of the action. */
 export const make = <E>(ports: AdminPorts<E>): Admin<E> => {
-  const { jobs, now, queue } = ports
-  const setSwitch = (green: boolean) => Effect.flatMap(now, (at) => queue.setSemaphore(green, at))
+  const { jobs, now, queue, semaphore } = ports
   const setEnabled = (name: string, enabled: boolean) =>
     Effect.flatMap(now, (at) => jobs.setJobEnabled(name, enabled, at)).pipe(found("job", name))
   return {
-    pause: setSwitch(false),
-    resume: setSwitch(true),
-    isPaused: Effect.map(queue.getSemaphore(), (green) => !green),
+    pause: semaphore.setRed,
+    resume: semaphore.setGreen,
+    isPaused: Effect.map(semaphore.isGreen, (green) => !green),
     pauseJob: (name) => setEnabled(name, false),
     resumeJob: (name) => setEnabled(name, true),
     runJob: (name) => Effect.flatMap(now, (at) => jobs.runJobNow(name, at)).pipe(found("job", name)),
@@ -108,5 +109,9 @@ export const make = <E>(ports: AdminPorts<E>): Admin<E> => {
 }
 
 /** The actions over the stores in context, stamped by Effect's Clock (in `PgKairos`, the database's clock). */
-export const fromContext = <E>(now: Effect.Effect<Date, E>): Effect.Effect<Admin<E>, never, JobStore | QueueStore> =>
-  Effect.map(Effect.all([JobStore, QueueStore]), ([jobs, queue]) => make({ jobs, queue, now }))
+export const fromContext = <E>(
+  now: Effect.Effect<Date, E>
+): Effect.Effect<Admin<E>, never, JobStore | QueueStore | Semaphore> =>
+  Effect.map(Effect.all([JobStore, QueueStore, Semaphore]), ([jobs, queue, semaphore]) =>
+    make({ jobs, queue, semaphore, now })
+  )

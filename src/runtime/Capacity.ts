@@ -44,8 +44,13 @@ export interface Task {
    * (a promise, an Effect), and `worker.done()` is called once it ends. Never throws.
    */
   readonly run: (worker: Worker) => boolean
-  /** The task will never run (a forced stop): its claim is handed back. */
+  /** The task will never run (a stop): its claim is handed back. */
   readonly cancel: () => void
+  /**
+   * Still started after a stop began (within the grace period) rather than handed back: a scheduled run, whose
+   * hand-back would record a failed attempt.
+   */
+  readonly runsAfterStop: boolean
 }
 
 export interface Capacity {
@@ -63,6 +68,11 @@ export interface Capacity {
   readonly running: () => number
   /** Resolves when no worker is left (nothing running or buffered). */
   readonly awaitIdle: Effect.Effect<void>
+  /**
+   * A stop: nothing starts any more. Buffered executions are cancelled now, and any submitted later (a claim that was
+   * in flight) at once, except those that run after a stop (`Task.runsAfterStop`); running ones go on.
+   */
+  readonly close: () => void
   /** A forced stop: buffered executions are cancelled and running ones interrupted. */
   readonly interruptAll: Effect.Effect<void>
 }
@@ -82,6 +92,99 @@ interface Pump extends Worker {
   readonly kick: () => void
 }
 
+/** A FIFO with a moving head: shift() on a large array is linear. */
+class TaskBuffer {
+  private queue: Array<Task> = []
+  private head = 0
+  get size(): number {
+    return this.queue.length - this.head
+  }
+  push(task: Task): void {
+    this.queue.push(task)
+  }
+  next(): Task | undefined {
+    if (this.head >= this.queue.length) return undefined
+    const task = this.queue[this.head]!
+    this.queue[this.head++] = undefined as never
+    if (this.head > 1024 && this.head * 2 > this.queue.length) {
+      this.queue = this.queue.slice(this.head)
+      this.head = 0
+    }
+    return task
+  }
+  /** Empties the buffer, returning what it held in order. */
+  takeAll(): Array<Task> {
+    const all = this.queue.slice(this.head)
+    this.queue = []
+    this.head = 0
+    return all
+  }
+}
+
+/**
+ * How many executions the buffer holds: up to two batches. A claim (at most a batch) is made while a batch is still
+ * buffered, so quick handlers have work while it is in flight, and each claim takes a whole batch rather than the
+ * half just freed. The tick's claim and one made along with a write of results may cross: each takes the room it
+ * saw, so one batch more may be held for a moment.
+ */
+const bufferSize = (config: SchedulerConfig, averageMs: number): number =>
+  Math.min(
+    2 * config.batchSize,
+    Math.max(config.workers, Math.floor((config.workers * BUFFER_MS) / Math.max(averageMs, 0.01)))
+  )
+
+/** What the workers need of the capacity they work for. */
+interface PumpHost {
+  readonly next: () => Task | undefined
+  readonly retire: (pump: Pump) => void
+  readonly fork: <A>(effect: Effect.Effect<A>) => Fiber.RuntimeFiber<A>
+  readonly now: () => number
+}
+
+// A worker runs buffered executions until none is left, then retires; an Effect handler gets a fiber of its own
+// (see `fork`). After a burst of executions that end at once it goes on in a microtask, so other fibers (the
+// results writer, the tick) are not starved by a buffer of quick handlers.
+const drain = (pump: Pump, host: PumpHost): void => {
+  for (let burst = 0; burst < BURST; burst++) {
+    const task = host.next()
+    if (task === undefined) return host.retire(pump)
+    pump.inRun = true
+    pump.doneEarly = false
+    let ended: boolean
+    try {
+      ended = task.run(pump)
+    } catch (defect) {
+      // A bug of the runner's own: logged, and the worker goes on.
+      ended = true
+      host.fork(Effect.logError("a worker's execution failed unexpectedly (going on)", defect))
+    }
+    pump.inRun = false
+    if (!ended && !pump.doneEarly) return
+  }
+  queueMicrotask(() => drain(pump, host))
+}
+
+const makePump = (host: PumpHost): Pump => {
+  const pump: Pump = {
+    stop: undefined,
+    inRun: false,
+    doneEarly: false,
+    active: false,
+    kick: () => drain(pump, host),
+    now: host.now,
+    fork: host.fork,
+    done: () => {
+      pump.stop = undefined
+      if (pump.inRun) pump.doneEarly = true
+      else drain(pump, host)
+    },
+    onStop: (stop) => {
+      pump.stop = stop
+    }
+  }
+  return pump
+}
+
 export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Scope.Scope> =>
   Effect.gen(function* () {
     // The fibers of Effect handlers (and of the odd log line): a forced stop, or the runner's scope closing,
@@ -95,32 +198,19 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     const pumps: Array<Pump> = []
     const retired: Array<Pump> = []
     let active = 0
-    let idleWaiters: Array<() => void> = []
+    const idleWaiters: Array<() => void> = []
     /** Claimed and not yet ended (running, or waiting for a worker). */
     let outstanding = 0
     let busy = 0
     let averageMs = BUFFER_MS
-    // A FIFO with a moving head: shift() on a large array is linear.
-    let queue: Array<Task> = []
-    let head = 0
-    // Up to two batches: a claim (at most a batch) is made while a batch is still buffered, so quick handlers
-    // have work while it is in flight, and each claim takes a whole batch rather than the half just freed. The
-    // tick's claim and one made along with a write of results may cross: each takes the room it saw, so one batch
-    // more may be held for a moment.
-    const buffer = () =>
-      Math.min(
-        2 * config.batchSize,
-        Math.max(config.workers, Math.floor((config.workers * BUFFER_MS) / Math.max(averageMs, 0.01)))
-      )
-    const next = (): Task | undefined => {
-      if (head >= queue.length) return undefined
-      const task = queue[head]!
-      queue[head++] = undefined as never
-      if (head > 1024 && head * 2 > queue.length) {
-        queue = queue.slice(head)
-        head = 0
+    const queue = new TaskBuffer()
+    const buffer = () => bufferSize(config, averageMs)
+    let closed = false
+    const cancelBuffered = (all: boolean) => {
+      for (const task of queue.takeAll()) {
+        if (all || !task.runsAfterStop) task.cancel()
+        else queue.push(task)
       }
-      return task
     }
 
     const fork = <A>(effect: Effect.Effect<A>): Fiber.RuntimeFiber<A> => {
@@ -134,60 +224,15 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
       pump.stop = undefined
       retired.push(pump)
       if (--active > 0) return
-      const waiters = idleWaiters
-      idleWaiters = []
-      for (const resolve of waiters) resolve()
+      for (const resolve of idleWaiters.splice(0)) resolve()
     }
 
-    // A worker runs buffered executions until none is left, then retires; an Effect handler gets a fiber of its own
-    // (see `fork`). After a burst of executions that end at once it goes on in a microtask, so other fibers (the
-    // results writer, the tick) are not starved by a buffer of quick handlers.
-    const drain = (pump: Pump): void => {
-      for (let burst = 0; burst < BURST; burst++) {
-        const task = next()
-        if (task === undefined) return retire(pump)
-        pump.inRun = true
-        pump.doneEarly = false
-        let ended: boolean
-        try {
-          ended = task.run(pump)
-        } catch (defect) {
-          // A bug of the runner's own: logged, and the worker goes on.
-          ended = true
-          fork(Effect.logError("a worker's execution failed unexpectedly (going on)", defect))
-        }
-        pump.inRun = false
-        if (!ended && !pump.doneEarly) return
-      }
-      queueMicrotask(() => drain(pump))
-    }
-
-    const makePump = (): Pump => {
-      const pump: Pump = {
-        stop: undefined,
-        inRun: false,
-        doneEarly: false,
-        active: false,
-        kick: () => drain(pump),
-        now: () => clockNow(),
-        fork,
-        done: () => {
-          pump.stop = undefined
-          if (pump.inRun) pump.doneEarly = true
-          else drain(pump)
-        },
-        onStop: (stop) => {
-          pump.stop = stop
-        }
-      }
-      return pump
-    }
-
+    const host: PumpHost = { next: () => queue.next(), retire, fork, now: () => clockNow() }
     const spawn = () => {
-      const n = Math.min(config.workers - active, queue.length - head)
+      const n = Math.min(config.workers - active, queue.size)
       for (let i = 0; i < n; i++) {
         let pump = retired.pop()
-        if (pump === undefined) pumps.push((pump = makePump()))
+        if (pump === undefined) pumps.push((pump = makePump(host)))
         pump.active = true
         active++
         // Started after the submitting fiber's step, as a forked fiber would be.
@@ -211,7 +256,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
                 runtime = rt
                 clockNow = () => clock.unsafeCurrentTimeMillis()
                 outstanding += tasks.length
-                for (const task of tasks) queue.push(task)
+                for (const task of tasks) {
+                  if (closed && !task.runsAfterStop) task.cancel()
+                  else queue.push(task)
+                }
                 spawn()
               })
             )
@@ -235,14 +283,16 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
         const waiter = () => resume(Effect.void)
         idleWaiters.push(waiter)
         return Effect.sync(() => {
-          idleWaiters = idleWaiters.filter((w) => w !== waiter)
+          const i = idleWaiters.indexOf(waiter)
+          if (i >= 0) idleWaiters.splice(i, 1)
         })
       }),
+      close: () => {
+        closed = true
+        cancelBuffered(false)
+      },
       interruptAll: Effect.suspend(() => {
-        const cancelled = queue.slice(head)
-        queue = []
-        head = 0
-        for (const task of cancelled) task.cancel()
+        cancelBuffered(true)
         // Pending promises are settled as stopped (their workers then find nothing left and retire); Effect
         // handlers are interrupted, and their workers retire as their fibers end.
         for (const pump of pumps) if (pump.active) pump.stop?.()

@@ -1,6 +1,8 @@
 /**
  * Handlers: what a task type runs. An Effect, an async function or a plain function are all accepted; whatever
- * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`.
+ * they do — return, fail, throw, reject, die, hang past the timeout, get interrupted — becomes a `Result`. A handler
+ * may also return a `Result` itself: `Result.failure(error, message?)` is recorded as a failure (retried like a
+ * throw), `Result.success(output)` as a success whose output is `output`.
  */
 import * as Cause from "effect/Cause"
 import * as Data from "effect/Data"
@@ -71,6 +73,18 @@ export class PendingPromise {
   ) {}
 }
 
+/**
+ * A handler's Effect, to run in a fiber of its own to a `Result`. Its timeout is watched with every other
+ * execution's (no timer per execution): past it, the fiber is interrupted and the execution recorded as timed out,
+ * `controller` aborted first.
+ */
+export class PendingEffect {
+  constructor(
+    readonly effect: Effect.Effect<Result.Result>,
+    readonly controller: AbortController | undefined
+  ) {}
+}
+
 /** The failure recorded for an execution that ran past its timeout. */
 export const timedOut = (taskType: string, timeout: Duration.Duration): Result.Result => {
   const error = new HandlerTimeoutError({ taskType, timeout })
@@ -80,15 +94,14 @@ export const timedOut = (taskType: string, timeout: Duration.Duration): Result.R
 /**
  * Calls a handler for one execution. A plain value or a throw is its `Result` at once, with no fiber, timer or
  * `AbortController` to pay for (the common case of a quick synchronous handler); a promise is a `PendingPromise`;
- * an Effect becomes an Effect that runs it to a `Result` under its timeout. An `AbortSignal` is made only for
- * handlers that declare a second parameter (`takesSignal`).
+ * an Effect a `PendingEffect`. An `AbortSignal` is made only for handlers that declare a second parameter
+ * (`takesSignal`).
  */
 export const invoke = (
   handler: Handler<unknown, unknown, never>,
   job: Job,
-  timeout: Duration.Duration,
   takesSignal: boolean
-): Result.Result | PendingPromise | Effect.Effect<Result.Result> => {
+): Result.Result | PendingPromise | PendingEffect => {
   const controller = takesSignal ? new AbortController() : undefined
   let out: unknown
   let effect: boolean
@@ -103,42 +116,38 @@ export const invoke = (
     return Result.failure(e)
   }
   if (promise) return new PendingPromise(out as PromiseLike<unknown>, controller)
-  if (!effect) return Result.success(out)
-  return awaitResult(out, job, timeout, controller)
+  if (!effect) return Result.fromReturned(out)
+  return new PendingEffect(awaitResult(out as Effect.Effect<unknown, unknown>, controller), controller)
 }
 
+/** How an Effect handler's exit is recorded. */
+const toResult = (exit: Exit.Exit<unknown, unknown>): Result.Result => {
+  if (Exit.isSuccess(exit)) return Result.fromReturned(exit.value)
+  const cause = exit.cause
+  if (Cause.isTimeoutException(Cause.squash(cause))) return Result.failure(Cause.squash(cause))
+  const failure = Cause.failureOption(cause)
+  if (failure._tag === "Some") {
+    if (failure.value instanceof HandlerTimeoutError) return Result.failure(failure.value, failure.value.message)
+    return Result.failure(failure.value)
+  }
+  if (Cause.isInterruptedOnly(cause)) return Result.failure(cause, "interrupted: the handler was interrupted")
+  const defect = Cause.squash(cause)
+  return Result.failure(defect, `died: ${Result.errorMessage(defect)}`)
+}
+
+const interruptedError = () => new Error("the execution was interrupted")
+
+// A handler that interrupts itself ends in an interrupted exit here: a recorded failure. Interruption from outside
+// (a timeout, a lost lease, a forced stop) still interrupts the fiber running this.
 const awaitResult = (
-  out: unknown,
-  job: Job,
-  timeout: Duration.Duration,
+  out: Effect.Effect<unknown, unknown>,
   controller: AbortController | undefined
 ): Effect.Effect<Result.Result> =>
-  Effect.gen(function* () {
-    const started: Effect.Effect<unknown, unknown> = Effect.isEffect(out)
-      ? (out as Effect.Effect<unknown, unknown>)
-      : Effect.tryPromise({ try: () => Promise.resolve(out as PromiseLike<unknown>), catch: (e) => e })
-    const body = started.pipe(
-      Effect.timeoutFail({
-        duration: timeout,
-        onTimeout: () => new HandlerTimeoutError({ taskType: job.taskType, timeout })
-      }),
-      Effect.onInterrupt(() => Effect.sync(() => controller?.abort(new Error("the execution was interrupted"))))
-    )
-    // A handler that interrupts itself ends in an interrupted exit here: a recorded failure. Interruption from
-    // outside (timeout aside) still interrupts this fiber.
-    const exit = yield* Effect.exit(body)
-    if (Exit.isSuccess(exit)) return Result.success(exit.value)
-    const cause = exit.cause
-    if (Cause.isTimeoutException(Cause.squash(cause))) return Result.failure(Cause.squash(cause))
-    const failure = Cause.failureOption(cause)
-    if (failure._tag === "Some") {
-      if (failure.value instanceof HandlerTimeoutError) {
-        controller?.abort(failure.value)
-        return Result.failure(failure.value, failure.value.message)
-      }
-      return Result.failure(failure.value)
-    }
-    if (Cause.isInterruptedOnly(cause)) return Result.failure(cause, "interrupted: the handler was interrupted")
-    const defect = Cause.squash(cause)
-    return Result.failure(defect, `died: ${Result.errorMessage(defect)}`)
-  })
+  Effect.map(
+    Effect.exit(
+      controller === undefined
+        ? out
+        : Effect.onInterrupt(out, () => Effect.sync(() => controller.abort(interruptedError())))
+    ),
+    toResult
+  )

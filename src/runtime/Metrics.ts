@@ -6,7 +6,7 @@
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricLabel from "effect/MetricLabel"
-import type { ExecutionReport } from "./WorkSource.js"
+import type { ExecutionReport } from "./Pipeline.js"
 
 /** Executions by `kind` (queue, scheduled), `task_type` and `outcome` (ok, failed, lost, interrupted). */
 export const executions = Metric.counter("kairos_executions_total", {

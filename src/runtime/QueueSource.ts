@@ -7,10 +7,10 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { unsafeMakeJob } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
-import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
+import { leaseTimes, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
 import * as Metrics from "./Metrics.js"
-import type { Claimed, Finished, WorkSource } from "./WorkSource.js"
+import type { Claimed, ClaimRequest, Finished, WorkSource } from "./WorkSource.js"
 
 /** A claimed execution of a queue item. */
 export interface ClaimedItem extends Claimed {
@@ -31,6 +31,92 @@ const EXPIRY_SLACK_MS = 10
  */
 export const CLAIM_ALONG_MAX_BATCH = 200
 
+/**
+ * Writes results and claims in the same round trip (see `WorkSource.completeAndClaim`). A sequential execution's
+ * result frees its type: the type's next item is claimed along. Other results, with batches of at most
+ * CLAIM_ALONG_MAX_BATCH, are written with a claim like the tick's (up to the room the runner has), except when the
+ * rescue of expired leases is due: the tick then claims, and takes them back.
+ */
+const writeAndClaim = (
+  deps: {
+    readonly config: SchedulerConfig
+    readonly store: QueueStore["Type"]
+    readonly owner: string
+    readonly complete: (
+      finished: ReadonlyArray<Finished<ClaimedItem>>
+    ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
+    readonly toRecord: (finished: Finished<ClaimedItem>) => RecordInput
+    readonly rescueDue: (nowMs: number) => boolean
+  },
+  finished: ReadonlyArray<Finished<ClaimedItem>>,
+  next: ClaimRequest
+) => {
+  const { complete, config, owner, rescueDue, store, toRecord } = deps
+  return Effect.gen(function* () {
+    // Under a rate limit, starts are counted by the tick's claims only.
+    if (config.rateLimit > 0 || next.limit <= 0 || next.taskTypes.length === 0)
+      return { written: yield* complete(finished), claimed: [], chained: false }
+    const types = new Set<string>()
+    for (const f of finished) if (f.claim.claim.item.thread === 0) types.add(f.claim.claim.item.taskType)
+    const handled = next.taskTypes.filter((t) => types.has(t))
+    const chain = handled.length > 0
+    if (!chain && (config.batchSize > CLAIM_ALONG_MAX_BATCH || rescueDue(next.now.getTime())))
+      return { written: yield* complete(finished), claimed: [], chained: false }
+    const claimStart = performance.now()
+    const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
+      limit: chain ? Math.min(next.limit, handled.length) : next.limit,
+      taskTypes: chain ? handled : next.taskTypes,
+      owner,
+      leaseUntil: next.leaseUntil,
+      now: next.now,
+      repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval))
+    })
+    Metrics.recordClaim("queue", performance.now() - claimStart, "write")
+    // Chained when every freed type got its next sequential item. One that got none may be empty, or its claim
+    // may have lost to another instance's tick holding the type's lock: a tick then looks again.
+    const chained =
+      chain &&
+      next.limit >= handled.length &&
+      handled.every((t) => claims.some((c) => c.item.taskType === t && c.item.thread === 0))
+    return { written: recorded, claimed: claims.map(toClaimed), chained }
+  })
+}
+
+/**
+ * How many more executions the rate limit allows to start now: it is a sliding window, the start times of the last
+ * `rateLimit` executions (dropped from `starts` once out of the window). At most that many start within any poll
+ * interval, however often the runner ticks.
+ */
+const allowedStarts = (config: SchedulerConfig, starts: Array<number>, now: number, intervalMs: number): number => {
+  if (config.rateLimit <= 0) return Number.POSITIVE_INFINITY
+  while (starts.length > 0 && starts[0]! <= now - intervalMs) starts.shift()
+  return config.rateLimit - starts.length
+}
+
+/** A claim as the pipeline runs it. */
+const toClaimed = (claim: QueueClaim): ClaimedItem => ({
+  // The token too: a run-once item's executions share its lease id (the item's row), and one that lost its lease
+  // may still run beside a later one of the same item.
+  key: `lease:${claim.leaseId}:${claim.token}`,
+  claim,
+  job: unsafeMakeJob({
+    id: claim.item.id,
+    kind: "queue",
+    name: claim.item.taskType,
+    taskType: claim.item.taskType,
+    // The handler gets text: "" for a NULL payload (what was stored is recorded as it was).
+    payload: claim.item.payload ?? "",
+    scheduledFor: claim.item.createdAt,
+    attempt: claim.attempt,
+    metadata: {
+      priority: claim.item.priority,
+      thread: claim.item.thread,
+      maxRuns: claim.item.maxRuns,
+      leaseId: claim.leaseId
+    }
+  })
+})
+
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
@@ -40,7 +126,7 @@ export const make = (options: {
   Effect.gen(function* () {
     const { config, owner, retryOf } = options
     const store = yield* QueueStore
-    const leaseMs = Duration.toMillis(config.leaseDuration)
+    const { freshnessMs } = leaseTimes(config)
     let lastRescue = Number.NEGATIVE_INFINITY
     // The rate limit is a sliding window: the start times of the last `rateLimit` executions. At most that many
     // start within any poll interval, however often the runner ticks.
@@ -58,13 +144,7 @@ export const make = (options: {
     let claimedAt = new Date(0)
 
     // The tick's claims take back expired leases (see `claim`); a write's claim never does (see `completeAndClaim`).
-    const rescueDue = (now: number) => now - lastRescue >= leaseMs / 3 || now >= expiryAt
-
-    const allowed = (now: number, intervalMs: number): number => {
-      if (config.rateLimit <= 0) return Number.POSITIVE_INFINITY
-      while (starts.length > 0 && starts[0]! <= now - intervalMs) starts.shift()
-      return config.rateLimit - starts.length
-    }
+    const rescueDue = (now: number) => now - lastRescue >= freshnessMs || now >= expiryAt
 
     const toRecord = ({ claim, finishedAt, result, startedAt }: Finished<ClaimedItem>): RecordInput => ({
       claim: claim.claim,
@@ -74,28 +154,7 @@ export const make = (options: {
 
     const complete = (finished: ReadonlyArray<Finished<ClaimedItem>>) => store.recordResults(finished.map(toRecord))
 
-    const toClaimed = (claim: QueueClaim): ClaimedItem => ({
-      // The token too: a run-once item's executions share its lease id (the item's row), and one that lost its lease
-      // may still run beside a later one of the same item.
-      key: `lease:${claim.leaseId}:${claim.token}`,
-      claim,
-      job: unsafeMakeJob({
-        id: claim.item.id,
-        kind: "queue",
-        name: claim.item.taskType,
-        taskType: claim.item.taskType,
-        // The handler gets text: "" for a NULL payload (what was stored is recorded as it was).
-        payload: claim.item.payload ?? "",
-        scheduledFor: claim.item.createdAt,
-        attempt: claim.attempt,
-        metadata: {
-          priority: claim.item.priority,
-          thread: claim.item.thread,
-          maxRuns: claim.item.maxRuns,
-          leaseId: claim.leaseId
-        }
-      })
-    })
+    const writeDeps = { config, store, owner, complete, toRecord, rescueDue }
 
     return {
       kind: "queue",
@@ -112,7 +171,7 @@ export const make = (options: {
           }
           const intervalMs = Duration.toMillis(request.interval)
           windowMs = intervalMs
-          const limit = Math.min(request.limit, allowed(now, intervalMs))
+          const limit = Math.min(request.limit, allowedStarts(config, starts, now, intervalMs))
           idle = false
           drained = false
           if (limit <= 0 || request.taskTypes.length === 0) return { claimed: [], overlapped: 0, rescued }
@@ -158,42 +217,21 @@ export const make = (options: {
         ),
       complete,
       // A sequential execution's result frees its type: the type's next item is claimed in the same round trip, so
-      // a chain of sequential items does not wait for a tick (and its read of the switches) per item. Other results,
-      // with batches of at most CLAIM_ALONG_MAX_BATCH, are written with a claim like the tick's (up to the room the
-      // runner has), except when the rescue of expired leases is due: the tick then claims, and takes them back.
-      completeAndClaim: (finished, next) =>
-        Effect.gen(function* () {
-          // Under a rate limit, starts are counted by the tick's claims only.
-          if (config.rateLimit > 0 || next.limit <= 0 || next.taskTypes.length === 0)
-            return { written: yield* complete(finished), claimed: [], chained: false }
-          const types = new Set<string>()
-          for (const f of finished) if (f.claim.claim.item.thread === 0) types.add(f.claim.claim.item.taskType)
-          const handled = next.taskTypes.filter((t) => types.has(t))
-          const chain = handled.length > 0
-          if (!chain && (config.batchSize > CLAIM_ALONG_MAX_BATCH || rescueDue(next.now.getTime())))
-            return { written: yield* complete(finished), claimed: [], chained: false }
-          const claimStart = performance.now()
-          const { claims, recorded } = yield* store.recordAndClaim(finished.map(toRecord), {
-            limit: chain ? Math.min(next.limit, handled.length) : next.limit,
-            taskTypes: chain ? handled : next.taskTypes,
-            owner,
-            leaseUntil: next.leaseUntil,
-            now: next.now,
-            repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval))
-          })
-          Metrics.recordClaim("queue", performance.now() - claimStart, "write")
-          // Chained when every freed type got its next sequential item. One that got none may be empty, or its claim
-          // may have lost to another instance's tick holding the type's lock: a tick then looks again.
-          const chained =
-            chain &&
-            next.limit >= handled.length &&
-            handled.every((t) => claims.some((c) => c.item.taskType === t && c.item.thread === 0))
-          return { written: recorded, claimed: claims.map(toClaimed), chained }
-        }),
+      // a chain of sequential items does not wait for a tick (and its read of the switches) per item (see
+      // `writeAndClaim`).
+      completeAndClaim: (finished, next) => writeAndClaim(writeDeps, finished, next),
       // A run-once sequential item frees only its type's slot, which the write's chained claim takes again. Under a
       // rate limit nothing is chained.
       chains: (claimed) => config.rateLimit <= 0 && claimed.claim.item.thread === 0 && claimed.claim.item.maxRuns === 1,
       // Everything this owner still holds is handed back (its interrupted executions among them).
-      release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner))
+      release: (_interrupted, now) => Effect.asVoid(store.recoverStuck(now, owner)),
+      // Only these: the others this owner holds still run.
+      releaseUnstarted: (unstarted, now) =>
+        Effect.asVoid(
+          store.releaseLeases(
+            unstarted.map((c) => c.claim),
+            now
+          )
+        )
     }
   })

@@ -12,8 +12,8 @@ import * as Result from "../domain/Result.js"
 import * as Schedule from "../domain/Schedule.js"
 import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
 import { attemptAfterLoss, retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
-import { JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
-import type { Claimed, WorkSource } from "./WorkSource.js"
+import { type DueJob, JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
+import type { Claimed, Finished, WorkSource } from "./WorkSource.js"
 
 /** A claimed run of a scheduled job. */
 export interface ClaimedRun extends Claimed {
@@ -45,6 +45,235 @@ export interface ScheduledSource {
   ) => Effect.Effect<ReadonlyArray<ScheduledJob>, JobStoreError>
 }
 
+/** What claiming scheduled runs needs. */
+interface ClaimDeps {
+  readonly config: SchedulerConfig
+  readonly owner: string
+  readonly store: JobStore["Type"]
+}
+
+const slotOf = (run: JobRun) => ({ jobId: run.jobId, scheduledFor: run.scheduledFor, attempt: run.attempt })
+
+/** A claimed run as the pipeline runs it. */
+const toClaimed = (owner: string, scheduled: ScheduledJob, run: JobRun, lease: Lease): ClaimedRun => ({
+  key: `run:${run.id}`,
+  scheduled,
+  run,
+  lease,
+  job: unsafeMakeJob({
+    id: scheduled.id,
+    kind: "scheduled",
+    name: scheduled.name,
+    taskType: scheduled.taskType,
+    payload: scheduled.payload,
+    scheduledFor: run.scheduledFor,
+    attempt: run.attempt,
+    metadata: { runId: run.id, owner }
+  })
+})
+
+/** Claims in one transaction: rescues, due retries, then due jobs, each planned by `planDue`. */
+const claimDue = (deps: ClaimDeps, now: Date, limit: number, taskTypes: ReadonlyArray<string>, lateAfterMs: number) => {
+  const { config, owner, store } = deps
+  return store.transaction(
+    Effect.gen(function* () {
+      const claimed: Array<ClaimedRun> = []
+      let overlapped = 0
+      let rescued = 0
+      const lease = { owner, leaseUntil: new Date(now.getTime() + Duration.toMillis(config.leaseDuration)), now }
+      for (const { run } of yield* store.listExpired(now, config.batchSize)) {
+        if (run.leaseToken === null) continue
+        const lost = `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil?.toISOString()})`
+        if (yield* store.markFailed({ runId: run.id, token: run.leaseToken }, lost, now)) {
+          // A lost execution did not fail: the slot runs again even when no retry is left.
+          const due = attemptAfterLoss(config, run.attempt, now)
+          if (due !== undefined) yield* store.scheduleRetry({ ...slotOf(run), attempt: run.attempt + 1 }, due, now)
+          rescued++
+        }
+      }
+      if (taskTypes.length === 0) return { claimed, overlapped, rescued, waiting: false }
+      // Every worker busy (limit 0): one look at due jobs, for slots that only record a row.
+      const full = limit <= 0
+      // At most one retry of a job that must not overlap starts at a time (another waits for a later tick).
+      const retrying = new Set<string>()
+      for (const { job, run } of full ? [] : yield* store.listDueRetries(now, limit, taskTypes)) {
+        if (job.overlap === "skip") {
+          if (retrying.has(job.id)) continue
+          retrying.add(job.id)
+        }
+        const taken = yield* store.startRetry(run.id, lease)
+        if (Option.isSome(taken)) {
+          claimed.push(toClaimed(owner, job, { ...run, status: "running", startedAt: now }, taken.value))
+        }
+      }
+      // Slots that only record a row (skipped, disabled) take no worker: keep looking while there is room.
+      let room = limit - claimed.length
+      let budget = config.batchSize
+      let looked = false
+      // A due slot left for want of a worker: a freed worker wakes the runner; no need to look before the poll.
+      let waiting = false
+      while ((room > 0 || (full && !looked)) && budget > 0) {
+        looked = true
+        const due = yield* store.listDue(now, full ? budget : Math.min(room, budget), taskTypes)
+        if (due.length === 0) break
+        budget -= due.length
+        const planned = yield* startDue(deps, { due, now, lateAfterMs, room, lease }, claimed)
+        room = planned.room
+        overlapped += planned.overlapped
+        if (planned.waiting) waiting = true
+      }
+      return { claimed, overlapped, rescued, waiting }
+    })
+  )
+}
+
+/**
+ * Plans due jobs one by one (pure, `planDue`) and writes them together: one statement for the runs, one for the next
+ * slots. Started runs are pushed to `claimed`; returns the room left, the slots recorded as overlapped, and whether a
+ * due slot was left for want of a worker.
+ */
+const startDue = (
+  deps: ClaimDeps,
+  batch: {
+    readonly due: ReadonlyArray<DueJob>
+    readonly now: Date
+    readonly lateAfterMs: number
+    readonly room: number
+    readonly lease: { readonly owner: string; readonly leaseUntil: Date; readonly now: Date }
+  },
+  claimed: Array<ClaimedRun>
+) =>
+  Effect.gen(function* () {
+    const { config, owner, store } = deps
+    const { due, lateAfterMs, lease, now } = batch
+    let room = batch.room
+    let overlapped = 0
+    let waiting = false
+    // Planned one by one (pure), written together: one statement for the runs, one for the next slots.
+    const starts: Array<{ readonly job: ScheduledJob; readonly slot: Date }> = []
+    const moves: Array<{ readonly jobId: string; readonly nextRunAt: Date }> = []
+    for (const { job, previousRunning } of due) {
+      const plan = planDue({ job, now, missedSlots: config.missedSlots, previousRunning, lateAfterMs })
+      switch (plan._tag) {
+        case "Disable": {
+          // Fail once and disable: a schedule that does not work must not fail on every tick.
+          yield* store.recordFailed(
+            { jobId: job.id, scheduledFor: plan.slot, attempt: 1 },
+            `${plan.reason}; the job was disabled`,
+            now
+          )
+          yield* store.disableJob(job.id, now)
+          yield* Effect.logError(`job "${job.name}" disabled: ${plan.reason}`).pipe(
+            Effect.annotateLogs({ jobId: job.id, taskType: job.taskType })
+          )
+          break
+        }
+        case "Advance":
+          moves.push({ jobId: job.id, nextRunAt: plan.next })
+          break
+        case "Fire": {
+          // A slot to run and no worker for it: it stays due, planned again once a worker is free.
+          if (plan.run !== undefined && room <= 0) {
+            waiting = true
+            break
+          }
+          if (plan.missed > 0 && plan.skipped === undefined) {
+            Metrics.recordMissed(job.taskType, plan.missed)
+            yield* Effect.logWarning(
+              `job "${job.name}": ${plan.missed} slot(s) missed while no runner took them (downtime or a ` +
+                `pause); ${plan.run === undefined ? "none is run (missed slots: skip)" : "the latest is run now"}`
+            ).pipe(Effect.annotateLogs({ jobId: job.id, taskType: job.taskType }))
+          }
+          if (plan.skipped !== undefined) {
+            yield* store.recordSkipped({ jobId: job.id, scheduledFor: plan.skipped, attempt: 1 }, SKIPPED, now)
+            overlapped++
+          }
+          if (plan.run !== undefined) {
+            starts.push({ job, slot: plan.run })
+            room--
+          }
+          moves.push({ jobId: job.id, nextRunAt: plan.next })
+        }
+      }
+    }
+    const started = yield* store.startRuns(
+      starts.map(({ job, slot }) => ({ jobId: job.id, scheduledFor: slot, attempt: 1 })),
+      lease
+    )
+    started.forEach(({ lease, run }, i) => claimed.push(toClaimed(owner, starts[i]!.job, run, lease)))
+    yield* store.advanceJobs(moves, now)
+    return { room, overlapped, waiting }
+  })
+
+/** Upserts jobs defined in code by name (and, with `disableOthers`, disables the enabled ones not among them). */
+const upsertDefined = (
+  store: JobStore["Type"],
+  jobs: ReadonlyArray<RecurringJob>,
+  options: { readonly disableOthers?: boolean | undefined },
+  now: Date
+) =>
+  Effect.gen(function* () {
+    if (options.disableOthers === true) {
+      const disabled = yield* store.disableJobsExcept(
+        jobs.map((j) => j.name),
+        now
+      )
+      if (disabled > 0) yield* Effect.logInfo(`disabled ${disabled} job(s) no longer defined in code`)
+    }
+    const stored = yield* store.upsertJobs(
+      jobs.map((j) => ({
+        name: j.name,
+        taskType: j.taskType,
+        schedule: Schedule.encode(j.schedule),
+        payload: j.payload === undefined ? "" : typeof j.payload === "string" ? j.payload : JSON.stringify(j.payload),
+        nextRunAt: Schedule.next(j.schedule, now),
+        missedSlots: j.missedSlots ?? null,
+        overlap: j.overlap ?? "skip"
+      })),
+      now
+    )
+    // The upsert never re-enables a job (an operator's decision stands): say so, or it would look forgotten.
+    const off = stored.filter((j) => !j.enabled).map((j) => j.name)
+    if (off.length > 0) {
+      yield* Effect.logInfo(
+        `${off.length} defined job(s) stay disabled: ${off.slice(0, 10).join(", ")}${off.length > 10 ? ", …" : ""}` +
+          ` (UPDATE scheduled_jobs SET enabled = true WHERE name = '…' enables one)`
+      )
+    }
+    return stored
+  })
+
+/** How finished runs are recorded: a success with its output, or a failure with its retry (jittered) if any. */
+const completionsOf = (config: SchedulerConfig, finished: ReadonlyArray<Finished<ClaimedRun>>) =>
+  Effect.gen(function* () {
+    const completions: Array<RunCompletion> = []
+    for (const { claim, finishedAt, result, startedAt } of finished) {
+      if (!result.failed) {
+        completions.push({
+          lease: claim.lease,
+          slot: slotOf(claim.run),
+          now: finishedAt,
+          startedAt,
+          outcome: { _tag: "Succeeded", output: Result.encodeOutput(result.output) }
+        })
+        continue
+      }
+      const jitter = yield* Random.nextRange(0.9, 1.1)
+      completions.push({
+        lease: claim.lease,
+        slot: slotOf(claim.run),
+        now: finishedAt,
+        startedAt,
+        outcome: {
+          _tag: "Failed",
+          error: result.message,
+          retryAt: retryAt(config, claim.run.attempt, jitter, finishedAt)
+        }
+      })
+    }
+    return completions
+  })
+
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
@@ -59,126 +288,8 @@ export const make = (options: {
     // freed worker wakes it, and a tick with room looks at once).
     let waitingUntil = 0
 
-    const toClaimed = (scheduled: ScheduledJob, run: JobRun, lease: Lease): ClaimedRun => ({
-      key: `run:${run.id}`,
-      scheduled,
-      run,
-      lease,
-      job: unsafeMakeJob({
-        id: scheduled.id,
-        kind: "scheduled",
-        name: scheduled.name,
-        taskType: scheduled.taskType,
-        payload: scheduled.payload,
-        scheduledFor: run.scheduledFor,
-        attempt: run.attempt,
-        metadata: { runId: run.id, owner }
-      })
-    })
-
-    const slotOf = (run: JobRun) => ({ jobId: run.jobId, scheduledFor: run.scheduledFor, attempt: run.attempt })
-
-    /** Claims in one transaction: rescues, due retries, then due jobs, each planned by `planDue`. */
     const claimInTransaction = (now: Date, limit: number, taskTypes: ReadonlyArray<string>, lateAfterMs: number) =>
-      store.transaction(
-        Effect.gen(function* () {
-          const claimed: Array<ClaimedRun> = []
-          let overlapped = 0
-          let rescued = 0
-          const lease = { owner, leaseUntil: new Date(now.getTime() + Duration.toMillis(config.leaseDuration)), now }
-          for (const { run } of yield* store.listExpired(now, config.batchSize)) {
-            if (run.leaseToken === null) continue
-            const lost = `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil?.toISOString()})`
-            if (yield* store.markFailed({ runId: run.id, token: run.leaseToken }, lost, now)) {
-              // A lost execution did not fail: the slot runs again even when no retry is left.
-              const due = attemptAfterLoss(config, run.attempt, now)
-              if (due !== undefined) yield* store.scheduleRetry({ ...slotOf(run), attempt: run.attempt + 1 }, due, now)
-              rescued++
-            }
-          }
-          if (taskTypes.length === 0) return { claimed, overlapped, rescued, waiting: false }
-          // Every worker busy (limit 0): one look at due jobs, for slots that only record a row.
-          const full = limit <= 0
-          // At most one retry of a job that must not overlap starts at a time (another waits for a later tick).
-          const retrying = new Set<string>()
-          for (const { job, run } of full ? [] : yield* store.listDueRetries(now, limit, taskTypes)) {
-            if (job.overlap === "skip") {
-              if (retrying.has(job.id)) continue
-              retrying.add(job.id)
-            }
-            const taken = yield* store.startRetry(run.id, lease)
-            if (Option.isSome(taken)) {
-              claimed.push(toClaimed(job, { ...run, status: "running", startedAt: now }, taken.value))
-            }
-          }
-          // Slots that only record a row (skipped, disabled) take no worker: keep looking while there is room.
-          let room = limit - claimed.length
-          let budget = config.batchSize
-          let looked = false
-          // A due slot left for want of a worker: a freed worker wakes the runner; no need to look before the poll.
-          let waiting = false
-          while ((room > 0 || (full && !looked)) && budget > 0) {
-            looked = true
-            const due = yield* store.listDue(now, full ? budget : Math.min(room, budget), taskTypes)
-            if (due.length === 0) break
-            budget -= due.length
-            // Planned one by one (pure), written together: one statement for the runs, one for the next slots.
-            const starts: Array<{ readonly job: ScheduledJob; readonly slot: Date }> = []
-            const moves: Array<{ readonly jobId: string; readonly nextRunAt: Date }> = []
-            for (const { job, previousRunning } of due) {
-              const plan = planDue({ job, now, missedSlots: config.missedSlots, previousRunning, lateAfterMs })
-              switch (plan._tag) {
-                case "Disable": {
-                  // Fail once and disable: a schedule that does not work must not fail on every tick.
-                  yield* store.recordFailed(
-                    { jobId: job.id, scheduledFor: plan.slot, attempt: 1 },
-                    `${plan.reason}; the job was disabled`,
-                    now
-                  )
-                  yield* store.disableJob(job.id, now)
-                  yield* Effect.logError(`job "${job.name}" disabled: ${plan.reason}`).pipe(
-                    Effect.annotateLogs({ jobId: job.id, taskType: job.taskType })
-                  )
-                  break
-                }
-                case "Advance":
-                  moves.push({ jobId: job.id, nextRunAt: plan.next })
-                  break
-                case "Fire": {
-                  // A slot to run and no worker for it: it stays due, planned again once a worker is free.
-                  if (plan.run !== undefined && room <= 0) {
-                    waiting = true
-                    break
-                  }
-                  if (plan.missed > 0 && plan.skipped === undefined) {
-                    Metrics.recordMissed(job.taskType, plan.missed)
-                    yield* Effect.logWarning(
-                      `job "${job.name}": ${plan.missed} slot(s) missed while no runner took them (downtime or a ` +
-                        `pause); ${plan.run === undefined ? "none is run (missed slots: skip)" : "the latest is run now"}`
-                    ).pipe(Effect.annotateLogs({ jobId: job.id, taskType: job.taskType }))
-                  }
-                  if (plan.skipped !== undefined) {
-                    yield* store.recordSkipped({ jobId: job.id, scheduledFor: plan.skipped, attempt: 1 }, SKIPPED, now)
-                    overlapped++
-                  }
-                  if (plan.run !== undefined) {
-                    starts.push({ job, slot: plan.run })
-                    room--
-                  }
-                  moves.push({ jobId: job.id, nextRunAt: plan.next })
-                }
-              }
-            }
-            const started = yield* store.startRuns(
-              starts.map(({ job, slot }) => ({ jobId: job.id, scheduledFor: slot, attempt: 1 })),
-              lease
-            )
-            started.forEach(({ lease, run }, i) => claimed.push(toClaimed(starts[i]!.job, run, lease)))
-            yield* store.advanceJobs(moves, now)
-          }
-          return { claimed, overlapped, rescued, waiting }
-        })
-      )
+      claimDue({ config, owner, store }, now, limit, taskTypes, lateAfterMs)
 
     const source: WorkSource<ClaimedRun, JobStoreError> = {
       kind: "scheduled",
@@ -231,31 +342,7 @@ export const make = (options: {
       complete: (finished) =>
         Effect.gen(function* () {
           checkAt = 0
-          const completions: Array<RunCompletion> = []
-          for (const { claim, finishedAt, result, startedAt } of finished) {
-            if (!result.failed) {
-              completions.push({
-                lease: claim.lease,
-                slot: slotOf(claim.run),
-                now: finishedAt,
-                startedAt,
-                outcome: { _tag: "Succeeded", output: Result.encodeOutput(result.output) }
-              })
-              continue
-            }
-            const jitter = yield* Random.nextRange(0.9, 1.1)
-            completions.push({
-              lease: claim.lease,
-              slot: slotOf(claim.run),
-              now: finishedAt,
-              startedAt,
-              outcome: {
-                _tag: "Failed",
-                error: result.message,
-                retryAt: retryAt(config, claim.run.attempt, jitter, finishedAt)
-              }
-            })
-          }
+          const completions = yield* completionsOf(config, finished)
           return yield* store.completeRuns(completions)
         }),
       // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
@@ -279,37 +366,9 @@ export const make = (options: {
       options: { readonly disableOthers?: boolean | undefined },
       now: Date
     ) =>
-      Effect.gen(function* () {
+      Effect.suspend(() => {
         checkAt = 0
-        if (options.disableOthers === true) {
-          const disabled = yield* store.disableJobsExcept(
-            jobs.map((j) => j.name),
-            now
-          )
-          if (disabled > 0) yield* Effect.logInfo(`disabled ${disabled} job(s) no longer defined in code`)
-        }
-        const stored = yield* store.upsertJobs(
-          jobs.map((j) => ({
-            name: j.name,
-            taskType: j.taskType,
-            schedule: Schedule.encode(j.schedule),
-            payload:
-              j.payload === undefined ? "" : typeof j.payload === "string" ? j.payload : JSON.stringify(j.payload),
-            nextRunAt: Schedule.next(j.schedule, now),
-            missedSlots: j.missedSlots ?? null,
-            overlap: j.overlap ?? "skip"
-          })),
-          now
-        )
-        // The upsert never re-enables a job (an operator's decision stands): say so, or it would look forgotten.
-        const off = stored.filter((j) => !j.enabled).map((j) => j.name)
-        if (off.length > 0) {
-          yield* Effect.logInfo(
-            `${off.length} defined job(s) stay disabled: ${off.slice(0, 10).join(", ")}${off.length > 10 ? ", …" : ""}` +
-              ` (UPDATE scheduled_jobs SET enabled = true WHERE name = '…' enables one)`
-          )
-        }
-        return stored
+        return upsertDefined(store, jobs, options, now)
       })
 
     return { source, defineJobs }

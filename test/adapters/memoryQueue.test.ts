@@ -1,7 +1,26 @@
 /**
- * The memory QueueStore against the contract suite shared with Postgres.
+ * The memory QueueStore (with the memory wake-ups over its MemoryDatabase) against the contract suite shared with
+ * Postgres.
  */
+import { Effect, Layer } from "effect"
+import * as MemoryDatabase from "../../src/adapters/memory/MemoryDatabase.js"
 import * as MemoryQueueStore from "../../src/adapters/memory/MemoryQueueStore.js"
-import { suite } from "../contracts/QueueStoreContract.js"
+import * as MemoryWakeUps from "../../src/adapters/memory/MemoryWakeUps.js"
+import { QueueInspector, suite } from "../contracts/QueueStoreContract.js"
 
-suite("memory", MemoryQueueStore.layer)
+const inspector = Layer.effect(
+  QueueInspector,
+  Effect.map(MemoryQueueStore.MemoryQueue, (memory) =>
+    QueueInspector.of({
+      processed: (n) => Effect.map(memory.processed, (log) => [...log].reverse().slice(0, n))
+    })
+  )
+)
+
+suite(
+  "memory",
+  Layer.merge(inspector, MemoryWakeUps.layer).pipe(
+    Layer.provideMerge(MemoryQueueStore.layerFromDatabase),
+    Layer.provideMerge(MemoryDatabase.layer())
+  )
+)

@@ -7,17 +7,20 @@ import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
 import { Deferred, Effect, Either, Layer, Option, Redacted } from "effect"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
+import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
 import { type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
 import { databaseUrl, TestSchema, TestSchemaLive } from "../support/database.js"
-import { PgMigrated } from "../support/pgStores.js"
+import { PgMigrated, queueInspector } from "../support/pgStores.js"
 
 const PgQueue = (label: string) =>
-  Layer.unwrapEffect(Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema }))).pipe(
-    Layer.provideMerge(PgMigrated(label))
-  )
+  Layer.unwrapEffect(
+    Effect.map(TestSchema, (schema) =>
+      Layer.mergeAll(PgQueueStore.layer({ schema }), PgWakeUps.layer({ schema }), queueInspector(schema))
+    )
+  ).pipe(Layer.provideMerge(PgMigrated(label)))
 
 /** What a claim of up to five executions of one type takes: at `at`, leased for `leaseMs`. */
 const claimOptions = (taskType: string, at: Date, owner = "w", leaseMs = 60_000) => ({
@@ -70,7 +73,9 @@ suite("postgres", PgQueue("queue"))
 // The same contract over a client kairos did not build (a user's own PgClient layer): no pool of kairos's in
 // context, so the statements PgPrepared sends to the pool directly go through @effect/sql instead.
 const PgQueueOverOwnClient = Layer.unwrapEffect(
-  Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema }))
+  Effect.map(TestSchema, (schema) =>
+    Layer.mergeAll(PgQueueStore.layerOverClient({ schema }), PgWakeUps.layer({ schema }), queueInspector(schema))
+  )
 ).pipe(
   Layer.provideMerge(Layer.effectDiscard(Effect.flatMap(TestSchema, (schema) => migrate({ schema })))),
   Layer.provideMerge(TestSchemaLive("queueown")),

@@ -1,20 +1,35 @@
 /**
- * The Postgres JobStore, Settings and the pause switch shared with the queue against the contract suites, plus what
- * only the database can show: the switch written by plain SQL (integration: a real Postgres).
+ * The Postgres JobStore, Settings, Semaphore and WorkerRegistry against the contract suites, plus what only the
+ * database can show: the switch written by plain SQL (integration: a real Postgres).
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Option } from "effect"
-import { QueueStore, SettingKeys, Settings } from "../../src/index.js"
+import { Effect, Either } from "effect"
+import * as PgSemaphore from "../../src/adapters/postgres/PgSemaphore.js"
+import { Semaphore, Settings } from "../../src/index.js"
 import { suite } from "../contracts/JobStoreContract.js"
-import { suite as pauseSwitchSuite } from "../contracts/PauseSwitchContract.js"
+import { suite as semaphoreSuite } from "../contracts/SemaphoreContract.js"
 import { suite as settingsSuite } from "../contracts/SettingsContract.js"
+import { suite as workerRegistrySuite } from "../contracts/WorkerRegistryContract.js"
 import { TestSchema } from "../support/database.js"
 import { PgStores } from "../support/pgStores.js"
 
 suite("postgres", PgStores("jobstore"))
 settingsSuite("postgres", PgStores("settings"))
-pauseSwitchSuite("postgres", PgStores("pause"), { wakes: "eventually" })
+semaphoreSuite("postgres", PgStores("pause"), {
+  wakes: "eventually",
+  deleteRow: Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`DELETE FROM ${sql(`${yield* TestSchema}.scheduler_meta`)} WHERE key = 'semaphore'`
+  }),
+  startOver: (options) =>
+    Effect.flatMap(TestSchema, (schema) =>
+      options.startGreen === false
+        ? Effect.zipRight(PgSemaphore.startRed({ schema }), PgSemaphore.make({ schema }))
+        : PgSemaphore.make({ schema })
+    )
+})
+workerRegistrySuite("postgres", PgStores("workers"))
 
 layer(PgStores("pausesql"), { timeout: "60 seconds", excludeTestServices: true })("the pause switch in SQL", (it) => {
   /** The rows of the switch as stored: key → value. */
@@ -30,15 +45,15 @@ layer(PgStores("pausesql"), { timeout: "60 seconds", excludeTestServices: true }
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const meta = sql(`${yield* TestSchema}.scheduler_meta`)
-      const queue = yield* QueueStore
-      yield* queue.setSemaphore(true, new Date())
+      const semaphore = yield* Semaphore
+      yield* semaphore.setGreen
       yield* sql`INSERT INTO ${meta} (key, value) VALUES ('scheduler.paused', 'true')`
-      expect(yield* queue.getSemaphore()).toBe(false)
+      expect(yield* semaphore.isGreen).toBe(false)
       expect(yield* switchRows).toEqual({ semaphore: "red" })
       expect((yield* (yield* Settings).switches).paused).toBe(true)
       // Inserted again (no row of that key exists to conflict with): the switch follows.
       yield* sql`INSERT INTO ${meta} (key, value) VALUES ('scheduler.paused', ' FALSE ')`
-      expect(yield* queue.getSemaphore()).toBe(true)
+      expect(yield* semaphore.isGreen).toBe(true)
       expect(yield* switchRows).toEqual({ semaphore: "green" })
     })
   )
@@ -47,43 +62,44 @@ layer(PgStores("pausesql"), { timeout: "60 seconds", excludeTestServices: true }
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const meta = sql(`${yield* TestSchema}.scheduler_meta`)
-      const queue = yield* QueueStore
-      yield* queue.setSemaphore(false, new Date())
+      const semaphore = yield* Semaphore
+      yield* semaphore.setRed
       const result = yield* Effect.either(sql`INSERT INTO ${meta} (key, value) VALUES ('scheduler.paused', 'later')`)
       expect(Either.isLeft(result) && (result.left.cause as { code?: unknown }).code).toBe("23514")
       expect(yield* switchRows).toEqual({ semaphore: "red" })
-      expect(yield* queue.getSemaphore()).toBe(false)
-      yield* queue.setSemaphore(true, new Date())
+      expect(yield* semaphore.isGreen).toBe(false)
+      yield* semaphore.setGreen
     })
   )
 
-  it.effect("a semaphore row edited by hand reads the same through both ports, in every boolean spelling", () =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const meta = sql(`${yield* TestSchema}.scheduler_meta`)
-      const queue = yield* QueueStore
-      const settings = yield* Settings
-      yield* queue.setSemaphore(true, new Date())
-      for (const [value, isPaused] of [
-        ["red", true],
-        [" RED ", true],
-        ["true", true],
-        ["1", true],
-        ["on", true],
-        ["green", false],
-        ["false", false],
-        ["off", false]
-      ] as const) {
-        yield* sql`UPDATE ${meta} SET value = ${value} WHERE key = 'semaphore'`
-        const seen = {
-          value,
-          getBool: yield* settings.getBool(SettingKeys.paused),
-          switches: (yield* settings.switches).paused,
-          semaphoreGreen: yield* queue.getSemaphore()
+  it.effect(
+    "a semaphore row edited by hand reads the same through the Semaphore and the switches, in every boolean spelling",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const meta = sql(`${yield* TestSchema}.scheduler_meta`)
+        const semaphore = yield* Semaphore
+        const settings = yield* Settings
+        yield* semaphore.setGreen
+        for (const [value, isPaused] of [
+          ["red", true],
+          [" RED ", true],
+          ["true", true],
+          ["1", true],
+          ["on", true],
+          ["green", false],
+          ["false", false],
+          ["off", false]
+        ] as const) {
+          yield* sql`UPDATE ${meta} SET value = ${value} WHERE key = 'semaphore'`
+          const seen = {
+            value,
+            switches: (yield* settings.switches).paused,
+            semaphoreGreen: yield* semaphore.isGreen
+          }
+          expect(seen).toEqual({ value, switches: isPaused, semaphoreGreen: !isPaused })
         }
-        expect(seen).toEqual({ value, getBool: Option.some(isPaused), switches: isPaused, semaphoreGreen: !isPaused })
-      }
-      yield* queue.setSemaphore(true, new Date())
-    })
+        yield* semaphore.setGreen
+      })
   )
 })

@@ -9,14 +9,16 @@
 import { SqlClient } from "@effect/sql"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import { Effect, Either, FastCheck as fc, Layer, ManagedRuntime, Option } from "effect"
-import * as MemoryMeta from "../../src/adapters/memory/MemoryMeta.js"
+import * as MemoryDatabase from "../../src/adapters/memory/MemoryDatabase.js"
 import * as MemoryQueueStore from "../../src/adapters/memory/MemoryQueueStore.js"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as Retry from "../../src/domain/Retry.js"
 import type { QueueItem } from "../../src/domain/QueueItem.js"
+import type * as ProcessedItem from "../../src/domain/ProcessedItem.js"
 import { type EnqueueInput, type QueueClaim, QueueStore, type RecordInput } from "../../src/ports/QueueStore.js"
 import { TestSchema } from "../support/database.js"
-import { PgMigrated } from "../support/pgStores.js"
+import { QueueInspector } from "../contracts/QueueStoreContract.js"
+import { PgMigrated, queueInspector } from "../support/pgStores.js"
 
 const RUNS = Number(process.env["KAIROS_DIFF_RUNS"] ?? 60)
 const T0 = Date.parse("2030-01-01T00:00:00Z")
@@ -292,7 +294,9 @@ class Side {
   constructor(
     readonly name: string,
     readonly store: Store,
-    readonly run: Run
+    readonly run: Run,
+    /** The execution log, newest first (the port has no reader). */
+    readonly processed: Effect.Effect<ReadonlyArray<ProcessedItem.ProcessedItem>>
   ) {}
   /** The label of an item id; one the program never saw is an error of the store. */
   label(id: string): string {
@@ -347,7 +351,7 @@ const normClaim = (ctx: Ctx, side: Side, c: QueueClaim) => ({
 })
 
 const normLog = (ctx: Ctx, side: Side) =>
-  side.run(side.store.recentProcessed(100_000)).then((rows) =>
+  side.run(side.processed).then((rows) =>
     rows
       .filter((r) => r.taskType.startsWith(`d${ctx.n}-`))
       .map((r) => ({
@@ -594,21 +598,26 @@ const runProgram = async (n: number, program: Program, memory: Side, other: Side
 }
 
 const memorySide = (): Side => {
-  const { store } = Effect.runSync(
-    Effect.provideService(MemoryQueueStore.make, MemoryMeta.MemoryMeta, MemoryMeta.make())
+  const { memory, store } = Effect.runSync(
+    Effect.provideService(MemoryQueueStore.make, MemoryDatabase.MemoryDatabase, MemoryDatabase.make())
   )
-  return new Side("memory", store, (effect) => Effect.runPromise(effect))
+  return new Side(
+    "memory",
+    store,
+    (effect) => Effect.runPromise(effect),
+    Effect.map(memory.processed, (log) => [...log].reverse())
+  )
 }
 
 // ---------------------------------------------------------------------------------------------------------------
 // The tests
 
-const PgQueue = Layer.unwrapEffect(Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema }))).pipe(
-  Layer.provideMerge(PgMigrated("qdiff"))
-)
+const PgQueue = Layer.unwrapEffect(
+  Effect.map(TestSchema, (schema) => Layer.merge(PgQueueStore.layer({ schema }), queueInspector(schema)))
+).pipe(Layer.provideMerge(PgMigrated("qdiff")))
 
 describe("QueueStore: memory and Postgres answer alike", () => {
-  let runtime: ManagedRuntime.ManagedRuntime<QueueStore | SqlClient.SqlClient | TestSchema, unknown>
+  let runtime: ManagedRuntime.ManagedRuntime<QueueStore | QueueInspector | SqlClient.SqlClient | TestSchema, unknown>
   let pg: Side
   /**
    * Empties the queue after a program, whatever happened to it; returns what the program left: its items, and
@@ -619,7 +628,8 @@ describe("QueueStore: memory and Postgres answer alike", () => {
   beforeAll(async () => {
     runtime = ManagedRuntime.make(PgQueue)
     const store = await runtime.runPromise(QueueStore)
-    pg = new Side("postgres", store, (effect) => runtime.runPromise(effect))
+    const inspector = await runtime.runPromise(QueueInspector)
+    pg = new Side("postgres", store, (effect) => runtime.runPromise(effect), inspector.processed(100_000))
     cleanUp = (n) =>
       runtime.runPromise(
         Effect.gen(function* () {
@@ -680,7 +690,7 @@ describe("QueueStore: memory and Postgres answer alike", () => {
     const mutant = (): Side => {
       const side = memorySide()
       const store: Store = { ...side.store, recoverStuck: (now) => side.store.recoverStuck(now) }
-      return new Side("mutant", store, side.run)
+      return new Side("mutant", store, side.run, side.processed)
     }
     let n = 10_000
     const outcome = await fc.check(

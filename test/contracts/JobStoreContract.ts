@@ -43,11 +43,14 @@ const slot = (jobId: string, scheduledFor: Date, attempt = 1): RunSlot => ({ job
 /** Starts the first attempt at a slot, leased by `owner` until `leaseUntil`. */
 const start = (jobId: string, scheduledFor: Date, options: { owner?: string; leaseUntil?: Date; now?: Date } = {}) =>
   Effect.flatMap(JobStore, (store) =>
-    store.startRun(slot(jobId, scheduledFor), {
-      owner: options.owner ?? "me",
-      leaseUntil: options.leaseUntil ?? new Date(scheduledFor.getTime() + 30_000),
-      now: options.now ?? scheduledFor
-    })
+    Effect.map(
+      store.startRuns([slot(jobId, scheduledFor)], {
+        owner: options.owner ?? "me",
+        leaseUntil: options.leaseUntil ?? new Date(scheduledFor.getTime() + 30_000),
+        now: options.now ?? scheduledFor
+      }),
+      (started) => started[0]!
+    )
   )
 
 const runsOf = (jobId: string) => Effect.flatMap(StoreInspector, (inspector) => inspector.runs(jobId))
@@ -346,15 +349,15 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
-    it.effect("startRun, scheduleRetry, recordSkipped and recordFailed write the run each state calls for", () =>
+    it.effect("startRuns, scheduleRetry, recordSkipped and recordFailed write the run each state calls for", () =>
       Effect.gen(function* () {
         const store = yield* JobStore
         const job = yield* addJob()
-        const { lease, run: running } = yield* store.startRun(slot(job.id, at(60)), {
+        const [{ lease, run: running }] = (yield* store.startRuns([slot(job.id, at(60))], {
           owner: "me",
           leaseUntil: at(90),
           now: at(61)
-        })
+        })) as [{ readonly run: JobRun; readonly lease: Lease }]
         expect(running).toMatchObject({ status: "running", owner: "me", attempt: 1, finishedAt: null, dueAt: null })
         expect(lease).toEqual({ runId: running.id, token: running.leaseToken })
         expect(running.leaseToken).not.toBeNull()
@@ -443,7 +446,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
             yield* store.recordSkipped(slot(job.id, at(180)), "late", at(181))
             yield* store.recordFailed(slot(job.id, at(180)), "late", at(181))
             // The transaction is still usable (in Postgres, a failed statement would have aborted it).
-            yield* store.advanceJob(job.id, at(240), at(181))
+            yield* store.advanceJobs([{ jobId: job.id, nextRunAt: at(240) }], at(181))
           })
         )
         const stored = yield* runsOf(job.id)
@@ -466,7 +469,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
               yield* start(job.id, at(60), { owner: "x" })
               yield* store.recordSkipped(slot(job.id, at(120)), "why", at(60))
               yield* store.scheduleRetry(slot(job.id, at(0), 2), at(90), at(60))
-              yield* store.advanceJob(job.id, at(120), at(60))
+              yield* store.advanceJobs([{ jobId: job.id, nextRunAt: at(120) }], at(60))
               return yield* Effect.fail("boom" as const)
             })
           )
@@ -709,7 +712,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         expect(yield* wake).toEqual(Option.some(iso(at(100))))
         yield* store.scheduleRetry(slot(job.id, at(0), 2), at(50), at(1))
         expect(yield* wake).toEqual(Option.some(iso(at(50))))
-        yield* store.advanceJob(job.id, at(20), at(1))
+        yield* store.advanceJobs([{ jobId: job.id, nextRunAt: at(20) }], at(1))
         expect(yield* wake).toEqual(Option.some(iso(at(20))))
       })
     )

@@ -1,10 +1,10 @@
 /**
- * The QueueStore contract: one suite, run against the memory store and the Postgres store.
- * Each test uses task types of its own, so the tests of one suite never see each other's items.
+ * The QueueStore contract: one suite, run against the memory store and the Postgres store (with their WakeUps, which
+ * a new item must wake). Each test uses task types of its own, so the tests of one suite never see each other's items.
  */
 import { expect, layer } from "@effect/vitest"
-import { Deferred, Effect, type Layer, Option } from "effect"
-import { QueueStore, type QueueClaim } from "../../src/index.js"
+import { Context, Deferred, Effect, type Layer, Option } from "effect"
+import { type ProcessedItem, QueueStore, type QueueClaim, type WakeTopic, WakeUps } from "../../src/index.js"
 import { gaveUpMessage, MAX_UNFINISHED } from "../../src/domain/QueueItem.js"
 import * as Retry from "../../src/domain/Retry.js"
 
@@ -27,7 +27,18 @@ const done = (claim: QueueClaim, startedAt = at(0), finishedAt = at(1), error?: 
 })
 const ids = (claims: ReadonlyArray<QueueClaim>) => claims.map((c) => c.item.id)
 
-export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>) =>
+/** How the suite reads the execution log (the port has no reader: the runtime never reads it). */
+export class QueueInspector extends Context.Tag("kairos/test/QueueInspector")<
+  QueueInspector,
+  { readonly processed: (n: number) => Effect.Effect<ReadonlyArray<ProcessedItem.ProcessedItem>> }
+>() {}
+
+/** The last `n` executions, newest first. */
+const recentProcessed = (n: number) => Effect.flatMap(QueueInspector, (inspector) => inspector.processed(n))
+/** A wake-up subscription until the scope closes. */
+const subscribe = (wake: (topic: WakeTopic) => void) => Effect.flatMap(WakeUps, (wakeUps) => wakeUps.subscribe(wake))
+
+export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps | QueueInspector, unknown>) =>
   layer(storeLayer, { timeout: "60 seconds", excludeTestServices: true })(`QueueStore contract: ${name}`, (it) => {
     it.effect("enqueue normalises maxRuns, thread and priority; a new item may start at once", () =>
       Effect.gen(function* () {
@@ -78,7 +89,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const original = yield* q.enqueue({ taskType: t, payload: `{"to":"ada"}`, priority: 5 }, T0)
         const [claim] = yield* q.claimBatch(claimOpts([t]))
         expect(yield* q.recordResults([done(claim!, at(0), at(1), "boom")])).toEqual([true])
-        const execution = (yield* q.recentProcessed(50)).find((p) => p.queueItemId === original.id)!
+        const execution = (yield* recentProcessed(50)).find((p) => p.queueItemId === original.id)!
         const again = yield* q.retryExecution(execution.id, at(2))
         expect(Option.map(again, (i) => [i.taskType, i.payload, i.status, i.priority, i.maxRuns])).toEqual(
           Option.some([t, `{"to":"ada"}`, "pending", 0, 1])
@@ -108,7 +119,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const claims = yield* q.claimBatch(claimOpts([t], 10))
         expect(claims.map((c) => c.item.payload)).toEqual([null, null, "", ""])
         expect(yield* q.recordResults(claims.map((c) => done(c)))).toEqual([true, true, true, true])
-        const logged = (yield* q.recentProcessed(1000)).filter((p) => p.taskType === t)
+        const logged = (yield* recentProcessed(1000)).filter((p) => p.taskType === t)
         expect(logged.map((p) => [p.queueItemId, p.payload]).sort()).toEqual(
           claims.map((c) => [c.item.id, c.item.payload]).sort()
         )
@@ -120,7 +131,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const q = yield* QueueStore
         const t = type("many")
         const woken = yield* Deferred.make<void>()
-        yield* q.subscribe(() => Deferred.unsafeDone(woken, Effect.void))
+        yield* subscribe(() => Deferred.unsafeDone(woken, Effect.void))
         const ids = yield* q.enqueueMany(
           [
             { taskType: t, payload: "a", maxRuns: 0, thread: 7 },
@@ -387,7 +398,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         expect(new Set(claims.map((c) => c.leaseId)).size).toBe(3)
         expect((yield* q.claimBatch(claimOpts([t], 10))).length).toBe(0)
         expect(yield* q.recordResults(claims.map((c) => done(c)))).toEqual([true, true, true])
-        const log = (yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id)
+        const log = (yield* recentProcessed(100)).filter((p) => p.queueItemId === item.id)
         expect(log.length).toBe(3)
         expect((yield* q.claimBatch(claimOpts([t], 10))).length).toBe(0)
       })
@@ -449,7 +460,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         }
         // Out of attempts: the run is used up and the item gone; every attempt is in the log.
         expect(yield* q.cancel(item.id)).toEqual(Option.none())
-        const log = (yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id)
+        const log = (yield* recentProcessed(100)).filter((p) => p.queueItemId === item.id)
         expect(log.map((p) => p.errorMsg)).toEqual(["boom 3", "boom 2", "boom 1"])
       })
     )
@@ -603,7 +614,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         expect(again).toEqual({ recorded: [false], claims: [] })
         const last = yield* q.recordAndClaim([done(claims[0]!, at(1), at(2), "boom")], claimOpts([t], 5, "w1", at(2)))
         expect(last).toEqual({ recorded: [true], claims: [] })
-        const log = (yield* q.recentProcessed(100)).filter((p) => p.taskType === t)
+        const log = (yield* recentProcessed(100)).filter((p) => p.taskType === t)
         expect(log.map((p) => [p.payload, p.status])).toEqual([
           ["b", "error"],
           ["a", "ok"]
@@ -644,7 +655,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           const [late] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(100)))
           expect(late!.item.id).toBe(d.id)
           expect(yield* step(late!, 101)).toEqual({ recorded: [true], claims: [] })
-          const log = (yield* q.recentProcessed(100)).filter((p) => p.taskType === t)
+          const log = (yield* recentProcessed(100)).filter((p) => p.taskType === t)
           expect(log.map((p) => [p.payload, p.status, p.durationMs])).toEqual([
             ["d", "ok", 1000],
             ["e", "ok", 1000],
@@ -667,7 +678,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const step = yield* q.recordAndClaim([done(claim!, at(31), at(32))], claimOpts([t], 1, "w1", at(32)))
         expect(step.recorded).toEqual([false])
         expect(step.claims.map((c) => [c.item.id, c.attempt])).toEqual([[item.id, 2]])
-        expect((yield* q.recentProcessed(100)).filter((p) => p.taskType === t)).toEqual([])
+        expect((yield* recentProcessed(100)).filter((p) => p.taskType === t)).toEqual([])
         const last = yield* q.recordAndClaim([done(step.claims[0]!, at(32), at(33))], claimOpts([t], 1, "w1", at(33)))
         expect(last).toEqual({ recorded: [true], claims: [] })
       })
@@ -686,7 +697,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           expect(yield* q.recordResults([done(c!, at(i), at(i + 1), i === 0 ? "boom" : undefined)])).toEqual([true])
         }
         expect(yield* q.pendingCount()).toBe(before - 1)
-        const log = (yield* q.recentProcessed(100)).filter((p) => p.queueItemId === twice.id)
+        const log = (yield* recentProcessed(100)).filter((p) => p.queueItemId === twice.id)
         expect(log.map((p) => [p.status, p.errorMsg])).toEqual([
           ["ok", ""],
           ["error", "boom"]
@@ -701,7 +712,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           expect(yield* q.recordResults([done(c!, at(100 + i * 10), at(100 + i * 10))])).toEqual([true])
         }
         expect(ids(yield* q.claimBatch(claimOpts([t], 1, "w1", at(130))))).toEqual([forever.id])
-        expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === forever.id).length).toBe(3)
+        expect((yield* recentProcessed(100)).filter((p) => p.queueItemId === forever.id).length).toBe(3)
       })
     )
 
@@ -763,14 +774,14 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         expect(yield* q.recoverStuck(at(31))).toBeGreaterThanOrEqual(1)
         expect(yield* q.recordResults([done(c!, at(0), at(40))])).toEqual([false])
         expect(yield* q.renewLeases([c!], at(99), at(41))).toEqual([false])
-        expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id)).toEqual([])
+        expect((yield* recentProcessed(100)).filter((p) => p.queueItemId === item.id)).toEqual([])
         const [again] = yield* q.claimBatch(claimOpts([t], 1, "alive", at(41)))
         expect(again!.item.id).toBe(item.id)
         // The execution taken back and the live one, side by side (a runner can hold both: its lease ran out during
         // an outage, and it claimed the item again): each answered for itself, in order.
         expect(yield* q.renewLeases([c!, again!], at(99), at(41))).toEqual([false, true])
         expect(yield* q.recordResults([done(again!, at(41), at(42)), done(c!, at(0), at(42))])).toEqual([true, false])
-        expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id).length).toBe(1)
+        expect((yield* recentProcessed(100)).filter((p) => p.queueItemId === item.id).length).toBe(1)
       })
     )
 
@@ -791,7 +802,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           done(of(twice.id)[1]!)
         ]
         expect(yield* q.recordResults(batch)).toEqual([true, true, true, true, false, true])
-        const log = yield* q.recentProcessed(1000)
+        const log = yield* recentProcessed(1000)
         const count = (id: string) => log.filter((p) => p.queueItemId === id).length
         expect([count(single.id), count(triple.id), count(twice.id)]).toEqual([1, 3, 1])
         expect(
@@ -813,7 +824,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
         const item = yield* q.enqueue({ taskType: t, payload: "x", maxRuns: 3, thread: 1 }, T0)
         const [c] = yield* q.claimBatch(claimOpts([t], 1))
         expect(yield* q.recordResults([done(c!), done(c!, at(0), at(2))])).toEqual([true, false])
-        expect((yield* q.recentProcessed(100)).filter((p) => p.queueItemId === item.id).length).toBe(1)
+        expect((yield* recentProcessed(100)).filter((p) => p.queueItemId === item.id).length).toBe(1)
         // One run done, two left.
         const rest = yield* q.claimBatch(claimOpts([t], 10, "w2", at(3)))
         expect(rest.map((r) => r.runsDone)).toEqual([1, 1])
@@ -835,55 +846,27 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       })
     )
 
-    it.effect("the semaphore is green by default and switches", () =>
+    it.effect("releaseLeases hands back exactly the given executions, claimable again at once", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore
-        expect(yield* q.getSemaphore()).toBe(true)
-        yield* q.setSemaphore(false, T0)
-        expect(yield* q.getSemaphore()).toBe(false)
-        yield* q.setSemaphore(true, T0)
-        expect(yield* q.getSemaphore()).toBe(true)
-      })
-    )
-
-    it.effect("workers register with their task types, heartbeat and leave", () =>
-      Effect.gen(function* () {
-        const q = yield* QueueStore
-        const id = type("worker")
-        yield* q.registerWorker(id, ["a", "b"], at(0), at(30))
-        yield* q.registerWorker(id, ["a", "b", "c"], at(10), at(40))
-        const live = (yield* q.liveWorkers(at(35))).filter((w) => w.id === id)
-        expect(
-          live.map((w) => [
-            w.taskTypes,
-            w.startedAt.toISOString(),
-            w.heartbeatAt.toISOString(),
-            w.liveUntil.toISOString()
-          ])
-        ).toEqual([[["a", "b", "c"], at(0).toISOString(), at(10).toISOString(), at(40).toISOString()]])
-        yield* q.unregisterWorker(id)
-        expect((yield* q.liveWorkers(at(0))).filter((w) => w.id === id)).toEqual([])
-      })
-    )
-
-    it.effect("liveWorkers honours each worker's liveUntil", () =>
-      Effect.gen(function* () {
-        const q = yield* QueueStore
-        const [short, long] = [type("short"), type("long")]
-        yield* q.registerWorker(short, ["a"], at(0), at(10))
-        yield* q.registerWorker(long, ["a"], at(0), at(100))
-        const liveAt = (s: number) =>
-          Effect.map(q.liveWorkers(at(s)), (ws) => ws.map((w) => w.id).filter((id) => id === short || id === long))
-        expect((yield* liveAt(9)).sort()).toEqual([short, long].sort())
-        // Live means liveUntil is later than now: at liveUntil itself the worker is gone.
-        expect(yield* liveAt(10)).toEqual([long])
-        expect(yield* liveAt(99)).toEqual([long])
-        expect(yield* liveAt(100)).toEqual([])
-        // A heartbeat extends it, whatever the heartbeat's own time.
-        yield* q.registerWorker(short, ["a"], at(50), at(200))
-        expect(yield* liveAt(150)).toEqual([short])
-        yield* q.unregisterWorker(short)
-        yield* q.unregisterWorker(long)
+        const t = type("release")
+        // A run-once item and a twice-run one (a lease on the item's row, and leases of their own in Postgres).
+        const once = yield* q.enqueue({ taskType: t, payload: "once", thread: 1 }, T0)
+        const twice = yield* q.enqueue({ taskType: t, payload: "twice", thread: 1, maxRuns: 2 }, T0)
+        const kept = yield* q.enqueue({ taskType: t, payload: "kept", thread: 1 }, T0)
+        const claims = yield* q.claimBatch({ ...claimOpts([t], 10, "me"), leaseUntil: at(1000) })
+        expect(claims.length).toBe(4)
+        const of = (id: string) => claims.filter((c) => c.item.id === id)
+        const released = [of(once.id)[0]!, of(twice.id)[0]!]
+        // A stale copy (a wrong token) is not released.
+        const stale = { ...of(kept.id)[0]!, token: "not-the-token" }
+        expect(yield* q.releaseLeases([...released, stale], at(10))).toBe(2)
+        expect(yield* q.renewLeases(claims, at(2000), at(11))).toEqual(claims.map((c) => !released.includes(c)))
+        // Claimable again at once, by anyone; the kept one and the other execution of `twice` stay leased.
+        const back = yield* q.claimBatch(claimOpts([t], 10, "other", at(12)))
+        expect(back.map((c) => c.item.id).sort()).toEqual([once.id, twice.id].sort())
+        // Released twice, nothing more.
+        expect(yield* q.releaseLeases(released, at(13))).toBe(0)
       })
     )
 
@@ -891,7 +874,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
       Effect.gen(function* () {
         const q = yield* QueueStore
         const woken = yield* Deferred.make<void>()
-        yield* q.subscribe(() => Deferred.unsafeDone(woken, Effect.void))
+        yield* subscribe(() => Deferred.unsafeDone(woken, Effect.void))
         yield* q.enqueue({ taskType: type("wake"), payload: "x" }, T0)
         yield* Deferred.await(woken).pipe(Effect.timeout("10 seconds"))
       })
@@ -907,7 +890,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
           yield* q.enqueue({ taskType: thrice, payload: "t", maxRuns: 3 }, at(0))
           const oneItem = yield* q.enqueue({ taskType: released, payload: "r" }, at(0))
           const gaveUp = (t: string) =>
-            Effect.map(q.recentProcessed(1000), (rows) => rows.filter((r) => r.taskType === t))
+            Effect.map(recentProcessed(1000), (rows) => rows.filter((r) => r.taskType === t))
           for (let round = 0; round < MAX_UNFINISHED; round++) {
             const start = 5000 + round * 100
             // Each execution's worker dies: the lease expires and the next rescue takes it back.
@@ -949,18 +932,18 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore, unknown>
             const [claim] = yield* q.claimBatch(claimOpts([t]))
             expect(yield* q.recordResults([done(claim!)])).toEqual([true])
           }
-          const all = yield* q.recentProcessed(1_000_000)
+          const all = yield* recentProcessed(1_000_000)
           expect(yield* q.pruneProcessed({ olderThan: undefined, keepLast: undefined, limit: 1000 })).toBe(0)
           expect(
             yield* q.pruneProcessed({ olderThan: new Date("2000-01-01T00:00:00Z"), keepLast: undefined, limit: 1000 })
           ).toBe(0)
           expect(yield* q.pruneProcessed({ olderThan: undefined, keepLast: 2, limit: 1000 })).toBe(all.length - 2)
-          const left = yield* q.recentProcessed(1_000_000)
+          const left = yield* recentProcessed(1_000_000)
           expect(left.map((p) => p.payload)).toEqual(["p3", "p2"])
           // A batch stops at its limit, oldest first.
           const later = new Date("2200-01-01T00:00:00Z")
           expect(yield* q.pruneProcessed({ olderThan: later, keepLast: undefined, limit: 1 })).toBe(1)
-          expect((yield* q.recentProcessed(10)).map((p) => p.payload)).toEqual(["p3"])
+          expect((yield* recentProcessed(10)).map((p) => p.payload)).toEqual(["p3"])
           expect(yield* q.pruneProcessed({ olderThan: later, keepLast: 1, limit: 10 })).toBe(0)
         })
     )

@@ -97,4 +97,68 @@ describe("graceful shutdown under load", () => {
       expect((await second.stop()).code).toBe(0)
     }
   )
+
+  it(
+    "SIGTERM right after it took work: nothing claimed ahead starts; another worker takes it at once",
+    { timeout: 90_000 },
+    async () => {
+      db = await migratedSchema("stopbuffer")
+      // Eight workers and a batch of sixteen: a claim takes sixteen items, eight run, eight wait in the buffer.
+      const first = startWorker(db, {
+        config: {
+          workers: 8,
+          batchSize: 16,
+          interval: "1 second",
+          gracePeriod: "10 seconds",
+          leaseDuration: `${LEASE_MS} millis`
+        }
+      })
+      workers = [first]
+      await first.waitFor((e) => e.event === "ready")
+      const enqueued = await db.query<Enqueued>(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread, max_runs)
+         SELECT 'sleepy', '2000', 1, 1 FROM generate_series(1, 16) g
+         RETURNING id::text AS id, max_runs, thread`
+      )
+      const starts = (w: Worker) => w.events.filter((e) => e.event === "start")
+      await until(async () => starts(first).length === 8, 30_000, "eight items running")
+      // The other eight are claimed (leased to it), waiting for a worker.
+      const owner = String(first.events.find((e) => e.event === "ready")!.owner)
+      const leased = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM $schema.queue_items WHERE lease_owner = $1`,
+        [owner]
+      )
+      expect(leased[0]!.n).toBe(16)
+
+      const termAt = Date.now()
+      const stopping = first.stop()
+      const second = startWorker(db, {
+        config: { workers: 8, batchSize: 16, interval: "1 second", leaseDuration: `${LEASE_MS} millis` },
+        sleepFactor: 0
+      })
+      workers.push(second)
+      // The eight waiting are handed back at once: the second worker takes them long before their leases expire,
+      // while the first still lets its running handlers finish (2 s each, within its grace period).
+      await until(async () => starts(second).length === 8, LEASE_MS / 4, "the second worker to take the buffered items")
+      expect((await stopping).code).toBe(0)
+      // The first started nothing after the signal: only the eight it ran before, each finished and recorded.
+      const firstStarts = starts(first)
+      expect(firstStarts.length).toBe(8)
+      expect(firstStarts.every((e) => Number(e.at) < termAt)).toBe(true)
+      const ran = new Set(firstStarts.map((e) => String(e.item)))
+      expect(new Set(first.events.filter((e) => e.event === "end").map((e) => String(e.item)))).toEqual(ran)
+      // The second took exactly the other eight.
+      const taken = new Set(starts(second).map((e) => String(e.item)))
+      expect(taken.size).toBe(8)
+      for (const id of taken) expect(ran.has(id)).toBe(false)
+      await until(
+        async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+        LEASE_MS / 4,
+        "every item to finish"
+      )
+      const stats = await assertInvariants(db, { enqueued, drained: true })
+      expect(stats.processed).toBe(16)
+      expect((await second.stop()).code).toBe(0)
+    }
+  )
 })

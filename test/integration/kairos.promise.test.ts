@@ -4,7 +4,7 @@
  */
 import net from "node:net"
 import pg from "pg"
-import { afterAll, describe, expect, it } from "vitest"
+import { afterAll, describe, expect, it, vi } from "vitest"
 import { DatabaseConnectionError, InvalidRetryError, Kairos, Schedule } from "../../src/index.js"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 
@@ -210,6 +210,119 @@ describe("Kairos.create", () => {
       }
     } finally {
       await kairos.stop()
+    }
+  })
+
+  it("pause, resume and isPaused through the semaphore; startGreen: false starts a database without a switch red", async () => {
+    const schema = fresh("promise_pause")
+    const semaphoreRow = async () => {
+      const client = new pg.Client({ connectionString: databaseUrl() })
+      await client.connect()
+      try {
+        const { rows } = await client.query(`SELECT value FROM "${schema}".scheduler_meta WHERE key = 'semaphore'`)
+        return (rows as Array<{ value: string }>)[0]?.value
+      } finally {
+        await client.end()
+      }
+    }
+    const first = await Kairos.create({ url: databaseUrl(), schema, startGreen: false, interval: "30 seconds" })
+    // A second instance, created later with the default: the stored switch wins over its start.
+    let second: Kairos.Kairos | undefined
+    try {
+      expect(await first.isPaused()).toBe(true)
+      expect(await semaphoreRow()).toBe("red")
+      const ran: Array<string> = []
+      await first.register("t", (job) => void ran.push(job.payload))
+      await first.enqueue({ taskType: "t", payload: "a" })
+      await first.start()
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      expect(ran).toEqual([])
+      second = await Kairos.create({ url: databaseUrl(), schema, interval: "30 seconds" })
+      expect(await second.isPaused()).toBe(true)
+      // Resumed from the other instance: the idle runner is woken (NOTIFY), not left for its 30 s poll.
+      await second.resume()
+      expect(await first.isPaused()).toBe(false)
+      await first.drain({ timeout: "5 seconds" })
+      expect(ran).toEqual(["a"])
+      await first.pause()
+      expect([await first.isPaused(), await second.isPaused(), await semaphoreRow()]).toEqual([true, true, "red"])
+      await first.enqueue({ taskType: "t", payload: "b" })
+      await new Promise((resolve) => setTimeout(resolve, 300))
+      expect(ran).toEqual(["a"])
+      await first.resume()
+      await first.drain({ timeout: "5 seconds" })
+      expect(ran).toEqual(["a", "b"])
+      expect(await semaphoreRow()).toBe("green")
+    } finally {
+      await second?.stop()
+      await first.stop()
+    }
+    // Created to start red again, on a database whose switch is green: it stays green.
+    const third = await Kairos.create({ url: databaseUrl(), schema, startGreen: false })
+    try {
+      expect(await third.isPaused()).toBe(false)
+    } finally {
+      await third.stop()
+    }
+  })
+
+  it("a logger option receives every line (with its fields), and nothing reaches the console", async () => {
+    const lines: Array<{ level: string; message: string; fields?: Record<string, unknown> | undefined }> = []
+    const logger = {
+      info: (message: string, fields?: Record<string, unknown>) => void lines.push({ level: "info", message, fields }),
+      warn: (message: string, fields?: Record<string, unknown>) => void lines.push({ level: "warn", message, fields }),
+      error: (message: string, fields?: Record<string, unknown>) => void lines.push({ level: "error", message, fields })
+    }
+    const consoleCalls = (["log", "info", "warn", "error", "debug", "trace"] as const).map((method) =>
+      vi.spyOn(console, method).mockImplementation(() => undefined)
+    )
+    try {
+      const kairos = await Kairos.create({
+        url: databaseUrl(),
+        schema: fresh("promise_logger"),
+        interval: "30 seconds",
+        logger
+      })
+      try {
+        await kairos.register("t", () => undefined)
+        await kairos.register("t", () => undefined)
+        await kairos.defineJobs([
+          { name: "orphan", taskType: "nobody", schedule: Schedule.daily({ hour: 3, minute: 0 }) }
+        ])
+        await kairos.start()
+        let thrown = false
+        const unsubscribe = kairos.onIdle(
+          () => {
+            thrown = true
+            throw new Error("listener broke")
+          },
+          { checkEvery: "20 millis" }
+        )
+        const deadline = Date.now() + 5_000
+        while (!lines.some((l) => l.message.includes("onIdle")) && Date.now() < deadline)
+          await new Promise((resolve) => setTimeout(resolve, 20))
+        unsubscribe()
+        expect(thrown).toBe(true)
+      } finally {
+        await kairos.stop()
+      }
+      expect(lines).toContainEqual(
+        expect.objectContaining({
+          level: "warn",
+          message: 'handler for task type "t" registered again: the new one replaces it'
+        })
+      )
+      expect(lines).toContainEqual(
+        expect.objectContaining({ level: "warn", message: expect.stringContaining('task type "nobody"') })
+      )
+      expect(lines).toContainEqual({
+        level: "error",
+        message: "kairos: an onIdle listener threw",
+        fields: { cause: "listener broke" }
+      })
+      for (const spy of consoleCalls) expect(spy, `console.${spy.getMockName()}`).not.toHaveBeenCalled()
+    } finally {
+      for (const spy of consoleCalls) spy.mockRestore()
     }
   })
 })

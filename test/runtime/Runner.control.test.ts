@@ -3,8 +3,17 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
-import { QueueStore, Runner, Schedule, SettingKeys, Settings } from "../../src/index.js"
-import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
+import { QueueStore, Runner, Schedule, Semaphore, SettingKeys, Settings, WakeUps } from "../../src/index.js"
+import {
+  FakeClock,
+  FakeStore,
+  MemoryDatabase,
+  MemoryQueueStore,
+  MemorySemaphore,
+  MemorySettings,
+  MemoryWakeUps,
+  MemoryWorkerRegistry
+} from "../../src/testing.js"
 import { settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
 
 const iso = (d: Date | null) => d?.toISOString()
@@ -14,18 +23,18 @@ describe("Runner live settings", () => {
     Effect.gen(function* () {
       yield* FakeClock.set("2026-01-01T00:00:00Z")
       const store = yield* FakeStore.FakeStore
-      const settings = yield* MemorySettings.MemorySettings
+      const semaphore = yield* Semaphore
       const runner = yield* Runner.Runner
       yield* runner.register("t", () => undefined)
       yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
       yield* runner.start
       yield* FakeClock.advanceTo("2026-01-01T00:03:30Z")
       expect((yield* store.runsOf("j")).length).toBe(3)
-      yield* settings.set(SettingKeys.paused, true)
+      yield* semaphore.setRed
       yield* FakeClock.advanceTo("2026-01-01T00:10:30Z")
       const whilePaused = yield* store.runsOf("j")
       expect(whilePaused.length).toBe(3)
-      yield* settings.set(SettingKeys.paused, false)
+      yield* semaphore.setGreen
       yield* FakeClock.advanceTo("2026-01-01T00:15:30Z")
       const runs = yield* store.runsOf("j")
       expect(runs.length).toBeGreaterThan(3)
@@ -120,7 +129,7 @@ const countingLayer = (config: Parameters<typeof testLayer>[0], live?: boolean) 
         Context.add(TickCounter, count)
       )
     })
-  ).pipe(Layer.provide(MemorySettings.layerFromMeta))
+  ).pipe(Layer.provide(MemorySettings.layerFromDatabase))
   const queue = Layer.effectContext(
     Effect.gen(function* () {
       const inner = yield* QueueStore
@@ -137,16 +146,25 @@ const countingLayer = (config: Parameters<typeof testLayer>[0], live?: boolean) 
           Effect.zipRight(
             Ref.update(claims, (n) => (options.limit > 0 ? { ...n, all: n.all + 1 } : n)),
             inner.recordAndClaim(results, options)
-          ),
-        subscribe: (wake) =>
-          live === undefined ? inner.subscribe(wake) : Effect.as(inner.subscribe(wake), { live: () => live })
+          )
       })
       return Context.make(QueueStore, store).pipe(Context.add(ClaimCounter, claims))
     })
-  ).pipe(Layer.provide(MemoryQueueStore.layerFromMeta))
+  ).pipe(Layer.provide(MemoryQueueStore.layerFromDatabase))
+  const wakeUps = Layer.effect(
+    WakeUps,
+    Effect.map(MemoryWakeUps.make, (inner) =>
+      WakeUps.of({
+        subscribe: (wake) =>
+          live === undefined ? inner.subscribe(wake) : Effect.as(inner.subscribe(wake), { live: () => live })
+      })
+    )
+  )
   return Runner.layer(config).pipe(
-    Layer.provideMerge(Layer.mergeAll(FakeStore.layer, counting, queue)),
-    Layer.provideMerge(MemoryMeta.layer())
+    Layer.provideMerge(
+      Layer.mergeAll(FakeStore.layer, counting, queue, wakeUps, MemorySemaphore.layer(), MemoryWorkerRegistry.layer)
+    ),
+    Layer.provideMerge(MemoryDatabase.layer())
   )
 }
 
@@ -159,7 +177,7 @@ describe("Runner settings reads", () => {
       const reads = yield* TickCounter
       const claims = yield* ClaimCounter
       const queue = yield* QueueStore
-      const settings = yield* MemorySettings.MemorySettings
+      const semaphore = yield* Semaphore
       const runner = yield* Runner.Runner
       let handled = 0
       yield* runner.register("t", () => {
@@ -171,11 +189,11 @@ describe("Runner settings reads", () => {
       yield* settle(Effect.sync(() => handled === 40))
       const drained = { reads: yield* Ref.get(reads), claims: yield* Ref.get(claims) }
       // A pause while busy: announced, read at the next tick, which claims nothing more.
-      yield* settings.set(SettingKeys.paused, true)
+      yield* semaphore.setRed
       yield* queue.enqueueMany(items(5), yield* FakeClock.now)
       yield* FakeClock.advance("1 second")
       const paused = { handled, reads: yield* Ref.get(reads) }
-      yield* settings.set(SettingKeys.paused, false)
+      yield* semaphore.setGreen
       yield* settle(Effect.sync(() => handled === 45))
       return { drained, paused }
     })
@@ -428,5 +446,57 @@ describe("Runner.stop", () => {
       expect(iso(runs[1]!.dueAt)).toBe("2026-01-01T00:01:30.000Z")
       expect(yield* runner.running).toBe(0)
     }).pipe(Effect.provide(testLayer({ gracePeriod: "30 seconds", timeout: "1 hour", interval: "1 minute" })))
+  )
+
+  it.scoped("starts nothing it claimed ahead: buffered items go back at once and a second runner takes them", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const latch = yield* Deferred.make<void>()
+      const startedBy = yield* Ref.make<ReadonlyArray<string>>([])
+      const handler = (who: string) => (job: { readonly payload: string }) =>
+        Effect.zipRight(
+          Ref.update(startedBy, (xs) => [...xs, `${who}:${job.payload}`]),
+          Deferred.await(latch)
+        )
+      const items = Effect.map(memory.items, (items) => items.map((i) => [i.payload, i.status, i.inFlight]))
+      yield* runner.register("slow", handler("first"))
+      for (const payload of ["a", "b", "c", "d"])
+        yield* queue.enqueue({ taskType: "slow", payload, thread: 1 }, new Date())
+      yield* runner.start
+      // Two workers and a buffer of two: all four claimed (thread 1: side by side), two running, two waiting.
+      yield* settle(Effect.map(runner.running, (n) => n === 2))
+      expect(yield* items).toEqual([
+        ["a", "processing", 1],
+        ["b", "processing", 1],
+        ["c", "processing", 1],
+        ["d", "processing", 1]
+      ])
+      const stopping = yield* Effect.fork(runner.stop)
+      // The buffered two are pending again with no lease, at once: no clock movement.
+      yield* settle(Effect.map(memory.items, (items) => items.filter((i) => i.inFlight === 0).length === 2))
+      expect(yield* items).toEqual([
+        ["a", "processing", 1],
+        ["b", "processing", 1],
+        ["c", "pending", 0],
+        ["d", "pending", 0]
+      ])
+      // A second runner takes them at once, well before their leases (30 s) would have expired.
+      const second = yield* Runner.make({ workers: 2, interval: "1 day", heartbeatInterval: "7 days" })
+      yield* second.register("slow", handler("second"))
+      yield* second.start
+      yield* settle(Effect.map(second.running, (n) => n === 2))
+      expect([...(yield* Ref.get(startedBy))].sort()).toEqual(["first:a", "first:b", "second:c", "second:d"])
+      // The first runner's running handlers still had their grace period: they finish and are recorded.
+      yield* Deferred.succeed(latch, undefined)
+      yield* Fiber.join(stopping)
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+      expect((yield* memory.processed).every((p) => p.status === "ok")).toBe(true)
+      expect((yield* Ref.get(startedBy)).length).toBe(4)
+      yield* Effect.fork(second.stop)
+      yield* FakeClock.advance("30 seconds")
+    }).pipe(Effect.provide(testLayer({ workers: 2, gracePeriod: "30 seconds", interval: "1 day" })))
   )
 })

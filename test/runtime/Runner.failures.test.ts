@@ -4,9 +4,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Ref } from "effect"
-import { Runner, Schedule } from "../../src/index.js"
-import { FakeClock, FakeStore } from "../../src/testing.js"
-import { captureLogs, testLayer } from "../support/runner.js"
+import { type HandlerOptions, QueueStore, Result, Runner, Schedule } from "../../src/index.js"
+import { FakeClock, FakeStore, MemoryQueueStore } from "../../src/testing.js"
+import { captureLogs, settle, testLayer } from "../support/runner.js"
 
 const MINUTE = 60_000
 
@@ -270,5 +270,76 @@ describe("Runner.register", () => {
       yield* FakeClock.advance("1 minute")
       expect(yield* Deferred.await(seen)).toBe("hello world")
     }).pipe(Effect.provide(testLayer()))
+  )
+})
+
+describe("Runner with handlers that return a Result", () => {
+  // The same handlers for both kinds of work: plain, async and Effect, each returning a failed Result, and one
+  // returning a successful one.
+  const registerAll = (runner: Runner.Runner["Type"], retry?: HandlerOptions["retry"]) =>
+    Effect.gen(function* () {
+      const options: HandlerOptions = { retry }
+      yield* runner.register("plain", (job) => Result.failure(new Error(`plain no ${job.attempt}`)), options)
+      yield* runner.register("async", async (job) => Result.failure(`async no ${job.attempt}`), options)
+      yield* runner.register(
+        "effect",
+        (job) => Effect.succeed(Result.failure({ reason: "bad" }, `effect no ${job.attempt}`)),
+        options
+      )
+      yield* runner.register("fine", () => Effect.succeed(Result.success({ a: 1 })), options)
+    })
+
+  it.scoped("a scheduled job's run is failed with the Result's message and retried as a throw would be", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      yield* registerAll(runner)
+      for (const name of ["plain", "async", "effect", "fine"]) {
+        yield* store.addJob({ name, taskType: name, schedule: Schedule.daily({ hour: 1, minute: 0 }) })
+      }
+      yield* runner.start
+      yield* FakeClock.advanceTo("2026-01-01T02:00:00Z")
+      for (const name of ["plain", "async", "effect"]) {
+        const runs = yield* store.runsOf(name)
+        expect(runs.map((r) => [r.attempt, r.status, r.error])).toEqual([
+          [1, "failed", `${name} no 1`],
+          [2, "failed", `${name} no 2`]
+        ])
+      }
+      // A returned success records its output, not the Result around it.
+      expect((yield* store.runsOf("fine")).map((r) => [r.status, r.output])).toEqual([["success", `{"a":1}`]])
+    }).pipe(Effect.provide(testLayer({ retryAttempts: 1, retryBackoff: "1 minute", interval: "1 hour" })))
+  )
+
+  it.scoped("a queue item's execution is an error row with the Result's message, and its retry policy applies", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      yield* registerAll(runner, { attempts: 2, backoff: "10s" })
+      for (const taskType of ["plain", "async", "effect", "fine"]) {
+        yield* queue.enqueue({ taskType, payload: taskType }, new Date())
+      }
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
+      yield* FakeClock.advance("10 seconds")
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 7))
+      const rows = (yield* memory.processed).map((p) => [p.taskType, p.status, p.errorMsg])
+      expect(rows.slice(0, 4).sort()).toEqual([
+        ["async", "error", "async no 1"],
+        ["effect", "error", "effect no 1"],
+        ["fine", "ok", ""],
+        ["plain", "error", "plain no 1"]
+      ])
+      expect(rows.slice(4).sort()).toEqual([
+        ["async", "error", "async no 2"],
+        ["effect", "error", "effect no 2"],
+        ["plain", "error", "plain no 2"]
+      ])
+      // Two attempts spent: given up, nothing left queued.
+      expect(yield* memory.items).toEqual([])
+    }).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
   )
 })

@@ -5,8 +5,18 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, HashMap, Layer, Logger, Metric, Ref } from "effect"
-import { JobStore, Metrics, QueueStore, Runner, Schedule } from "../../src/index.js"
-import { FakeClock, FakeStore, MemoryMeta, MemoryQueueStore, MemorySettings } from "../../src/testing.js"
+import { JobStore, Metrics, QueueStore, Runner, Schedule, Semaphore, WorkerRegistry } from "../../src/index.js"
+import {
+  FakeClock,
+  FakeStore,
+  MemoryDatabase,
+  MemoryQueueStore,
+  MemorySemaphore,
+  MemorySettings,
+  MemoryWakeUps,
+  MemoryWorkerRegistry,
+  TestRunner
+} from "../../src/testing.js"
 import { captureLogs, settle, testLayer } from "../support/runner.js"
 import * as QueueSource from "../../src/runtime/QueueSource.js"
 
@@ -107,7 +117,11 @@ const faultyStores = Layer.effectContext(
       })
     )
   })
-).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+).pipe(
+  Layer.merge(MemorySettings.layerFromDatabase),
+  Layer.merge(TestRunner.controlPorts()),
+  Layer.provideMerge(MemoryDatabase.layer())
+)
 
 /** Every line logged by the runner's fibers, the long-lived ones forked when the layer is built included. */
 const logged: Array<string> = []
@@ -465,8 +479,9 @@ const insertDuringClaimLayer = Runner.layer({ interval: "1 day", heartbeatInterv
       })
     ).pipe(
       Layer.merge(FakeStore.layer),
-      Layer.merge(MemorySettings.layerFromMeta),
-      Layer.provideMerge(MemoryMeta.layer())
+      Layer.merge(MemorySettings.layerFromDatabase),
+      Layer.merge(TestRunner.controlPorts()),
+      Layer.provideMerge(MemoryDatabase.layer())
     )
   )
 )
@@ -517,8 +532,9 @@ const chainLayerWith = (config: Runner.RunnerOptions) =>
         })
       ).pipe(
         Layer.merge(FakeStore.layer),
-        Layer.merge(MemorySettings.layerFromMeta),
-        Layer.provideMerge(MemoryMeta.layer())
+        Layer.merge(MemorySettings.layerFromDatabase),
+        Layer.merge(TestRunner.controlPorts()),
+        Layer.provideMerge(MemoryDatabase.layer())
       )
     )
   )
@@ -626,9 +642,8 @@ describe("sequential chains", () => {
   it.scoped("a pause stops the chain: at most the item claimed with the result before the tick saw it", () =>
     Effect.gen(function* () {
       const { memory, queue, runner } = yield* memoryStart
-      yield* runner.register("s", (job) =>
-        job.payload === "2" ? Effect.flatMap(FakeClock.now, (now) => queue.setSemaphore(false, now)) : Effect.void
-      )
+      const semaphore = yield* Semaphore
+      yield* runner.register("s", (job) => (job.payload === "2" ? semaphore.setRed : Effect.void))
       yield* queue.enqueueMany(
         ["1", "2", "3", "4", "5"].map((payload) => ({ taskType: "s", payload })),
         yield* FakeClock.now
@@ -639,7 +654,7 @@ describe("sequential chains", () => {
       for (let i = 0; i < 50; i++) yield* Effect.promise(() => new Promise((r) => setImmediate(r)))
       const paused = (yield* memory.processed).map((p) => p.payload)
       expect(paused.length).toBeLessThanOrEqual(3)
-      yield* queue.setSemaphore(true, yield* FakeClock.now)
+      yield* semaphore.setGreen
       yield* settle(Effect.map(memory.processed, (p) => p.length === 5))
       expect((yield* memory.processed).map((p) => p.payload)).toEqual(["1", "2", "3", "4", "5"])
     }).pipe(Effect.provide(chainLayer))
@@ -810,7 +825,7 @@ describe("runner.wake", () => {
       yield* runner.start
       yield* FakeClock.advance("1 minute")
       // Another program makes it due now; the runner last read a 09:00 slot, and its poll is a day.
-      yield* jobs.advanceJob(job.id, yield* FakeClock.now, yield* FakeClock.now)
+      yield* jobs.advanceJobs([{ jobId: job.id, nextRunAt: yield* FakeClock.now }], yield* FakeClock.now)
       yield* runner.wake
       yield* settle(Effect.map(store.runsOf("j"), (runs) => runs.length === 1))
       expect((yield* store.runsOf("j"))[0]!.scheduledFor.toISOString()).toBe("2026-01-01T00:01:00.000Z")
@@ -937,18 +952,28 @@ describe("what a worker says", () => {
   )
 })
 
-/** FakeStore's jobs and the memory queue, with some of the queue's methods replaced (to watch or count calls). */
-const memoryStoresWith = (replace: (queue: QueueStore["Type"]) => Partial<QueueStore["Type"]>) =>
+/** FakeStore's jobs, the memory queue and registry, with some of their methods replaced (to watch or count calls). */
+const memoryStoresWith = (
+  replace: (queue: QueueStore["Type"]) => Partial<QueueStore["Type"]>,
+  replaceRegistry: (registry: WorkerRegistry["Type"]) => Partial<WorkerRegistry["Type"]> = () => ({})
+) =>
   Layer.effectContext(
     Effect.gen(function* () {
       const { fake, store } = yield* FakeStore.make
       const { store: queue } = yield* MemoryQueueStore.make
+      const registry = yield* MemoryWorkerRegistry.make
       return Context.make(JobStore, store).pipe(
         Context.add(QueueStore, QueueStore.of({ ...queue, ...replace(queue) })),
+        Context.add(WorkerRegistry, WorkerRegistry.of({ ...registry, ...replaceRegistry(registry) })),
         Context.add(FakeStore.FakeStore, fake)
       )
     })
-  ).pipe(Layer.merge(MemorySettings.layerFromMeta), Layer.provideMerge(MemoryMeta.layer()))
+  ).pipe(
+    Layer.merge(MemorySettings.layerFromDatabase),
+    Layer.merge(MemorySemaphore.layer()),
+    Layer.merge(MemoryWakeUps.layer),
+    Layer.provideMerge(MemoryDatabase.layer())
+  )
 
 describe("a tick's executions", () => {
   // The order of what happened: handlers starting, and the tick's look for the next delayed item (after a claim that
@@ -986,13 +1011,16 @@ describe("a tick's executions", () => {
 describe("the heartbeat", () => {
   // Every registration of this runner in scheduler_workers (a statement each, in Postgres).
   const registrations: Array<ReadonlyArray<string>> = []
-  const countedStores = memoryStoresWith((queue) => ({
-    registerWorker: (id, taskTypes, ...rest) =>
-      Effect.zipRight(
-        Effect.sync(() => registrations.push([...taskTypes].sort())),
-        queue.registerWorker(id, taskTypes, ...rest)
-      )
-  }))
+  const countedStores = memoryStoresWith(
+    () => ({}),
+    (registry) => ({
+      register: (id, taskTypes, ...rest) =>
+        Effect.zipRight(
+          Effect.sync(() => registrations.push([...taskTypes].sort())),
+          registry.register(id, taskTypes, ...rest)
+        )
+    })
+  )
 
   it.scoped("registers once at start for the handlers registered before it, again when one is added later", () =>
     Effect.gen(function* () {

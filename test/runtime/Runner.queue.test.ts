@@ -3,8 +3,8 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Metric, Ref } from "effect"
-import { Metrics, QueueStore, Runner, Schedule } from "../../src/index.js"
-import { FakeClock, FakeStore, MemoryQueueStore } from "../../src/testing.js"
+import { Metrics, QueueStore, Runner, Schedule, Semaphore } from "../../src/index.js"
+import { FakeClock, FakeStore, MemoryDatabase, MemoryQueueStore } from "../../src/testing.js"
 import { settle, testLayer } from "../support/runner.js"
 
 describe("Runner with queue items", () => {
@@ -212,13 +212,14 @@ describe("Runner with queue items", () => {
       const store = yield* FakeStore.FakeStore
       yield* runner.register("t", () => undefined)
       yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
-      yield* queue.setSemaphore(false, new Date())
+      const semaphore = yield* Semaphore
+      yield* semaphore.setRed
       yield* runner.start
       yield* queue.enqueue({ taskType: "t", payload: "x" }, new Date())
       yield* FakeClock.advance("5 minutes")
       expect((yield* memory.processed).length).toBe(0)
       expect((yield* store.runsOf("j")).length).toBe(0)
-      yield* queue.setSemaphore(true, new Date())
+      yield* semaphore.setGreen
       yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
       yield* FakeClock.advance("1 minute")
       expect((yield* store.runsOf("j")).length).toBeGreaterThanOrEqual(1)
@@ -273,13 +274,16 @@ describe("Runner queue limits and workers", () => {
     Effect.gen(function* () {
       yield* FakeClock.set("2026-01-01T00:00:00Z")
       const runner = yield* Runner.Runner
-      const queue = yield* QueueStore
+      const db = yield* MemoryDatabase.MemoryDatabase
+      // The registered workers live at `now`, as scheduler_workers is read.
+      const liveWorkers = (now: Date) =>
+        Effect.sync(() => [...db.workers.values()].filter((w) => w.liveUntil.getTime() > now.getTime()))
       yield* runner.register("a", () => undefined)
       yield* runner.register("b", () => undefined)
       yield* runner.start
       const at = (iso: string) => new Date(Date.parse(iso))
-      yield* settle(Effect.map(Effect.orDie(queue.liveWorkers(at("2026-01-01T00:00:00Z"))), (ws) => ws.length === 1))
-      const live = yield* queue.liveWorkers(at("2026-01-01T00:00:00Z"))
+      yield* settle(Effect.map(liveWorkers(at("2026-01-01T00:00:00Z")), (ws) => ws.length === 1))
+      const live = yield* liveWorkers(at("2026-01-01T00:00:00Z"))
       expect(live.map((w) => [w.id, [...w.taskTypes].sort(), w.heartbeatAt.toISOString()])).toEqual([
         [runner.owner, ["a", "b"], "2026-01-01T00:00:00.000Z"]
       ])
@@ -287,10 +291,10 @@ describe("Runner queue limits and workers", () => {
       expect(live[0]!.liveUntil.toISOString()).toBe("2026-01-01T00:30:00.000Z")
       // The heartbeat has a timer of its own: with a one-day poll, it still refreshes every 10 minutes.
       yield* FakeClock.advance("25 minutes")
-      const later = yield* queue.liveWorkers(at("2026-01-01T00:45:00Z"))
+      const later = yield* liveWorkers(at("2026-01-01T00:45:00Z"))
       expect(later.map((w) => w.heartbeatAt.toISOString())).toEqual(["2026-01-01T00:20:00.000Z"])
       yield* runner.stop
-      expect(yield* queue.liveWorkers(at("2026-01-01T00:25:00Z"))).toEqual([])
+      expect(yield* liveWorkers(at("2026-01-01T00:25:00Z"))).toEqual([])
     }).pipe(Effect.provide(testLayer({ interval: "1 day", heartbeatInterval: "10 minutes" })))
   )
   it.scoped("retention: a started runner prunes the execution log to keepLast at start, then every `every`", () =>

@@ -4,7 +4,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Ref } from "effect"
 import { JobStore, JobStoreError, Runner, Schedule } from "../../src/index.js"
-import { EmptyQueueStore, FakeClock, FakeStore, MemoryMeta, MemorySettings, TestRunner } from "../../src/testing.js"
+import { EmptyQueueStore, FakeClock, FakeStore, MemoryDatabase, MemorySettings, TestRunner } from "../../src/testing.js"
 import { captureLogs, memoryQueueAndSettings } from "../support/runner.js"
 
 class Outage extends Context.Tag("test/Outage")<Outage, Ref.Ref<boolean>>() {}
@@ -73,9 +73,14 @@ describe("Runner resilience", () => {
       Effect.provide(
         Runner.layer().pipe(
           Layer.provideMerge(
-            Layer.mergeAll(FakeStore.layer, EmptyQueueStore.layerFromMeta, MemorySettings.layerFromMeta)
+            Layer.mergeAll(
+              FakeStore.layer,
+              EmptyQueueStore.layerFromDatabase,
+              MemorySettings.layerFromDatabase,
+              TestRunner.controlPorts()
+            )
           ),
-          Layer.provideMerge(MemoryMeta.layer())
+          Layer.provideMerge(MemoryDatabase.layer())
         )
       )
     )

@@ -11,7 +11,7 @@ import path from "node:path"
 import pg from "pg"
 import { removeOrphans, startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { PgTest, TestSchema, TestSchemaLive } from "./database.js"
-import { exited, firstLine, portOpen, projectRoot, run as runCommand, spawnTs } from "./process.js"
+import { exited, firstLine, portOpen, projectRoot, run as runCommand, spawnFixture } from "./process.js"
 
 const query = async (url: string, text: string) => {
   const client = new pg.Client({ connectionString: url })
@@ -81,7 +81,7 @@ describe("embedded Postgres servers", () => {
   })
 
   it("a server whose owner was killed with SIGKILL is removed by the next start", { timeout: 60_000 }, async () => {
-    const child = spawnTs("test/fixtures/orphan-server.ts")
+    const child = spawnFixture("test/fixtures/orphan-server.ts")
     const info = JSON.parse(await firstLine(child)) as { port: number; dataDir: string }
     child.kill("SIGKILL")
     await exited(child)

@@ -3,6 +3,7 @@
  */
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process"
 import path from "node:path"
+import { inject } from "vitest"
 
 export const projectRoot = path.resolve(new URL("../..", import.meta.url).pathname)
 
@@ -13,6 +14,25 @@ export const spawnTs = (script: string, args: ReadonlyArray<string> = [], option
     stdio: ["ignore", "pipe", "pipe"],
     ...options
   })
+
+/**
+ * Spawns a fixture of `test/fixtures` (given by its path, e.g. `test/fixtures/job-worker.ts`) with plain `node`, from
+ * its compiled copy (see compiledFixtures.ts), from the project root. Without the global setup that compiles them
+ * (a run of another config), it runs the TypeScript through tsx.
+ */
+export const spawnFixture = (
+  script: string,
+  args: ReadonlyArray<string> = [],
+  options: SpawnOptions = {}
+): ChildProcess => {
+  const compiled = inject("compiledFixtures")
+  if (compiled === undefined) return spawnTs(script, args, options)
+  return spawn(process.execPath, [path.join(compiled, script.replace(/\.ts$/, ".js")), ...args], {
+    cwd: projectRoot,
+    stdio: ["ignore", "pipe", "pipe"],
+    ...options
+  })
+}
 
 /** The first line a child prints on stdout. */
 export const firstLine = (child: ChildProcess): Promise<string> =>

@@ -2,7 +2,7 @@
  * A runner on the memory adapters for runtime tests: FakeStore, MemorySettings, Effect's TestClock.
  */
 import { Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
-import * as MemoryMeta from "../../src/adapters/memory/MemoryMeta.js"
+import * as MemoryDatabase from "../../src/adapters/memory/MemoryDatabase.js"
 import * as MemoryQueueStore from "../../src/adapters/memory/MemoryQueueStore.js"
 import * as MemorySettings from "../../src/adapters/memory/MemorySettings.js"
 import * as TestRunner from "../../src/layers/TestRunner.js"
@@ -35,8 +35,12 @@ export const settle = (condition: Effect.Effect<boolean>, rounds = 200): Effect.
     return yield* Effect.fail(new Error("condition never held"))
   })
 
-/** The memory queue and settings (one shared scheduler_meta), for runners built over a JobStore of the test's own. */
-export const memoryQueueAndSettings = MemoryQueueStore.layerFromMeta.pipe(
-  Layer.merge(MemorySettings.layerFromMeta),
-  Layer.provideMerge(MemoryMeta.layer())
-)
+/**
+ * The memory queue, settings, pause switch, worker registry and wake-ups (one MemoryDatabase), for runners built over
+ * a JobStore of the test's own.
+ */
+export const memoryQueueAndSettings = Layer.mergeAll(
+  MemoryQueueStore.layerFromDatabase,
+  MemorySettings.layerFromDatabase,
+  TestRunner.controlPorts()
+).pipe(Layer.provideMerge(MemoryDatabase.layer()))

@@ -7,7 +7,7 @@ import type { ChildProcess } from "node:child_process"
 import pg from "pg"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import { databaseUrl, uniqueSchemaName } from "./database.js"
-import { exited, spawnTs } from "./process.js"
+import { exited, spawnFixture } from "./process.js"
 
 export interface TestDb {
   readonly schema: string
@@ -62,7 +62,7 @@ export const startProcess = (
   args: ReadonlyArray<string>,
   env: Record<string, string | undefined>
 ): Worker => {
-  const child = spawnTs(fixture, [...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] })
+  const child = spawnFixture(fixture, [...args], { env: { ...process.env, ...env }, stdio: ["pipe", "pipe", "pipe"] })
   const events: Array<Record<string, unknown>> = []
   const waiters: Array<() => void> = []
   let buffer = ""

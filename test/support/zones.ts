@@ -41,8 +41,26 @@ export interface Wall {
   readonly second: number
 }
 
-/** The wall clock of `tz` at `instant`, read with Intl. */
+// What `format` prints with the options above (en-US, h23): "12/31/2026, 23:59:59".
+const formatted = /^(\d+)\/(\d+)\/(\d+), (\d+):(\d+):(\d+)$/
+
+/**
+ * The wall clock of `tz` at `instant`, read with Intl. `format` and a pattern, not `formatToParts`: the same fields
+ * from the same formatter, ~8 times cheaper, and the property tests' case generators call this ~1,500 times a case.
+ * Anything else the formatter prints goes through `formatToParts`.
+ */
 export const wallOf = (tz: string, instant: number): Wall => {
+  const m = formatted.exec(formatOf(tz).format(new Date(instant)))
+  if (m !== null) {
+    return {
+      year: Number.parseInt(m[3]!, 10),
+      month: Number.parseInt(m[1]!, 10),
+      day: Number.parseInt(m[2]!, 10),
+      hour: Number.parseInt(m[4]!, 10) % 24,
+      minute: Number.parseInt(m[5]!, 10),
+      second: Number.parseInt(m[6]!, 10)
+    }
+  }
   const parts: Record<string, number> = {}
   for (const p of formatOf(tz).formatToParts(new Date(instant))) {
     if (p.type !== "literal") parts[p.type] = Number.parseInt(p.value, 10)

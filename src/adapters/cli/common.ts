@@ -16,6 +16,7 @@ import * as PgKairos from "../../layers/PgKairos.js"
 import * as Admin from "../../runtime/Admin.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as PgSemaphore from "../postgres/PgSemaphore.js"
 import { schemaName } from "../postgres/PgSchema.js"
 import * as DevDatabase from "../postgres/DevDatabase.js"
 import { checkUrl, CliError, describe, explain } from "./errors.js"
@@ -155,6 +156,7 @@ export const withAdmin = <A, E>(
       const admin = Admin.make({
         jobs: yield* PgJobStore.make({ schema }),
         queue: yield* PgQueueStore.make({ schema }),
+        semaphore: yield* PgSemaphore.make({ schema }),
         now: inspect.now()
       })
       return yield* f(admin).pipe(

@@ -35,6 +35,8 @@ import * as PgDashboard from "../postgres/PgDashboard.js"
 import type { InspectError } from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as PgSemaphore from "../postgres/PgSemaphore.js"
+import * as PgWakeUps from "../postgres/PgWakeUps.js"
 import * as Assets from "./assets.js"
 import { clip, type Html, html } from "./html.js"
 import * as Live from "./Live.js"
@@ -183,10 +185,16 @@ export const router = (
     const reads = yield* PgDashboard.make({ schema })
     const queueStore = yield* PgQueueStore.make({ schema })
     // The operator's actions, stamped by the database's clock like the CLI's.
-    const admin = Admin.make({ jobs: yield* PgJobStore.make({ schema }), queue: queueStore, now: reads.now() })
+    const admin = Admin.make({
+      jobs: yield* PgJobStore.make({ schema }),
+      queue: queueStore,
+      semaphore: yield* PgSemaphore.make({ schema }),
+      now: reads.now()
+    })
+    const wakeUps = yield* PgWakeUps.make({ schema })
     const live = yield* Live.make({
       signature: reads.signature(),
-      subscribe: queueStore.subscribe,
+      subscribe: wakeUps.subscribe,
       pollInterval: options.pollInterval ?? "5 seconds"
     })
     // Open event streams end when the router's scope closes, so a server shutting down is not held open by them.

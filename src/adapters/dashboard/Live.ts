@@ -11,7 +11,7 @@ import * as Ref from "effect/Ref"
 import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import type { WakeTopic } from "../../ports/QueueStore.js"
+import type { WakeTopic } from "../../ports/WakeUps.js"
 
 /** A running change source: subscribe with `events`. */
 export interface Live {

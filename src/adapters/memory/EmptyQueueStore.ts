@@ -1,15 +1,15 @@
 /**
  * A QueueStore with no items that accepts none: for runners that only run scheduled jobs. It says so instead of
- * dropping work: `enqueue` fails. The semaphore and workers are kept in memory, so pausing still works.
+ * dropping work: `enqueue` fails.
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { QueueStore, QueueStoreError } from "../../ports/QueueStore.js"
 import { make as makeMemory } from "./MemoryQueueStore.js"
-import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"
+import { layer as databaseLayer, MemoryDatabase } from "./MemoryDatabase.js"
 
-/** The empty queue over the MemoryMeta in context. */
-export const layerFromMeta: Layer.Layer<QueueStore, never, MemoryMeta> = Layer.effect(
+/** The empty queue over the MemoryDatabase in context. */
+export const layerFromDatabase: Layer.Layer<QueueStore, never, MemoryDatabase> = Layer.effect(
   QueueStore,
   Effect.map(makeMemory, ({ store }) =>
     QueueStore.of({
@@ -35,5 +35,7 @@ export const layerFromMeta: Layer.Layer<QueueStore, never, MemoryMeta> = Layer.e
   )
 )
 
-/** The empty queue, with a `scheduler_meta` of its own. */
-export const layer: Layer.Layer<QueueStore | MemoryMeta> = layerFromMeta.pipe(Layer.provideMerge(metaLayer()))
+/** The empty queue, with a MemoryDatabase of its own. */
+export const layer: Layer.Layer<QueueStore | MemoryDatabase> = layerFromDatabase.pipe(
+  Layer.provideMerge(databaseLayer())
+)

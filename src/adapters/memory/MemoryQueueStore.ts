@@ -1,7 +1,8 @@
 /**
  * An in-memory QueueStore with the Postgres store's rules: normalisation, priority then queue order (`seq`), one
  * sequential execution per task type, forever-repeating items paced by `runAfter`, per-execution leases fenced by
- * tokens, an insert-only log. Its semaphore is the shared in-memory `scheduler_meta` (see MemoryMeta).
+ * tokens, an insert-only log. A new item notifies the MemoryDatabase's listeners ("queue"), as the table's insert
+ * trigger does in Postgres.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -23,7 +24,6 @@ import {
   normalizeUniqueKey,
   type QueueItem
 } from "../../domain/QueueItem.js"
-import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import {
   durationMs,
   type EnqueueInput,
@@ -31,10 +31,9 @@ import {
   type ClaimOptions,
   type QueueClaim,
   QueueStore,
-  type RecordInput,
-  type WorkerInfo
+  type RecordInput
 } from "../../ports/QueueStore.js"
-import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"
+import { layer as databaseLayer, MemoryDatabase } from "./MemoryDatabase.js"
 
 interface Row {
   item: QueueItem
@@ -69,26 +68,22 @@ export class MemoryQueue extends Context.Tag("kairos/MemoryQueue")<
   }
 >() {}
 
-/** Builds the store over the MemoryMeta in context (where the semaphore lives). */
+/** Builds the store over the MemoryDatabase in context (whose listeners hear of new items). */
 export const make: Effect.Effect<
   { readonly store: QueueStore["Type"]; readonly memory: MemoryQueue["Type"] },
   never,
-  MemoryMeta
+  MemoryDatabase
 > = Effect.gen(function* () {
-  const meta = yield* MemoryMeta
+  const db = yield* MemoryDatabase
   const rows: Array<Row> = []
   const leases: Array<LeaseRow> = []
   const log: Array<ProcessedItem> = []
-  const workers = new Map<string, WorkerInfo>()
-  const listeners = new Set<() => void>()
   let nextId = 1
   let nextLogId = 1
   let nextSeq = 1
   let nextLease = 1
   let nextToken = 1
-  const wakeAll = () => {
-    for (const w of listeners) w()
-  }
+  const wakeAll = () => db.notify("queue")
   const claimable = (r: Row, now: Date) =>
     (r.item.runAfter === null || r.item.runAfter.getTime() <= now.getTime()) &&
     (r.inFlight === 0 || (r.item.thread === 1 && (r.item.maxRuns === FOREVER || r.inFlight < r.item.maxRuns)))
@@ -266,6 +261,22 @@ export const make: Effect.Effect<
         const times = leases.filter((l) => l.owner !== exceptOwner).map((l) => l.leaseUntil.getTime())
         return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
       }),
+    releaseLeases: (claims, now) =>
+      Effect.sync(() => {
+        let released = 0
+        for (const claim of claims) {
+          const i = leases.findIndex((l) => l.id === claim.leaseId && l.token === claim.token)
+          if (i < 0) continue
+          const [lease] = leases.splice(i, 1)
+          const r = rows.find((x) => x.item.id === lease!.itemId)
+          if (r !== undefined) {
+            r.inFlight = Math.max(0, r.inFlight - 1)
+            setStatus(r, now)
+          }
+          released++
+        }
+        return released
+      }),
     recoverStuck: (now, owner) =>
       Effect.sync(() => {
         const lost = leases.filter((l) => l.leaseUntil.getTime() < now.getTime() || l.owner === owner)
@@ -313,42 +324,6 @@ export const make: Effect.Effect<
         return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
       }),
     pendingCount: () => Effect.sync(() => rows.length),
-    recentProcessed: (n) => Effect.sync(() => [...log].reverse().slice(0, Math.max(0, Math.floor(n)))),
-    getSemaphore: () => Effect.sync(() => !isPaused(meta.get(SEMAPHORE_KEY))),
-    setSemaphore: (green) => Effect.sync(() => void meta.set(SEMAPHORE_KEY, green ? "green" : "red")),
-    registerWorker: (id, taskTypes, now, liveUntil) =>
-      Effect.sync(() => {
-        const existing = workers.get(id)
-        workers.set(id, {
-          id,
-          taskTypes: [...taskTypes],
-          startedAt: existing?.startedAt ?? now,
-          heartbeatAt: now,
-          liveUntil
-        })
-      }),
-    unregisterWorker: (id) => Effect.sync(() => void workers.delete(id)),
-    liveWorkers: (now) =>
-      Effect.sync(() =>
-        [...workers.values()]
-          .filter((w) => w.liveUntil.getTime() > now.getTime())
-          .sort((a, b) => (a.id < b.id ? -1 : 1))
-      ),
-    subscribe: (wake) => {
-      const onQueue = () => wake("queue")
-      return Effect.zipRight(
-        Effect.acquireRelease(
-          Effect.sync(() => listeners.add(onQueue)),
-          () => Effect.sync(() => listeners.delete(onQueue))
-        ),
-        // Settings changes wake the runner too, as the NOTIFY trigger on scheduler_meta does in Postgres. In memory
-        // no change can be missed: the subscription is always live.
-        Effect.as(
-          meta.subscribe(() => wake("settings")),
-          { live: () => true }
-        )
-      )
-    },
     cancel: (itemId) =>
       Effect.sync(() => {
         const i = rows.findIndex((r) => r.item.id === itemId)
@@ -385,12 +360,12 @@ export const make: Effect.Effect<
   return { store, memory }
 })
 
-/** The QueueStore port and the MemoryQueue handle, over the MemoryMeta in context (shared with MemorySettings). */
-export const layerFromMeta: Layer.Layer<QueueStore | MemoryQueue, never, MemoryMeta> = Layer.effectContext(
+/** The QueueStore port and the MemoryQueue handle, over the MemoryDatabase in context (shared with the other ports). */
+export const layerFromDatabase: Layer.Layer<QueueStore | MemoryQueue, never, MemoryDatabase> = Layer.effectContext(
   Effect.map(make, ({ memory, store }) => Context.make(QueueStore, store).pipe(Context.add(MemoryQueue, memory)))
 )
 
-/** The QueueStore port and the MemoryQueue handle with a `scheduler_meta` of their own. */
-export const layer: Layer.Layer<QueueStore | MemoryQueue | MemoryMeta> = layerFromMeta.pipe(
-  Layer.provideMerge(metaLayer())
+/** The QueueStore port and the MemoryQueue handle with a MemoryDatabase of their own. */
+export const layer: Layer.Layer<QueueStore | MemoryQueue | MemoryDatabase> = layerFromDatabase.pipe(
+  Layer.provideMerge(databaseLayer())
 )

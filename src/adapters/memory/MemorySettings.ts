@@ -1,15 +1,17 @@
 /**
- * Settings held in memory (over the shared in-memory `scheduler_meta`), changeable by tests while the runner reads
- * them live. A change wakes the runner, as a change of `scheduler_meta` does in Postgres.
+ * Settings held in memory (over the MemoryDatabase's `scheduler_meta`), changeable by tests while the runner reads
+ * them live. A change wakes the runner, as a change of `scheduler_meta` does in Postgres. The pause switch is the
+ * Semaphore's (MemorySemaphore): the writer refuses `scheduler.paused`, and `switches.paused` reads the switch as
+ * `Semaphore.isGreen` does.
  */
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { isPaused, parseBool, parseInt, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
-import { SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
-import { layer as metaLayer, MemoryMeta } from "./MemoryMeta.js"
+import { isGreen, parseBool, parseInt, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import { pauseSwitchRefused, SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
+import { layer as databaseLayer, MemoryDatabase } from "./MemoryDatabase.js"
 
 type Value = boolean | number | string
 
@@ -17,31 +19,30 @@ type Value = boolean | number | string
 export class MemorySettings extends Context.Tag("kairos/MemorySettings")<
   MemorySettings,
   {
-    /** Sets a key; `undefined` removes it. Dies on a `scheduler.paused` value that is not a boolean. */
+    /** Sets a key; `undefined` removes it. Dies on `scheduler.paused` (use the Semaphore). */
     readonly set: (key: string, value: Value | undefined) => Effect.Effect<void>
   }
 >() {}
 
-/** Settings, its writer and the MemorySettings handle over the MemoryMeta in context. */
-export const layerFromMeta: Layer.Layer<Settings | SettingsWriter | MemorySettings, never, MemoryMeta> =
+/** Settings, its writer and the MemorySettings handle over the MemoryDatabase in context. */
+export const layerFromDatabase: Layer.Layer<Settings | SettingsWriter | MemorySettings, never, MemoryDatabase> =
   Layer.effectContext(
     Effect.gen(function* () {
-      const meta = yield* MemoryMeta
-      const read = (key: string) => Effect.sync(() => Option.fromNullable(meta.get(key)))
+      const db = yield* MemoryDatabase
       const write = (key: string, value: Value | undefined) =>
         Effect.suspend(() =>
-          Either.match(meta.set(key, value), {
-            onLeft: (message) => Effect.fail(new SettingsError({ reason: "Invalid", message })),
-            onRight: () => Effect.void
-          })
+          key === SettingKeys.paused || key === SEMAPHORE_KEY
+            ? Effect.fail(pauseSwitchRefused())
+            : Either.match(db.set(key, value), {
+                onLeft: (message) => Effect.fail(new SettingsError({ reason: "Invalid", message })),
+                onRight: () => Effect.void
+              })
         )
       const settings = Settings.of({
-        getBool: (key) => Effect.map(read(key), Option.flatMap(parseBool)),
-        getInt: (key) => Effect.map(read(key), Option.flatMap(parseInt)),
         switches: Effect.sync(() => ({
-          paused: isPaused(meta.get(SEMAPHORE_KEY)),
-          enabled: Option.flatMap(Option.fromNullable(meta.get(SettingKeys.enabled)), parseBool),
-          intervalSeconds: Option.flatMap(Option.fromNullable(meta.get(SettingKeys.intervalSeconds)), parseInt).pipe(
+          paused: !isGreen(db.get(SEMAPHORE_KEY)),
+          enabled: Option.flatMap(Option.fromNullable(db.get(SettingKeys.enabled)), parseBool),
+          intervalSeconds: Option.flatMap(Option.fromNullable(db.get(SettingKeys.intervalSeconds)), parseInt).pipe(
             Option.filter((n) => n > 0)
           )
         }))
@@ -54,10 +55,10 @@ export const layerFromMeta: Layer.Layer<Settings | SettingsWriter | MemorySettin
   )
 
 /**
- * Settings, its writer, the MemorySettings handle and the MemoryMeta they are stored in, starting from `initial`.
- * Give the memory queue the same MemoryMeta (`Layer.provideMerge`) so its semaphore is this `scheduler.paused`.
+ * Settings, its writer, the MemorySettings handle and the MemoryDatabase they are stored in, starting from
+ * `initial`. Build the other memory ports over the same MemoryDatabase (`Layer.provideMerge`).
  */
 export const layer = (
   initial: Readonly<Record<string, Value>> = {}
-): Layer.Layer<Settings | SettingsWriter | MemorySettings | MemoryMeta> =>
-  layerFromMeta.pipe(Layer.provideMerge(metaLayer(initial)))
+): Layer.Layer<Settings | SettingsWriter | MemorySettings | MemoryDatabase> =>
+  layerFromDatabase.pipe(Layer.provideMerge(databaseLayer(initial)))

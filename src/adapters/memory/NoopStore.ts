@@ -29,7 +29,6 @@ export const store: JobStore["Type"] = JobStore.of({
   listDue: () => Effect.succeed([]),
   listDueRetries: () => Effect.succeed([]),
   listExpired: () => Effect.succeed([]),
-  startRun: (slot, { now }) => Effect.succeed({ run: row(slot, "running", now), lease: { runId: "0", token: "" } }),
   startRuns: (slots, { now }) =>
     Effect.succeed(slots.map((slot) => ({ run: row(slot, "running", now), lease: { runId: "0", token: "" } }))),
   startRetry: () => Effect.succeed(Option.none()),
@@ -43,7 +42,6 @@ export const store: JobStore["Type"] = JobStore.of({
   renewLeases: (leases) => Effect.succeed(leases.map((l) => l.runId)),
   completeRuns: (completions) => Effect.succeed(completions.map(() => true)),
   markFailed: () => Effect.succeed(true),
-  advanceJob: () => Effect.void,
   advanceJobs: () => Effect.void,
   disableJob: () => Effect.void,
   nextWakeAt: () => Effect.succeed(Option.none()),

@@ -14,7 +14,7 @@ import * as Schema from "effect/Schema"
 import { ProcessedStatus } from "../../domain/ProcessedItem.js"
 import { QueueStatus } from "../../domain/QueueItem.js"
 import { RunStatus } from "../../domain/ScheduledJob.js"
-import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import { isGreen, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
 import * as PgInspect from "./PgInspect.js"
 import {
   handledByLiveWorker,
@@ -352,7 +352,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgDashboard, never,
             Effect.mapError(minutes(now), overviewFailed),
             inspect.workers(MAX_PAGE)
           ])
-          return { now, paused: isPaused(head?.semaphore ?? undefined), depth: d, minutes: m, workers: w }
+          return { now, paused: !isGreen(head?.semaphore ?? undefined), depth: d, minutes: m, workers: w }
         }),
       queue: (filter) =>
         queuePage(filter).pipe(

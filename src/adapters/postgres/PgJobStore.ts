@@ -166,8 +166,6 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
             FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),
 
       // One insert path for running runs: a single start is a batch of one.
-      startRun: (slot, lease) => Effect.map(startRuns([slot], lease), (started) => started[0]!),
-
       startRuns,
 
       startRetry: (runId, { leaseUntil, now, owner }) => {
@@ -253,8 +251,6 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           Effect.map((rows) => rows.length > 0),
           orStoreError
         ),
-
-      advanceJob: (jobId, nextRunAt, now) => advanceJobs([{ jobId, nextRunAt }], now),
 
       advanceJobs,
 

@@ -5,9 +5,12 @@
  * and planned it every time: a sequential chain's step took ~1.1 ms against ~0.65 ms this way (measured with one
  * connection on the machine's Postgres).
  *
- * Inside a transaction of `@effect/sql` (`sql.withTransaction`), or over a client kairos did not build (no
- * `PgPool` in context), the same text goes through `sql.unsafe` on that client: an enqueue in a user's
- * transaction stays in it.
+ * Without a pool (a client kairos did not build), and inside a transaction of `@effect/sql` (`sql.withTransaction`:
+ * an enqueue in a user's transaction stays in it), the same text goes through `sql.unsafe` on the client.
+ *
+ * Every statement is cancellable: interrupting one cancels it on the server (`pg_cancel_backend` from another
+ * connection, as @effect/sql-pg does), and its connection goes back to the pool only once the statement has ended and
+ * the cancel was answered, so a late cancel can never hit the next statement on that connection.
  */
 import { SqlError } from "@effect/sql/SqlError"
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -29,34 +32,127 @@ const stalePlan = (e: unknown) => {
   return code === "0A000" || code === "26000"
 }
 
-/** Builds prepared statements over the client in context, and its pool when kairos built it. */
-export const make = Effect.gen(function* () {
-  const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-  const pool = Option.getOrUndefined(yield* Effect.serviceOption(PgPool))
-  // Set once a prepared statement's plan went stale (the schema migrated by a newer instance): from then on this
-  // store sends its statements unnamed, as @effect/sql does, rather than fail on each connection in turn.
-  let named = pool !== undefined
+// How long an interrupted statement's cancel may take before the interruption goes on without it.
+const CANCEL_TIMEOUT_MS = 5000
 
-  return <Row>(text: string): Prepared<Row> => {
-    // The name is the text's hash: one text, one name, on every connection of the pool.
-    const name = `kairos_${createHash("sha1").update(text).digest("hex").slice(0, 24)}`
-    const viaClient = (values: ReadonlyArray<unknown>) =>
-      sql.unsafe<Row & object>(text, values as Array<never>) as Effect.Effect<ReadonlyArray<Row>, SqlError>
-    const direct = (values: ReadonlyArray<unknown>) =>
-      Effect.async<ReadonlyArray<Row>, SqlError>((resume) => {
-        pool!.query({ name: named ? name : undefined, text, values: values as Array<unknown> }, (error, result) => {
-          if (error === undefined || error === null) resume(Effect.succeed(result.rows as Array<Row>))
-          else if (named && stalePlan(error)) {
-            named = false
-            resume(direct(values))
-          } else resume(Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" })))
+/**
+ * Runs `query` on a connection of `pool`, cancellably (see the module's comment). `query` gets the connection and a
+ * callback to call once, when the statement ended.
+ */
+export const cancellable = <A>(
+  pool: Pg.Pool,
+  query: (client: Pg.PoolClient, done: (error: Error | null | undefined, result?: A) => void) => void,
+  onError: (error: unknown) => Effect.Effect<A, SqlError> = (cause) =>
+    Effect.fail(new SqlError({ cause, message: "Failed to execute statement" }))
+): Effect.Effect<A, SqlError> =>
+  Effect.async<A, SqlError>((resume) => {
+    let client: Pg.PoolClient | undefined
+    let released = false
+    let interrupted = false
+    // The statement ended (answered, failed, or its connection died).
+    let ended = false
+    // Set by the canceller: called when the statement ends after an interruption.
+    let onEnded: (() => void) | undefined
+    const release = (error?: Error) => {
+      if (released || client === undefined) return
+      released = true
+      client.release(error)
+    }
+    pool.connect((connectError, connected, releaseConnected) => {
+      if (connectError) {
+        if (!interrupted)
+          resume(Effect.fail(new SqlError({ cause: connectError, message: "Failed to acquire connection" })))
+        return
+      }
+      if (interrupted || connected === undefined) {
+        releaseConnected()
+        return
+      }
+      client = connected
+      // A connection that dies mid-statement emits 'error'; unheard, it would crash the process.
+      const onClientError = (error: Error) => {
+        if (ended) return
+        ended = true
+        release(error)
+        if (interrupted) onEnded?.()
+        else resume(onError(error))
+      }
+      connected.once("error", onClientError)
+      try {
+        query(connected, (error, result) => {
+          connected.removeListener("error", onClientError)
+          if (ended) return
+          ended = true
+          // After an interruption the canceller releases it, once its cancel was answered too.
+          if (interrupted) return onEnded?.()
+          release()
+          resume(error === undefined || error === null ? Effect.succeed(result as A) : onError(error))
         })
-      })
-    return (values) =>
-      pool === undefined
-        ? viaClient(values)
-        : Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
-            Option.isSome(tx) ? viaClient(values) : direct(values)
-          )
-  }
-})
+      } catch (error) {
+        connected.removeListener("error", onClientError)
+        ended = true
+        release(error as Error)
+        resume(onError(error))
+      }
+    })
+    return Effect.async<void>((resumeCancel) => {
+      interrupted = true
+      // Not connected yet (the connect callback gives the connection back), or already ended: nothing to cancel.
+      if (client === undefined || ended) return resumeCancel(Effect.void)
+      let answered = false
+      const finish = () => {
+        if (!(answered && ended)) return
+        release()
+        resumeCancel(Effect.void)
+      }
+      onEnded = finish
+      const pid = (client as unknown as { processID?: number }).processID
+      if (pid === undefined || (pool as unknown as { ending?: boolean }).ending) answered = true
+      else
+        pool.query("SELECT pg_cancel_backend($1)", [pid], () => {
+          answered = true
+          finish()
+        })
+      finish()
+    }).pipe(Effect.timeoutOption(CANCEL_TIMEOUT_MS), Effect.asVoid)
+  })
+
+/**
+ * Builds prepared statements: over `pool` when given (kairos's own pool, under the client in context), else through
+ * the client in context.
+ */
+export const make = (pool: Pg.Pool | undefined) =>
+  Effect.gen(function* () {
+    const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+    // Set once a prepared statement's plan went stale (the schema migrated by a newer instance): from then on this
+    // store sends its statements unnamed, as @effect/sql does, rather than fail on each connection in turn.
+    let named = pool !== undefined
+
+    return <Row>(text: string): Prepared<Row> => {
+      // The name is the text's hash: one text, one name, on every connection of the pool.
+      const name = `kairos_${createHash("sha1").update(text).digest("hex").slice(0, 24)}`
+      const viaClient = (values: ReadonlyArray<unknown>) =>
+        sql.unsafe<Row & object>(text, values as Array<never>) as Effect.Effect<ReadonlyArray<Row>, SqlError>
+      const direct = (values: ReadonlyArray<unknown>): Effect.Effect<ReadonlyArray<Row>, SqlError> =>
+        cancellable<ReadonlyArray<Row>>(
+          pool!,
+          (client, done) =>
+            client.query({ name: named ? name : undefined, text, values: values as Array<unknown> }, (error, result) =>
+              done(error, result?.rows as Array<Row>)
+            ),
+          (error) => {
+            if (named && stalePlan(error)) {
+              named = false
+              return direct(values)
+            }
+            return Effect.fail(new SqlError({ cause: error, message: "Failed to execute statement" }))
+          }
+        )
+      return (values) =>
+        pool === undefined
+          ? viaClient(values)
+          : Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (tx) =>
+              Option.isSome(tx) ? viaClient(values) : direct(values)
+            )
+    }
+  })

@@ -5,14 +5,11 @@
  * before anything else is written.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import type { InvalidRetryError } from "../../domain/errors.js"
-import { ProcessedItem } from "../../domain/ProcessedItem.js"
 import * as Retry from "../../domain/Retry.js"
 import * as PgPrepared from "./PgPrepared.js"
 import {
@@ -34,16 +31,14 @@ import {
   type QueueClaim,
   type RecordInput,
   QueueStore,
-  QueueStoreError,
-  type Subscription
+  QueueStoreError
 } from "../../ports/QueueStore.js"
-import { isPaused, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
+import type * as Pg from "pg"
 import { arrayLiteral, type Element } from "./PgArrays.js"
 import { isoString } from "./PgTimes.js"
 import { mapPgErrors } from "./PgErrors.js"
-import { liveWorker } from "./PgInspect.js"
-import * as PgListener from "./PgListener.js"
-import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
+import { PgPool } from "./PgPrepared.js"
+import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
 const ItemRow = Schema.Struct({
   id: Schema.String,
@@ -81,27 +76,6 @@ const itemOf = (r: ItemColumns, status: QueueItem["status"], updatedAt: Date): Q
 
 const toItem = (r: ItemRow): QueueItem => itemOf(r, r.status, r.updated_at)
 
-const ProcessedRow = Schema.Struct({
-  id: Schema.String,
-  queue_item_id: Schema.String,
-  task_type: Schema.String,
-  payload: Schema.NullOr(Schema.String),
-  status: ProcessedItem.fields.status,
-  error_msg: Schema.NullOr(Schema.String),
-  started_at: Schema.DateFromSelf,
-  finished_at: Schema.DateFromSelf,
-  duration_ms: Schema.Int,
-  created_at: Schema.DateFromSelf
-})
-
-const WorkerRow = Schema.Struct({
-  id: Schema.String,
-  task_types: Schema.Array(Schema.String),
-  started_at: Schema.DateFromSelf,
-  heartbeat_at: Schema.DateFromSelf,
-  live_until: Schema.DateFromSelf
-})
-
 /**
  * A claimed execution as the claim returns it: the item as it was before the claim, and the lease. Not decoded
  * through Schema: the claim is the hot path, and the table's own types and constraints (and the normalising
@@ -116,9 +90,6 @@ interface ClaimRow extends ItemColumns {
   readonly attempt: number
 }
 
-const decodeWorkers = Schema.decodeUnknown(Schema.Array(WorkerRow))
-const decodeProcessed = Schema.decodeUnknown(Schema.Array(ProcessedRow))
-
 // Every failure, defects included (a ROLLBACK that fails on a dead connection is one), becomes a QueueStoreError.
 const orStoreError = mapPgErrors(
   (f) =>
@@ -129,26 +100,31 @@ const orStoreError = mapPgErrors(
     })
 )
 
-/** Builds the Postgres QueueStore over the PgClient in context. */
-export const make = (
-  options: PgOptions = {}
-): Effect.Effect<QueueStore["Type"], never, SqlClient.SqlClient | PgClient.PgClient> =>
+/** What `make` takes. */
+export interface Options extends PgOptions {
+  /**
+   * The node-postgres pool under the client in context, when kairos built it (`PgKairos.clientLayer` provides it as
+   * `PgPool`): the statements run per execution then go to it as named prepared statements (see PgPrepared).
+   * Without it they go through the client (a client of your own, the CLI's and the dashboard's admin paths).
+   */
+  readonly pool?: Pg.Pool | undefined
+}
+
+/** Builds the Postgres QueueStore over the SqlClient in context (and `options.pool`, when given). */
+export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], never, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const schema = schemaName(options)
-    const pg = yield* PgClient.PgClient
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const items = sql(table(schema, "queue_items"))
     const leases = sql(table(schema, "queue_leases"))
     const processed = sql(table(schema, "processed_items"))
-    const meta = sql(table(schema, "scheduler_meta"))
-    const workers = sql(table(schema, "scheduler_workers"))
     const itemColumns =
       "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started, run_after, " +
       "unique_key, created_at, updated_at"
     const itemCols = sql.literal(itemColumns)
     // The statements run per execution, prepared once per connection (see PgPrepared). Schema names are plain
     // lower-case identifiers (schemaName checks), so they are written into the text as they are.
-    const prepare = yield* PgPrepared.make
+    const prepare = yield* PgPrepared.make(options.pool)
     // A name in the schema, as statement text.
     const fn = (name: string) => `"${schema}".${name}`
     const claimed =
@@ -179,7 +155,6 @@ export const make = (
         "$3::timestamptz, $4::timestamptz, $5::int, $6::text, $7::text, $8::timestamptz, $9::timestamptz, " +
         "$10::timestamptz, true)"
     )
-    const wakeChannel = channel(schema)
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
@@ -659,6 +634,39 @@ export const make = (
           return (taken?.n ?? 0) + (onRows?.n ?? 0)
         }).pipe(orStoreError),
 
+      // As `recoverStuck` with an owner, for these executions only (fenced by their tokens): leases on item rows
+      // (ids negated), then leases in queue_leases, each in a statement of its own, as there.
+      releaseLeases: (claims, now) =>
+        claims.length === 0
+          ? Effect.succeed(0)
+          : Effect.gen(function* () {
+              const ids = arrayLiteral(claims.map((c) => c.leaseId))
+              const tokens = arrayLiteral(claims.map((c) => c.token))
+              const [onRows] = yield* sql<{ n: number }>`
+                WITH x AS (SELECT * FROM unnest(${ids}::bigint[], ${tokens}::text[]) AS x(id, token)), u AS (
+                  UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - 1),
+                    status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
+                    lease_token = NULL, lease_owner = NULL, lease_until = NULL, updated_at = ${now}
+                  FROM x WHERE x.id < 0 AND i.id = -x.id AND i.lease_token = x.token
+                  RETURNING i.id
+                )
+                SELECT count(*)::int AS n FROM u`
+              const [taken] = yield* sql<{ n: number }>`
+                WITH x AS (SELECT * FROM unnest(${ids}::bigint[], ${tokens}::text[]) AS x(id, token)), l AS (
+                  DELETE FROM ${leases} l USING x WHERE x.id > 0 AND l.id = x.id AND l.token = x.token
+                  RETURNING l.item_id
+                ), c AS (
+                  SELECT item_id, count(*)::int AS n FROM l GROUP BY item_id
+                ), u AS (
+                  UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - c.n),
+                    status = CASE WHEN i.in_flight - c.n > 0 THEN 'processing' ELSE 'pending' END,
+                    updated_at = ${now}
+                  FROM c WHERE i.id = c.item_id
+                )
+                SELECT count(*)::int AS n FROM l`
+              return (taken?.n ?? 0) + (onRows?.n ?? 0)
+            }).pipe(orStoreError),
+
       nextLeaseExpiry: (exceptOwner) =>
         sql<{ at: Date | null }>`SELECT least(
             (SELECT min(lease_until) FROM ${leases} WHERE owner <> ${exceptOwner}),
@@ -688,74 +696,6 @@ export const make = (
           Effect.map((rows) => rows[0]?.n ?? 0),
           orStoreError
         ),
-
-      recentProcessed: (n) =>
-        sql`SELECT id::text AS id, queue_item_id::text AS queue_item_id, task_type, payload, status, error_msg,
-                   started_at, finished_at, duration_ms, created_at
-            FROM ${processed} p ORDER BY p.id DESC LIMIT ${Math.max(0, Math.floor(n))}`.pipe(
-          Effect.flatMap(decodeProcessed),
-          Effect.map((rows) =>
-            rows.map((r) => ({
-              id: r.id,
-              queueItemId: r.queue_item_id,
-              taskType: r.task_type,
-              payload: r.payload,
-              status: r.status,
-              errorMsg: r.error_msg ?? "",
-              startedAt: r.started_at,
-              finishedAt: r.finished_at,
-              durationMs: r.duration_ms,
-              createdAt: r.created_at
-            }))
-          ),
-          orStoreError
-        ),
-
-      getSemaphore: () =>
-        sql<{ value: string }>`SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}`.pipe(
-          Effect.map((rows) => !isPaused(rows[0]?.value)),
-          orStoreError
-        ),
-
-      // The table's NOTIFY trigger wakes every runner.
-      setSemaphore: (green) =>
-        sql`INSERT INTO ${meta} (key, value) VALUES (${SEMAPHORE_KEY}, ${green ? "green" : "red"})
-            ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, orStoreError),
-
-      registerWorker: (id, taskTypes, now, liveUntil) =>
-        sql`INSERT INTO ${workers} (id, task_types, started_at, heartbeat_at, live_until)
-            VALUES (${id}, ${[...taskTypes]}::text[], ${now}, ${now}, ${liveUntil})
-            ON CONFLICT (id) DO UPDATE SET task_types = EXCLUDED.task_types, heartbeat_at = EXCLUDED.heartbeat_at,
-              live_until = EXCLUDED.live_until`.pipe(Effect.asVoid, orStoreError),
-
-      unregisterWorker: (id) => sql`DELETE FROM ${workers} WHERE id = ${id}`.pipe(Effect.asVoid, orStoreError),
-
-      liveWorkers: (now) =>
-        sql`SELECT id, task_types, started_at, heartbeat_at, live_until FROM ${workers} w
-            WHERE ${liveWorker(sql, "w", now)} ORDER BY id`.pipe(
-          Effect.flatMap(decodeWorkers),
-          Effect.map((rows) =>
-            rows.map((r) => ({
-              id: r.id,
-              taskTypes: r.task_types,
-              startedAt: r.started_at,
-              heartbeatAt: r.heartbeat_at,
-              liveUntil: r.live_until
-            }))
-          ),
-          orStoreError
-        ),
-
-      subscribe: (wake) => {
-        const url = pg.config.url ?? Redacted.make(urlFromParts(pg.config))
-        return PgListener.make({
-          url,
-          channel: wakeChannel,
-          onNotify: (payload) => wake(payload === "jobs" ? "jobs" : payload === "settings" ? "settings" : "queue"),
-          // Notifications sent while it was away are lost: look at everything.
-          onReconnect: () => wake("jobs")
-        }).pipe(Effect.map((listener): Subscription => ({ live: listener.live })))
-      },
 
       cancel: (itemId) =>
         // Its leases go with it (a lease on its row, and its rows of queue_leases, which have had no foreign key to
@@ -790,13 +730,13 @@ export const make = (
     })
   })
 
-const urlFromParts = (c: PgClient.PgClientConfig): string => {
-  const user = encodeURIComponent(c.username ?? "postgres")
-  const password = c.password === undefined ? "" : `:${encodeURIComponent(Redacted.value(c.password))}`
-  return `postgres://${user}${password}@${c.host ?? "127.0.0.1"}:${c.port ?? 5432}/${encodeURIComponent(c.database ?? "postgres")}`
-}
+/** The Postgres QueueStore as a layer over kairos's own client (`PgKairos.clientLayer`: its pool is `PgPool`). */
+export const layer = (options: PgOptions = {}): Layer.Layer<QueueStore, never, SqlClient.SqlClient | PgPool> =>
+  Layer.effect(
+    QueueStore,
+    Effect.flatMap(PgPool, (pool) => make({ ...options, pool }))
+  )
 
-/** The Postgres QueueStore as a layer over a PgClient. */
-export const layer = (
-  options: PgOptions = {}
-): Layer.Layer<QueueStore, never, SqlClient.SqlClient | PgClient.PgClient> => Layer.effect(QueueStore, make(options))
+/** The Postgres QueueStore as a layer over any SqlClient (its statements all go through the client). */
+export const layerOverClient = (options: PgOptions = {}): Layer.Layer<QueueStore, never, SqlClient.SqlClient> =>
+  Layer.effect(QueueStore, make(options))

@@ -1,15 +1,16 @@
 /**
- * Settings over `scheduler_meta`, read live. `scheduler.paused` is stored as the `semaphore` row (`red` = paused),
- * whoever writes it: a trigger turns a written `scheduler.paused` row into the semaphore, so there is one switch.
- * Every change of the table wakes the runners (a NOTIFY trigger).
+ * Settings over `scheduler_meta`, read live. The pause switch is the `semaphore` row, written through the Semaphore
+ * port (PgSemaphore) only: the writer refuses `scheduler.paused` (plain SQL may still write that row: a trigger stores
+ * it as the semaphore). `switches.paused` reads the row as `Semaphore.isGreen` does. Every change of the table wakes
+ * the runners (a NOTIFY trigger).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { isPaused, parseBool, parseInt, SEMAPHORE_KEY, settingText } from "../../domain/SettingValues.js"
-import { SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
+import { isGreen, parseBool, parseInt, SEMAPHORE_KEY, settingText } from "../../domain/SettingValues.js"
+import { pauseSwitchRefused, SettingKeys, Settings, SettingsError, SettingsWriter } from "../../ports/Settings.js"
 import { mapPgErrors } from "./PgErrors.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
@@ -34,23 +35,15 @@ export const make = (
     const schema = schemaName(options)
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
     const meta = sql(table(schema, "scheduler_meta"))
-    const rowKey = (key: string) => (key === SettingKeys.paused ? SEMAPHORE_KEY : key)
-    const read = (key: string) =>
-      sql<{ value: string }>`SELECT value FROM ${meta} WHERE key = ${rowKey(key)}`.pipe(
-        Effect.map((rows) => Option.fromNullable(rows[0]?.value)),
-        orSettingsError
-      )
     // A malformed value reads as unset: one bad row must not stop every tick.
     const settings = Settings.of({
-      getBool: (key) => Effect.map(read(key), Option.flatMap(parseBool)),
-      getInt: (key) => Effect.map(read(key), Option.flatMap(parseInt)),
       switches: sql<{ key: string; value: string }>`
         SELECT key, value FROM ${meta}
         WHERE key IN (${SEMAPHORE_KEY}, ${SettingKeys.enabled}, ${SettingKeys.intervalSeconds})`.pipe(
         Effect.map((rows) => {
           const value = (key: string) => Option.fromNullable(rows.find((r) => r.key === key)?.value)
           return {
-            paused: isPaused(Option.getOrUndefined(value(SEMAPHORE_KEY))),
+            paused: !isGreen(Option.getOrUndefined(value(SEMAPHORE_KEY))),
             enabled: Option.flatMap(value(SettingKeys.enabled), parseBool),
             intervalSeconds: Option.flatMap(value(SettingKeys.intervalSeconds), parseInt).pipe(
               Option.filter((n) => n > 0)
@@ -62,10 +55,10 @@ export const make = (
     })
     const writer = SettingsWriter.of({
       set: (key, value) => {
+        if (key === SettingKeys.paused || key === SEMAPHORE_KEY) return Effect.fail(pauseSwitchRefused())
         if (value === undefined) {
-          return sql`DELETE FROM ${meta} WHERE key = ${rowKey(key)}`.pipe(Effect.asVoid, orSettingsError)
+          return sql`DELETE FROM ${meta} WHERE key = ${key}`.pipe(Effect.asVoid, orSettingsError)
         }
-        // `scheduler.paused` is written as it is: the table's trigger stores it as the semaphore (or refuses it).
         return sql`INSERT INTO ${meta} (key, value) VALUES (${key}, ${settingText(value)})
                    ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value`.pipe(Effect.asVoid, orSettingsError)
       }

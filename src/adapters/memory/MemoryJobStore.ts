@@ -1,5 +1,6 @@
 /**
- * An in-memory JobStore that behaves like the Postgres one, and lets tests add jobs and inspect every run.
+ * An in-memory JobStore that behaves like the Postgres one, and lets tests add jobs and inspect every run. The seed
+ * calls it `FakeStore`: that name stays as an alias (`kairos/testing` exports the module under both names).
  */
 import * as Retention from "../../domain/Retention.js"
 import * as Context from "effect/Context"
@@ -12,7 +13,7 @@ import type { JobRun, OverlapPolicy, ScheduledJob } from "../../domain/Scheduled
 import { now as clockNow } from "../../ports/Clock.js"
 import { type Lease, JobStore, JobStoreError, type RunSlot, type RunWithJob } from "../../ports/JobStore.js"
 
-/** A job to add to the fake store. */
+/** A job to add to the memory store. */
 export interface FakeJobInput {
   readonly name: string
   readonly taskType: string
@@ -26,9 +27,9 @@ export interface FakeJobInput {
   readonly nextRunAt?: Date | undefined
 }
 
-/** What tests see of the fake store besides the JobStore port. */
-export class FakeStore extends Context.Tag("kairos/FakeStore")<
-  FakeStore,
+/** What tests see of the memory store besides the JobStore port. */
+export class MemoryJobStore extends Context.Tag("kairos/MemoryJobStore")<
+  MemoryJobStore,
   {
     /** Adds a job; its first slot is the schedule's next slot after the Clock's now. */
     readonly addJob: (input: FakeJobInput) => Effect.Effect<ScheduledJob>
@@ -49,9 +50,12 @@ const byTime = (a: Date, b: Date) => a.getTime() - b.getTime()
 /** Jobs without a next_run_at sort first, as in Postgres (`ORDER BY next_run_at NULLS FIRST`). */
 const dueOrder = (j: ScheduledJob) => (j.nextRunAt === null ? Number.NEGATIVE_INFINITY : j.nextRunAt.getTime())
 
-/** Builds the store: its JobStore port and its FakeStore inspection handle share one state. */
-export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fake: FakeStore["Type"] }> = Effect.gen(
-  function* () {
+/** The seed's name for the memory store's handle: `FakeStore.FakeStore` is `MemoryJobStore.MemoryJobStore`. */
+export { MemoryJobStore as FakeStore }
+
+/** Builds the store: its JobStore port and its inspection handle share one state. */
+export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fake: MemoryJobStore["Type"] }> =
+  Effect.gen(function* () {
     const jobs: Array<ScheduledJob> = []
     const runs: Array<JobRun> = []
     let nextId = 1
@@ -174,20 +178,21 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
         ),
-      startRun: (slot, { leaseUntil, now, owner }) =>
-        Effect.map(
-          insertRun(slot, {
-            ...none,
-            status: "running",
-            startedAt: now,
-            finishedAt: null,
-            owner,
-            leaseUntil,
-            leaseToken: `t${nextToken++}`
-          }),
-          (run) => ({ run, lease: { runId: run.id, token: run.leaseToken! } })
+      startRuns: (slots, { leaseUntil, now, owner }) =>
+        Effect.forEach(slots, (slot) =>
+          Effect.map(
+            insertRun(slot, {
+              ...none,
+              status: "running",
+              startedAt: now,
+              finishedAt: null,
+              owner,
+              leaseUntil,
+              leaseToken: `t${nextToken++}`
+            }),
+            (run) => ({ run, lease: { runId: run.id, token: run.leaseToken! } })
+          )
         ),
-      startRuns: (slots, lease) => Effect.forEach(slots, (slot) => store.startRun(slot, lease)),
       startRetry: (runId, { leaseUntil, now, owner }) =>
         Effect.sync(() => {
           const run = runs.find((r) => r.id === runId)
@@ -248,7 +253,6 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
           replaceRun(lease.runId, { status: "failed", finishedAt: now, error, leaseUntil: null })
           return true
         }),
-      advanceJob: (jobId, nextRunAt, now) => Effect.sync(() => replaceJob(jobId, { nextRunAt, updatedAt: now })),
       advanceJobs: (moves, now) =>
         Effect.sync(() => {
           for (const { jobId, nextRunAt } of moves) replaceJob(jobId, { nextRunAt, updatedAt: now })
@@ -357,7 +361,7 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
         )
     })
 
-    const fake: FakeStore["Type"] = FakeStore.of({
+    const fake: MemoryJobStore["Type"] = MemoryJobStore.of({
       addJob: (input) =>
         Effect.gen(function* () {
           const now = yield* clockNow
@@ -399,10 +403,9 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
         })
     })
     return { store, fake }
-  }
-)
+  })
 
-/** Provides the JobStore port and the FakeStore handle over one shared in-memory state. */
-export const layer: Layer.Layer<JobStore | FakeStore> = Layer.effectContext(
-  Effect.map(make, ({ fake, store }) => Context.make(JobStore, store).pipe(Context.add(FakeStore, fake)))
+/** Provides the JobStore port and the MemoryJobStore handle over one shared in-memory state. */
+export const layer: Layer.Layer<JobStore | MemoryJobStore> = Layer.effectContext(
+  Effect.map(make, ({ fake, store }) => Context.make(JobStore, store).pipe(Context.add(MemoryJobStore, fake)))
 )

@@ -1,0 +1,40 @@
+/**
+ * Wake-ups on Postgres: LISTEN on the schema's channel (PgListener, on a connection of its own), where the tables'
+ * triggers NOTIFY a new item ("queue", also when plain SQL inserts it), a change of `scheduler_meta` ("settings") and an
+ * operator's change to a job ("jobs"). After a reconnect, notifications may have been missed: "jobs" says so.
+ */
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Redacted from "effect/Redacted"
+import { type Subscription, WakeUps } from "../../ports/WakeUps.js"
+import * as PgListener from "./PgListener.js"
+import { channel, type PgOptions, schemaName } from "./PgSchema.js"
+
+const urlFromParts = (c: PgClient.PgClientConfig): string => {
+  const user = encodeURIComponent(c.username ?? "postgres")
+  const password = c.password === undefined ? "" : `:${encodeURIComponent(Redacted.value(c.password))}`
+  return `postgres://${user}${password}@${c.host ?? "127.0.0.1"}:${c.port ?? 5432}/${encodeURIComponent(c.database ?? "postgres")}`
+}
+
+/** The wake-ups of the schema, listening with the connection settings of the PgClient in context. */
+export const make = (options: PgOptions = {}): Effect.Effect<WakeUps["Type"], never, PgClient.PgClient> =>
+  Effect.gen(function* () {
+    const wakeChannel = channel(schemaName(options))
+    const pg = yield* PgClient.PgClient
+    const url = pg.config.url ?? Redacted.make(urlFromParts(pg.config))
+    return WakeUps.of({
+      subscribe: (wake) =>
+        PgListener.make({
+          url,
+          channel: wakeChannel,
+          onNotify: (payload) => wake(payload === "jobs" ? "jobs" : payload === "settings" ? "settings" : "queue"),
+          // Notifications sent while it was away are lost: look at everything.
+          onReconnect: () => wake("jobs")
+        }).pipe(Effect.map((listener): Subscription => ({ live: listener.live })))
+    })
+  })
+
+/** The wake-ups as a layer over a PgClient. */
+export const layer = (options: PgOptions = {}): Layer.Layer<WakeUps, never, PgClient.PgClient> =>
+  Layer.effect(WakeUps, make(options))

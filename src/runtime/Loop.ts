@@ -1,0 +1,286 @@
+/**
+ * The runner's loop: a tick claims due work from every lane up to the free capacity and starts it; then the loop
+ * sleeps until the next poll, slot or retry — or until woken (new work, a freed worker, a setting changed). Its
+ * alarm is a deadline timer of its own: the loop only ever waits for its wake-up signal.
+ */
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as RetryPolicy from "effect/Schedule"
+import * as Result from "../domain/Result.js"
+import type { LeaseTimes, SchedulerConfig } from "../domain/SchedulerConfig.js"
+import type { JobStoreError } from "../ports/JobStore.js"
+import type { QueueStoreError } from "../ports/QueueStore.js"
+import type { SettingsError } from "../ports/Settings.js"
+import { now as clockNow } from "../ports/Clock.js"
+import type { Capacity } from "./Capacity.js"
+import * as DeadlineTimer from "./DeadlineTimer.js"
+import type { Lane } from "./Pipeline.js"
+import * as Signal from "./Signal.js"
+import type { Switches } from "./Switches.js"
+import type { ClaimRequest } from "./WorkSource.js"
+
+/** What one tick did. */
+export interface TickReport {
+  /** Why the tick did nothing, if it did nothing on purpose. */
+  readonly skipped?: "paused" | "disabled" | "stopped" | "busy" | undefined
+  /** Executions started by this tick (scheduled runs and queue items). */
+  readonly started: number
+  /** Of those, queue-item executions. */
+  readonly queued?: number | undefined
+  /** Slots recorded as skipped because the previous run was still going. */
+  readonly overlapped: number
+  /** Executions whose owner was lost (lease expired), taken back. */
+  readonly rescued: number
+}
+
+/** The errors a tick can end with. */
+export type TickError = JobStoreError | SettingsError | QueueStoreError
+
+/** The wait after a failed tick: 1 s doubling up to a minute. The database may be away; the loop never ends. */
+export const tickFailureBackoff = RetryPolicy.exponential("1 second").pipe(
+  RetryPolicy.union(RetryPolicy.spaced("1 minute"))
+)
+
+/** The delay after `failures` failed ticks in a row, read off `tickFailureBackoff` without sleeping. */
+const backoffAfter = (failures: number) =>
+  Effect.map(
+    RetryPolicy.run(
+      RetryPolicy.delays(tickFailureBackoff),
+      0,
+      Array.from({ length: Math.min(failures, 8) }, () => 0)
+    ),
+    (delays) => Option.getOrElse(Chunk.last(delays), () => Duration.seconds(1))
+  )
+
+/** After a failed tick, how long wake-ups are ignored before they may end the backoff early (ms). */
+const WAKE_AFTER_FAILURE_MS = 2000
+
+export interface Loop {
+  /** The loop's wake-up: raised by new work, a freed worker, a written batch, a setting changed, its alarm. */
+  readonly wake: Signal.Signal
+  /**
+   * Whether an execution that ended (or a batch written) calls for a tick. One after a chained result may be skipped
+   * when the last tick's queue claim took less than it asked (nothing else was claimable then), no wake-up came
+   * since, and that tick was recent enough for the rescue of expired leases, which ticks do, not to fall behind.
+   */
+  readonly needsTick: (chained: boolean) => boolean
+  /** Something may have changed unseen (an explicit wake, or a store's "jobs" notice): the next tick looks at all. */
+  readonly lookEverywhere: () => void
+  /** Work may have arrived (any notice): a tick may not be skipped after a chained result. */
+  readonly notQuiet: () => void
+  /** One tick, plus the poll interval it read. */
+  readonly tick: (
+    force: boolean
+  ) => Effect.Effect<{ readonly report: TickReport; readonly interval: Duration.Duration }, TickError>
+  /** One round of the loop: a tick, then a sleep. Interrupts itself once the runner is stopping. */
+  readonly round: Effect.Effect<void>
+  /** The loop's alarm: run its rounds forever in a fiber of the runner. */
+  readonly alarm: Effect.Effect<void>
+}
+
+export const make = (options: {
+  readonly config: SchedulerConfig
+  readonly lease: LeaseTimes
+  readonly capacity: Capacity
+  readonly lanes: ReadonlyArray<Lane<TickError>>
+  readonly switches: Switches
+  readonly stopping: () => boolean
+  readonly taskTypes: () => ReadonlyArray<string>
+  readonly requestAt: (now: Date, interval: Duration.Duration, force: boolean) => Omit<ClaimRequest, "limit">
+  readonly nowMs: () => number
+}): Loop => {
+  const { capacity, config, lanes, lease, nowMs, requestAt, stopping, switches, taskTypes } = options
+  const wake = Signal.make()
+  let queueQuiet = false
+  let lastTickAtMs = Number.NEGATIVE_INFINITY
+  let failures = 0
+  // Set by an explicit `wake`: the next tick also reads the job tables, whatever they were last known to hold.
+  let everywhere = false
+  // The time the loop asked to be woken at (its next poll, slot or retry); its alarm raises `wake` then.
+  let alarmAtMs = Number.POSITIVE_INFINITY
+  const alarm = DeadlineTimer.make({
+    earliest: () => alarmAtMs,
+    due: () =>
+      Effect.sync(() => {
+        alarmAtMs = Number.POSITIVE_INFINITY
+        wake.raise()
+      })
+  })
+
+  const tick = makeTick({
+    capacity,
+    config,
+    lanes,
+    requestAt,
+    switches,
+    stopping,
+    onTick: (atMs, quiet) => {
+      if (atMs !== undefined) lastTickAtMs = atMs
+      queueQuiet = quiet
+    }
+  })
+  const nextDelay = makeNextDelay(config, capacity, lanes, taskTypes)
+
+  /** Waits until `ms` have passed or a wake-up came, whichever is first. */
+  const sleepOrWake = (ms: number) =>
+    Effect.suspend(() => {
+      if (ms <= 0) return Effect.yieldNow()
+      const atMs = nowMs() + ms
+      alarmAtMs = atMs
+      alarm.sooner(atMs)
+      return wake.take
+    })
+
+  const tickAndPlan = Effect.suspend(() => {
+    const force = everywhere
+    everywhere = false
+    return tick(force).pipe(
+      // What the tick started begins before the sleep is planned (which may cost a statement to build and send):
+      // the workers take their first executions in the yield.
+      Effect.flatMap(({ interval, report }) =>
+        report.started > 0
+          ? Effect.zipRight(Effect.yieldNow(), nextDelay(report, interval))
+          : nextDelay(report, interval)
+      ),
+      Effect.tap(() => {
+        failures = 0
+      }),
+      Effect.catchAllCause((cause) =>
+        Effect.gen(function* () {
+          if (Cause.isInterruptedOnly(cause)) return yield* Effect.interrupt
+          failures++
+          const backoff = yield* backoffAfter(failures)
+          yield* Effect.logError(
+            `tick failed (retrying in ${Duration.format(backoff)}): ${Result.errorMessage(Cause.squash(cause))}`,
+            cause
+          )
+          return Duration.toMillis(backoff)
+        })
+      )
+    )
+  })
+
+  // The loop ends itself when stopping (checked between ticks): a tick in progress completes, and `stop` then hands
+  // back what it claimed. A wake-up sent during a tick stays raised (taken before the tick, not after), so the sleep
+  // that follows ends at once.
+  const round = Effect.gen(function* () {
+    if (stopping()) return yield* Effect.interrupt
+    // Awake: the alarm set for the last sleep no longer stands (a tick in progress is not woken again by it).
+    alarmAtMs = Number.POSITIVE_INFINITY
+    wake.clear()
+    const delayMs = yield* tickAndPlan
+    if (stopping()) return yield* Effect.interrupt
+    if (failures > 0 && delayMs > WAKE_AFTER_FAILURE_MS) {
+      // After a failed tick the backoff holds: wake-ups (every handler that finishes, the listener reconnecting)
+      // end it only once a moment has passed, so an outage is retried, and logged, a bounded number of times.
+      yield* Effect.sleep(Duration.millis(WAKE_AFTER_FAILURE_MS))
+      if (stopping()) return yield* Effect.interrupt
+      wake.clear()
+      yield* sleepOrWake(delayMs - WAKE_AFTER_FAILURE_MS)
+      return
+    }
+    yield* sleepOrWake(delayMs)
+  })
+
+  return {
+    wake,
+    needsTick: (chained) => !chained || !queueQuiet || nowMs() - lastTickAtMs >= lease.freshnessMs,
+    lookEverywhere: () => {
+      everywhere = true
+    },
+    notQuiet: () => {
+      queueQuiet = false
+    },
+    tick,
+    round,
+    alarm: alarm.round
+  }
+}
+
+/** One tick: the switches, then a claim from every lane up to the free capacity. */
+const makeTick =
+  (options: {
+    readonly config: SchedulerConfig
+    readonly capacity: Capacity
+    readonly lanes: ReadonlyArray<Lane<TickError>>
+    readonly switches: Switches
+    readonly stopping: () => boolean
+    readonly requestAt: (now: Date, interval: Duration.Duration, force: boolean) => Omit<ClaimRequest, "limit">
+    /** The tick's time (undefined: it claimed nothing), and whether the queue had nothing more to claim. */
+    readonly onTick: (atMs: number | undefined, queueQuiet: boolean) => void
+  }) =>
+  (force: boolean) =>
+    Effect.gen(function* () {
+      const { capacity, config, lanes, onTick, requestAt, stopping, switches } = options
+      const idle = (skipped: TickReport["skipped"]): TickReport => ({ skipped, started: 0, overlapped: 0, rescued: 0 })
+      onTick(undefined, false)
+      if (stopping()) return { report: idle("stopped"), interval: config.interval }
+      const live = yield* switches.current(force)
+      const interval = live.interval
+      if (live.paused) return { report: idle("paused"), interval }
+      if (!live.enabled) return { report: idle("disabled"), interval }
+      let room = capacity.room()
+      const now = yield* clockNow
+      onTick(now.getTime(), false)
+      const request = requestAt(now, interval, force)
+      if (room <= 0) {
+        // Every worker busy: only what takes no worker (an overlapped slot recorded as skipped) is done now.
+        let overlapped = 0
+        let rescued = 0
+        for (const lane of lanes) {
+          if (!lane.plansWhenFull) continue
+          const report = yield* lane.claimAndStart({ ...request, limit: 0 })
+          overlapped += report.overlapped
+          rescued += report.rescued
+        }
+        return { report: { ...idle("busy"), overlapped, rescued }, interval }
+      }
+      let started = 0
+      let queued = 0
+      let overlapped = 0
+      let rescued = 0
+      for (const lane of lanes) {
+        const report = yield* lane.claimAndStart({ ...request, limit: room })
+        room -= report.started
+        started += report.started
+        if (lane.kind === "queue") {
+          queued += report.started
+          // It took less than it could: nothing else of the queue was claimable.
+          onTick(now.getTime(), room > 0)
+        }
+        overlapped += report.overlapped
+        rescued += report.rescued
+      }
+      return { report: { started, queued, overlapped, rescued }, interval }
+    })
+
+/** How long to sleep after a tick: until the next poll, or the next slot, retry or rate window if sooner. */
+const makeNextDelay =
+  (
+    config: SchedulerConfig,
+    capacity: Capacity,
+    lanes: ReadonlyArray<Lane<TickError>>,
+    taskTypes: () => ReadonlyArray<string>
+  ) =>
+  (report: TickReport, interval: Duration.Duration) =>
+    Effect.gen(function* () {
+      const pollMs = Duration.toMillis(interval)
+      // Paused, disabled or stopped: only the poll or a wake-up (a setting changed) can change that.
+      if (report.skipped !== undefined && report.skipped !== "busy") return pollMs
+      // Full: capacity freed wakes the runner; meanwhile only the sources that plan when full need a look.
+      const full = report.skipped === "busy" || capacity.room() <= 0
+      // A full batch: more may be due right now.
+      if (!full && report.started >= config.batchSize) return 0
+      const now = yield* clockNow
+      let wakeAtMs = now.getTime() + pollMs
+      for (const lane of lanes) {
+        if (full && !lane.plansWhenFull) continue
+        const at = yield* lane.nextWakeAt(now, taskTypes())
+        if (Option.isSome(at)) wakeAtMs = Math.min(wakeAtMs, at.value.getTime())
+      }
+      // Work already due but not taken (locked by another instance): look again shortly, never spin.
+      return Math.min(pollMs, Math.max(50, wakeAtMs - now.getTime()))
+    })
