@@ -107,3 +107,42 @@ describe("the import rule", () => {
     expect(allowed["postgres"]).not.toContain("memory")
   })
 })
+
+/**
+ * Every line kairos writes goes through Effect's Logger (diagnostics) or Console (a command's output), so a program
+ * (or a test) decides where it goes. Only two places write to the process's streams themselves: the runner's exit
+ * hook (a synchronous write at process exit, when no fiber runs any more) and the CLI's sinks, the one module that
+ * implements the Console and Logger the CLI installs.
+ */
+describe("the output rule", () => {
+  const direct = /\bconsole\.(?=\w)|process\.std(?:out|err)\.write|\bwriteSync\(/g
+  const exempt: Record<string, ReadonlyArray<string>> = {
+    [path.join("runtime", "Runner.ts")]: ["writeSync("],
+    [path.join("adapters", "cli", "CliOutput.ts")]: ["console.", "process.stdout.write", "process.stderr.write"]
+  }
+
+  it("nothing writes to the console or the standard streams directly, except the exit hook and the CLI's sinks", () => {
+    const offenders = filesUnder(src).flatMap((file) => {
+      const rel = path.relative(src, file)
+      return fs
+        .readFileSync(file, "utf8")
+        .split("\n")
+        .flatMap((line, i) =>
+          [...line.matchAll(direct)]
+            .filter((m) => !(exempt[rel] ?? []).includes(m[0]))
+            .map((m) => `${rel}:${i + 1}: ${m[0]}`)
+        )
+    })
+    expect(offenders).toEqual([])
+  })
+
+  it("the exempt places exist and still write (the exemptions are not stale)", () => {
+    for (const [rel, allowedWrites] of Object.entries(exempt)) {
+      const text = fs.readFileSync(path.join(src, rel), "utf8")
+      expect(
+        allowedWrites.some((w) => text.includes(w)),
+        rel
+      ).toBe(true)
+    }
+  })
+})

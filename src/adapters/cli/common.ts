@@ -8,6 +8,7 @@ import * as Options from "@effect/cli/Options"
 import * as ValidationError from "@effect/cli/ValidationError"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -21,6 +22,7 @@ import { schemaName } from "../postgres/PgSchema.js"
 import * as DevDatabase from "../postgres/DevDatabase.js"
 import { checkUrl, CliError, describe, explain } from "./errors.js"
 import { escapeControls, terminalSafeJson } from "./format.js"
+import * as CliOutput from "./CliOutput.js"
 
 /** Set from `--verbose` (read anywhere on the command line, before parsing): full causes on errors and in logs. */
 export const flags = { verbose: false }
@@ -51,7 +53,7 @@ export interface Common {
 
 /** Prints the JSON document with --json, the human text otherwise (its values escaped by whoever built it). */
 export const output = (c: { readonly json: boolean }, human: string, json: unknown) =>
-  Effect.sync(() => process.stdout.write((c.json ? terminalSafeJson(JSON.stringify(json)) : human) + "\n"))
+  Console.log(c.json ? terminalSafeJson(JSON.stringify(json)) : human)
 
 export const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
   Effect.gen(function* () {
@@ -75,8 +77,8 @@ export const ensureDev = Effect.gen(function* () {
     catch: (e) => new CliError({ message: `could not start the development database: ${describe(e)}` })
   })
   if (dev.started) {
-    process.stderr.write(`kairos: started the development database (${dev.dataDir}); \`kairos db stop\` stops it\n`)
-    if (dev.note !== undefined) process.stderr.write(`kairos: ${dev.note}\n`)
+    yield* CliOutput.notice(`started the development database (${dev.dataDir}); \`kairos db stop\` stops it`)
+    if (dev.note !== undefined) yield* CliOutput.notice(dev.note)
   }
   return dev
 })

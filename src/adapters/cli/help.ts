@@ -5,7 +5,9 @@
  * description, without the lines @effect/cli adds under every one ("A user-defined piece of text.", "This setting
  * is optional.": the type and optionality the usage line already shows).
  */
+import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
 
 const ANSI = /\u001b\[[0-9;]*m/g
 
@@ -48,16 +50,31 @@ export const dropFiller = (text: string): string => {
 const render = (value: unknown, stream: NodeJS.WriteStream, path: ReadonlyArray<string>): unknown =>
   typeof value === "string" ? dropFiller(fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path)) : value
 
-/** Runs `self` with a Console whose `log` and `error` print @effect/cli's text as described above. */
+/**
+ * Runs `self` (@effect/cli's run of the command line) with a Console whose `log` and `error` print @effect/cli's
+ * text as described above. Only @effect/cli's own text: a command's handler prints through the Console outside
+ * (see `plainConsole`), so a table or a JSON document is never rewritten.
+ */
 export const withCliConsole =
   (args: ReadonlyArray<string>) =>
   <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> => {
     const path = commandPath(args)
-    return Effect.flatMap(Effect.console, (console) =>
-      Effect.withConsole(self, {
-        ...console,
-        log: (...values) => console.log(...values.map((v) => render(v, process.stdout, path))),
-        error: (...values) => console.error(...values.map((v) => render(v, process.stderr, path)))
-      })
+    return Effect.flatMap(Effect.console, (outer) =>
+      Effect.locally(
+        Effect.withConsole(self, {
+          ...outer,
+          log: (...values) => outer.log(...values.map((v) => render(v, process.stdout, path))),
+          error: (...values) => outer.error(...values.map((v) => render(v, process.stderr, path)))
+        }),
+        plain,
+        outer
+      )
     )
   }
+
+/** The Console outside `withCliConsole`, for the command handlers. */
+const plain = FiberRef.unsafeMake<Console.Console | undefined>(undefined)
+
+/** Runs a command's handler with the Console outside `withCliConsole`: its output is printed as it is. */
+export const plainConsole = <A, E, R>(handler: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(FiberRef.get(plain), (outer) => (outer === undefined ? handler : Effect.withConsole(handler, outer)))

@@ -12,7 +12,8 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import { CliError, describe } from "./errors.js"
 import { escapeControls } from "./format.js"
-import { withCliConsole } from "./help.js"
+import { plainConsole, withCliConsole } from "./help.js"
+import * as CliOutput from "./CliOutput.js"
 import { flags } from "./common.js"
 import { dashboardCommand } from "./commands/dashboard.js"
 import { dbCommand } from "./commands/db.js"
@@ -58,13 +59,15 @@ const root = Command.make("kairos").pipe(
   ])
 )
 
-const cli = Command.run(root, { name: "kairos", version: "0.1.0" })
+// The handlers print through the Console as it is, outside the rewrite of @effect/cli's help (see withCliConsole).
+const cli = Command.run(root.pipe(Command.transformHandler(plainConsole)), { name: "kairos", version: "0.1.0" })
 
 /** Runs the CLI on `argv` (as `process.argv`), exiting with 0, or 1 after one clear line. */
 export const main = (argv: ReadonlyArray<string>): void => {
   flags.verbose = argv.includes("--verbose")
   const args = argv.filter((a) => a !== "--verbose")
   const program = cli(args).pipe(
+    withCliConsole(args.slice(2)),
     Effect.catchAllCause((cause) => {
       const failure = Cause.failureOption(cause)
       if (failure._tag === "Some" && ValidationError.isValidationError(failure.value)) {
@@ -73,15 +76,15 @@ export const main = (argv: ReadonlyArray<string>): void => {
       }
       if (Cause.isInterruptedOnly(cause)) return Effect.void
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
-      return Effect.sync(() => {
-        // One line, whatever the database or a tasks module put in the message.
-        process.stderr.write(`kairos: ${escapeControls(error instanceof CliError ? error.message : describe(error))}\n`)
-        if (flags.verbose) process.stderr.write(`${Cause.pretty(cause)}\n`)
-        process.exitCode = 1
-      })
+      // One line, whatever the database or a tasks module put in the message; with --verbose, the full cause.
+      const line = escapeControls(error instanceof CliError ? error.message : describe(error))
+      return CliOutput.failure(flags.verbose ? `${line}\n${Cause.pretty(cause)}` : line).pipe(
+        Effect.zipRight(Effect.sync(() => void (process.exitCode = 1)))
+      )
     }),
-    withCliConsole(args.slice(2)),
+    Effect.withConsole(CliOutput.console),
     Effect.provide(NodeContext.layer),
+    Effect.provide(Logger.replace(Logger.defaultLogger, CliOutput.logger)),
     Logger.withMinimumLogLevel(flags.verbose ? LogLevel.Debug : LogLevel.Warning)
   )
   NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })

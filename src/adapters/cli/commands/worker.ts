@@ -25,6 +25,7 @@ import { importTasks } from "../importTasks.js"
 import { CliError, describe, explain } from "../errors.js"
 import { escapeControls, snakeKeys, terminalSafeJson } from "../format.js"
 import { common, flags, resolveUrl, targetOf } from "../common.js"
+import * as CliOutput from "../CliOutput.js"
 
 /** A duration flag: absent, or a positive duration read like `--interval` (`500ms`, `30s`, `5m`, `"5 minutes"`). */
 const durationFlag = (flag: string, value: Option.Option<string>) =>
@@ -54,7 +55,7 @@ const shortError = (message: string): string => (message.length > 300 ? `${messa
  * --json, an event on stdout like every other; otherwise info and below on stdout, warnings and errors on stderr,
  * prefixed with the task type and id of the execution that logged it.
  */
-const workerLogger = (json: boolean, write: (line: string, stream: NodeJS.WriteStream) => void) =>
+const workerLogger = (json: boolean, write: (line: string, toStderr?: boolean) => void) =>
   Logger.make(({ annotations, cause, date, logLevel, message }) => {
     const fields = Object.fromEntries(HashMap.toEntries(annotations))
     const text = logText(message)
@@ -70,8 +71,7 @@ const workerLogger = (json: boolean, write: (line: string, stream: NodeJS.WriteS
             ...(detail === undefined ? {} : { cause: detail }),
             at: date.toISOString()
           })
-        ),
-        process.stdout
+        )
       )
       return
     }
@@ -81,7 +81,7 @@ const workerLogger = (json: boolean, write: (line: string, stream: NodeJS.WriteS
     const line = `${logLevel.label.toLowerCase()}: ${prefix}${text}`
     write(
       escapeControls(line) + (detail === undefined ? "" : `\n${detail}`),
-      LogLevel.greaterThanEqual(logLevel, LogLevel.Warning) ? process.stderr : process.stdout
+      LogLevel.greaterThanEqual(logLevel, LogLevel.Warning)
     )
   })
 
@@ -173,14 +173,20 @@ export const workerCommand = Command.make(
       const mod = yield* loadTasks(c.tasks)
       const url = yield* resolveUrl(c)
       const tty = process.stdout.isTTY === true && !c.json
-      // On a terminal a status line is redrawn in place: clear it before printing a line of its own.
-      const write = (line: string, stream: NodeJS.WriteStream = process.stdout) =>
-        void stream.write((tty ? "\r\u001b[2K" : "") + line + "\n")
+      // The worker's lines are its output, printed through the Console (its `unsafe` side: they are written from
+      // the runner's callback, a signal handler and the logger, outside any fiber). On a terminal a status line is
+      // redrawn in place: clear it before printing a line of its own.
+      const out = (yield* Effect.console).unsafe
+      const write = (line: string, toStderr = false) => {
+        const text = (tty ? "\r\u001b[2K" : "") + line
+        if (toStderr) out.error(text)
+        else out.log(text)
+      }
       /** An event: with --json a JSON line on stdout, otherwise the human text (escaped here). */
-      const emit = (event: Record<string, unknown>, human: string, stream: NodeJS.WriteStream = process.stdout) =>
+      const emit = (event: Record<string, unknown>, human: string) =>
         c.json
           ? write(terminalSafeJson(JSON.stringify({ ...event, at: new Date().toISOString() })))
-          : write(escapeControls(human), stream)
+          : write(escapeControls(human))
       const Live = PgKairos.layer({
         url,
         schema: c.schema,
@@ -224,7 +230,7 @@ export const workerCommand = Command.make(
         let announced = false
         const onSignal = (signal: "SIGINT" | "SIGTERM") => () => {
           if (signal === "SIGINT" && ++interrupts >= 2) {
-            write("kairos: forced stop", process.stderr)
+            write("kairos: forced stop", true)
             process.exit(130)
           }
           if (announced) return
@@ -246,8 +252,8 @@ export const workerCommand = Command.make(
           const shown = depth === null ? "?" : String(depth)
           const running = yield* runner.running
           if (tty) {
-            process.stdout.write(
-              `\r\u001b[2Kclaimed ${stats.started}  ok ${stats.ok}  failed ${stats.failed}  running ${running}  queue ${shown}`
+            CliOutput.redraw(
+              `claimed ${stats.started}  ok ${stats.ok}  failed ${stats.failed}  running ${running}  queue ${shown}`
             )
           } else {
             emit(
@@ -274,7 +280,7 @@ export const workerCommand = Command.make(
         Effect.mapError(explain(targetOf(c), url)),
         // Handler logs are shown (info), unless --quiet; --verbose adds debug.
         Logger.withMinimumLogLevel(c.quiet ? LogLevel.Warning : flags.verbose ? LogLevel.Debug : LogLevel.Info),
-        Effect.provide(Logger.replace(Logger.defaultLogger, workerLogger(c.json, write)))
+        Effect.provide(Logger.replace(CliOutput.logger, CliOutput.withNotices(workerLogger(c.json, write))))
       )
     })
 ).pipe(
