@@ -139,6 +139,13 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
     readonly completeRuns: (
       completions: ReadonlyArray<RunCompletion>
     ) => Effect.Effect<ReadonlyArray<boolean>, JobStoreError>
+    /**
+     * Hands back claimed runs that never started (a stop cancelled them in the buffer), each fenced by its lease: the
+     * run goes back to `pending`, unowned, due at `now`, so any instance claims it at once as the same slot and
+     * attempt (as a retry is claimed); nothing is recorded. A run whose lease is lost, or that has finished, is left
+     * as it is. Wakes the runners. Returns how many went back.
+     */
+    readonly handBackRuns: (leases: ReadonlyArray<Lease>, now: Date) => Effect.Effect<number, JobStoreError>
     /** Records a failure, fenced by the lease; false (and nothing written) when the lease was lost. */
     readonly markFailed: (lease: Lease, error: string, now: Date) => Effect.Effect<boolean, JobStoreError>
     /** Sets each job's `next_run_at`, in one statement. */

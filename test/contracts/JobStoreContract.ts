@@ -672,6 +672,50 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
+    it.effect("handBackRuns makes a claimed run claimable at once, as the same slot and attempt; fenced", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const job = yield* addJob({ taskType: unique("handback"), nextRunAt: at(10_000) })
+        const claimed = yield* start(job.id, at(60), { owner: "a", leaseUntil: at(90), now: at(61) })
+        const finished = yield* start(job.id, at(120), { owner: "a", leaseUntil: at(150), now: at(121) })
+        yield* store.completeRuns([
+          {
+            lease: finished.lease,
+            slot: slot(job.id, at(120)),
+            now: at(122),
+            outcome: { _tag: "Succeeded", output: "null" }
+          }
+        ])
+        const before = yield* runsOf(job.id)
+        // A wrong token, and a run that has finished: nothing goes back, nothing changes.
+        const wrong: Lease = { runId: claimed.run.id, token: `${claimed.lease.token}-not` }
+        expect(yield* store.handBackRuns([wrong, finished.lease], at(65))).toBe(0)
+        expect(yield* runsOf(job.id)).toEqual(before)
+
+        expect(yield* store.handBackRuns([claimed.lease], at(70))).toBe(1)
+        const back = (yield* runsOf(job.id)).find((r) => r.id === claimed.run.id)!
+        expect(back).toMatchObject({ status: "pending", attempt: 1, owner: null, leaseToken: null, leaseUntil: null })
+        expect(iso(back.scheduledFor)).toBe(iso(at(60)))
+        expect(iso(back.dueAt)).toBe(iso(at(70)))
+        expect(back.startedAt).toBeNull()
+        expect(iso((yield* runsOf(job.id)).find((r) => r.id === finished.run.id)!.finishedAt)).toBe(iso(at(122)))
+        // Due at once: an idle runner wakes for it, and another owner takes it as a retry is taken.
+        expect(Option.map(yield* store.nextWakeAt(at(70), [job.taskType]), iso)).toEqual(Option.some(iso(at(70))))
+        const due = yield* store.transaction(store.listDueRetries(at(70), 10, [job.taskType]))
+        expect(due.map((r) => r.run.id)).toEqual([claimed.run.id])
+        const taken = yield* store.startRetry(claimed.run.id, { now: at(71), owner: "b", leaseUntil: at(101) })
+        expect(Option.isSome(taken)).toBe(true)
+        const rerun = (yield* runsOf(job.id)).find((r) => r.id === claimed.run.id)!
+        expect(rerun).toMatchObject({ status: "running", owner: "b", attempt: 1 })
+        expect(iso(rerun.scheduledFor)).toBe(iso(at(60)))
+        // The first owner's lease is gone: handing back again, renewing or completing with it does nothing.
+        expect(yield* store.handBackRuns([claimed.lease], at(72))).toBe(0)
+        expect(yield* store.renewLeases([claimed.lease], at(130), at(72))).toEqual([])
+        expect(yield* runsOf(job.id)).toHaveLength(2)
+        expect(yield* store.handBackRuns([], at(72))).toBe(0)
+      })
+    )
+
     it.effect("listDueRetries and listExpired see exactly the runs they should", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

@@ -247,6 +247,16 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             })
           )
         ),
+      handBackRuns: (leases, now) =>
+        Effect.sync(() => {
+          let n = 0
+          for (const lease of leases) {
+            if (!holds(lease)) continue
+            replaceRun(lease.runId, { ...none, status: "pending", startedAt: null, dueAt: now })
+            n++
+          }
+          return n
+        }),
       markFailed: (lease, error, now) =>
         Effect.sync(() => {
           if (!holds(lease)) return false

@@ -41,6 +41,7 @@ export const store: JobStore["Type"] = JobStore.of({
   scheduleRetry: (slot, _dueAt, now) => Effect.succeed(row(slot, "pending", now)),
   renewLeases: (leases) => Effect.succeed(leases.map((l) => l.runId)),
   completeRuns: (completions) => Effect.succeed(completions.map(() => true)),
+  handBackRuns: (leases) => Effect.succeed(leases.length),
   markFailed: () => Effect.succeed(true),
   advanceJobs: () => Effect.void,
   disableJob: () => Effect.void,

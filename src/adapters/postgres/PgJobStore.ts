@@ -244,6 +244,21 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
         )
       },
 
+      // started_at cleared too: a pending run has not started (startRetry writes it again).
+      handBackRuns: (leases, now) =>
+        leases.length === 0
+          ? Effect.succeed(0)
+          : sql<{ id: string }>`
+              UPDATE ${runs} r SET status = 'pending', due_at = ${now}, started_at = NULL, owner = NULL,
+                lease_until = NULL, lease_token = NULL
+              FROM unnest(${leases.map((l) => l.runId)}::bigint[], ${leases.map((l) => l.token)}::text[]) AS x(id, token)
+              WHERE r.id = x.id AND r.status = 'running' AND r.lease_token = x.token
+              RETURNING r.id::text AS id`.pipe(
+              Effect.tap((rows) => (rows.length > 0 ? wakeRunners : Effect.void)),
+              Effect.map((rows) => rows.length),
+              orStoreError
+            ),
+
       markFailed: (lease, error, now) =>
         sql`UPDATE ${runs} SET status = 'failed', finished_at = ${now}, error = ${error}, lease_until = NULL
             WHERE id = ${lease.runId}::bigint AND status = 'running' AND lease_token = ${lease.token}
