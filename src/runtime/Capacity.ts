@@ -44,13 +44,8 @@ export interface Task {
    * (a promise, an Effect), and `worker.done()` is called once it ends. Never throws.
    */
   readonly run: (worker: Worker) => boolean
-  /** The task will never run (a stop): its claim is handed back. */
+  /** The task will never run (a forced stop): its claim is handed back. */
   readonly cancel: () => void
-  /**
-   * Still started after a stop began (within the grace period) rather than handed back: a scheduled run, whose
-   * hand-back would record a failed attempt.
-   */
-  readonly runsAfterStop: boolean
 }
 
 export interface Capacity {
@@ -70,7 +65,7 @@ export interface Capacity {
   readonly awaitIdle: Effect.Effect<void>
   /**
    * A stop: nothing starts any more. Buffered executions are cancelled now, and any submitted later (a claim that was
-   * in flight) at once, except those that run after a stop (`Task.runsAfterStop`); running ones go on.
+   * in flight) at once; running ones go on.
    */
   readonly close: () => void
   /** A forced stop: buffered executions are cancelled and running ones interrupted. */
@@ -206,11 +201,8 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
     const queue = new TaskBuffer()
     const buffer = () => bufferSize(config, averageMs)
     let closed = false
-    const cancelBuffered = (all: boolean) => {
-      for (const task of queue.takeAll()) {
-        if (all || !task.runsAfterStop) task.cancel()
-        else queue.push(task)
-      }
+    const cancelBuffered = () => {
+      for (const task of queue.takeAll()) task.cancel()
     }
 
     const fork = <A>(effect: Effect.Effect<A>): Fiber.RuntimeFiber<A> => {
@@ -256,10 +248,11 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
                 runtime = rt
                 clockNow = () => clock.unsafeCurrentTimeMillis()
                 outstanding += tasks.length
-                for (const task of tasks) {
-                  if (closed && !task.runsAfterStop) task.cancel()
-                  else queue.push(task)
+                if (closed) {
+                  for (const task of tasks) task.cancel()
+                  return
                 }
+                for (const task of tasks) queue.push(task)
                 spawn()
               })
             )
@@ -289,10 +282,10 @@ export const make = (config: SchedulerConfig): Effect.Effect<Capacity, never, Sc
       }),
       close: () => {
         closed = true
-        cancelBuffered(false)
+        cancelBuffered()
       },
       interruptAll: Effect.suspend(() => {
-        cancelBuffered(true)
+        cancelBuffered()
         // Pending promises are settled as stopped (their workers then find nothing left and retire); Effect
         // handlers are interrupted, and their workers retire as their fibers end.
         for (const pump of pumps) if (pump.active) pump.stop?.()

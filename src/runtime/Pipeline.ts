@@ -179,9 +179,6 @@ class Execution<C extends Claimed> implements Task {
      */
     public leaseDeadline: number
   ) {}
-  get runsAfterStop(): boolean {
-    return this.lane.source.releaseUnstarted === undefined
-  }
   run(worker: Worker): boolean {
     return this.lane.execute(this, worker)
   }

@@ -358,6 +358,18 @@ export const make = (options: {
               outcome: { _tag: "Failed", error: STOP_ERROR, retryAt: attemptAfterLoss(config, c.run.attempt, now) }
             }))
           )
+        }),
+      // At a stop, runs claimed ahead that never started: back to pending as the same slot and attempt, no failure
+      // recorded, so another instance runs each slot once, as its first attempt.
+      releaseUnstarted: (unstarted, now) =>
+        Effect.suspend(() => {
+          checkAt = 0
+          return Effect.asVoid(
+            store.handBackRuns(
+              unstarted.map((c) => c.lease),
+              now
+            )
+          )
         })
     }
 

@@ -499,4 +499,66 @@ describe("Runner.stop", () => {
       yield* FakeClock.advance("30 seconds")
     }).pipe(Effect.provide(testLayer({ workers: 2, gracePeriod: "30 seconds", interval: "1 day" })))
   )
+
+  it.scoped(
+    "starts no scheduled run it claimed ahead: each goes back as its slot's first attempt, run once elsewhere",
+    () =>
+      Effect.gen(function* () {
+        yield* FakeClock.set("2026-01-01T00:00:00Z")
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        const latch = yield* Deferred.make<void>()
+        const startedBy = yield* Ref.make<ReadonlyArray<string>>([])
+        const record = (who: string, job: { readonly payload: string }) =>
+          Ref.update(startedBy, (xs) => [...xs, `${who}:${job.payload}`])
+        const names = ["a", "b", "c", "d"]
+        for (const name of names)
+          yield* store.addJob({
+            name,
+            taskType: "slow",
+            payload: name,
+            schedule: Schedule.daily({ hour: 9, minute: 0 })
+          })
+        yield* runner.register("slow", (job) => Effect.zipRight(record("first", job), Deferred.await(latch)))
+        yield* runner.start
+        yield* FakeClock.advanceTo("2026-01-01T09:00:00Z")
+        const statuses = Effect.map(store.runs, (runs) => runs.map((r) => [r.status, r.attempt]))
+        // One worker: one run going, and at least one more claimed ahead (running in the store, leased, not started).
+        yield* settle(Effect.map(runner.running, (n) => n === 1))
+        const claimed = (yield* store.runs).filter((r) => r.status === "running").length
+        expect(claimed).toBeGreaterThanOrEqual(2)
+        expect(yield* Ref.get(startedBy)).toEqual(["first:a"])
+        const stopping = yield* Effect.fork(runner.stop)
+        // The buffered runs are pending again, unowned, due at once: no clock movement, no failed attempt recorded.
+        yield* settle(
+          Effect.map(store.runs, (runs) => runs.filter((r) => r.status === "pending").length === claimed - 1)
+        )
+        const back = (yield* store.runs).filter((r) => r.status === "pending")
+        for (const run of back) {
+          expect(run).toMatchObject({ attempt: 1, owner: null, leaseToken: null })
+          expect(iso(run.dueAt)).toBe("2026-01-01T09:00:00.000Z")
+        }
+        expect((yield* statuses).filter(([status]) => status === "failed")).toEqual([])
+        // A second runner takes them at once, well before their leases (30 s) would have expired.
+        const second = yield* Runner.make({ workers: 1, interval: "1 day", heartbeatInterval: "7 days" })
+        yield* second.register("slow", (job) => record("second", job))
+        yield* second.start
+        yield* settle(Effect.map(Ref.get(startedBy), (xs) => xs.length === names.length))
+        expect([...(yield* Ref.get(startedBy))].sort()).toEqual(["first:a", "second:b", "second:c", "second:d"])
+        // The first runner's running handler still had its grace period: it finishes and is recorded.
+        yield* Deferred.succeed(latch, undefined)
+        yield* Fiber.join(stopping)
+        yield* settle(Effect.map(store.runs, (runs) => runs.every((r) => r.status === "success")))
+        // Each slot exactly once, as its first attempt.
+        for (const name of names) {
+          const runs = yield* store.runsOf(name)
+          expect(runs.map((r) => [iso(r.scheduledFor), r.attempt, r.status])).toEqual([
+            ["2026-01-01T09:00:00.000Z", 1, "success"]
+          ])
+        }
+        expect((yield* Ref.get(startedBy)).length).toBe(names.length)
+        yield* Effect.fork(second.stop)
+        yield* FakeClock.advance("30 seconds")
+      }).pipe(Effect.provide(testLayer({ workers: 1, gracePeriod: "30 seconds", interval: "1 day" })))
+  )
 })
