@@ -70,15 +70,43 @@ describe("many runner processes, one database", () => {
        GROUP BY job_id, scheduled_for HAVING count(*) > 1`
       )
       expect(doubled).toEqual([])
+      // Each process took a share of the work.
+      const owners = await db.query<{ n: number }>(`SELECT count(DISTINCT owner)::int AS n FROM $schema.job_runs`)
+      expect(owners[0]!.n).toBe(4)
+      // A stop starts nothing claimed ahead: what the last processes to stop held goes back as first attempts,
+      // pending, unowned, never started, and nothing failed. A fresh process runs each of them (the jobs' next slots
+      // are moved out of its way, so it runs only those).
+      const handedBack = await db.query<{
+        attempt: number
+        owner: string | null
+        token: string | null
+        started: Date | null
+      }>(
+        `SELECT attempt, owner, lease_token AS token, started_at AS started FROM $schema.job_runs WHERE status <> 'success'`
+      )
+      for (const run of handedBack) expect(run).toEqual({ attempt: 1, owner: null, token: null, started: null })
+      if (handedBack.length > 0) {
+        await db.query(`UPDATE $schema.scheduled_jobs SET next_run_at = next_run_at + interval '1 day'`)
+        const fifth = startWorker(db, { config })
+        workers.push(fifth)
+        await fifth.waitFor((e) => e.event === "ready")
+        const deadline = Date.now() + 30 * SECOND
+        let left = handedBack.length
+        while (left > 0 && Date.now() < deadline) {
+          await sleep(200)
+          const [row] = await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM $schema.job_runs WHERE status <> 'success'`
+          )
+          left = row!.n
+        }
+        expect((await fifth.stop()).code).toBe(0)
+      }
       const rows = await db.query<{ name: string; slots: Array<Date>; statuses: Array<string> }>(
         `SELECT j.name, array_agg(r.scheduled_for ORDER BY r.scheduled_for) AS slots, array_agg(DISTINCT r.status) AS statuses
        FROM $schema.scheduled_jobs j LEFT JOIN $schema.job_runs r ON r.job_id = j.id AND r.attempt = 1
        GROUP BY j.name`
       )
       expect(rows.length).toBe(120)
-      // Each process took a share of the work.
-      const owners = await db.query<{ n: number }>(`SELECT count(DISTINCT owner)::int AS n FROM $schema.job_runs`)
-      expect(owners[0]!.n).toBe(4)
       for (const row of rows) {
         expect(row.statuses).toEqual(["success"])
         const slots = row.slots.map((d) => new Date(d).getTime())
