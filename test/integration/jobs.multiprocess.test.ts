@@ -77,14 +77,16 @@ describe("many runner processes, one database", () => {
       // pending, unowned, never started, and nothing failed. A fresh process runs each of them (the jobs' next slots
       // are moved out of its way, so it runs only those).
       const handedBack = await db.query<{
+        status: string
         attempt: number
         owner: string | null
         token: string | null
         started: Date | null
       }>(
-        `SELECT attempt, owner, lease_token AS token, started_at AS started FROM $schema.job_runs WHERE status <> 'success'`
+        `SELECT status, attempt, owner, lease_token AS token, started_at AS started FROM $schema.job_runs WHERE status <> 'success'`
       )
-      for (const run of handedBack) expect(run).toEqual({ attempt: 1, owner: null, token: null, started: null })
+      for (const run of handedBack)
+        expect(run).toEqual({ status: "pending", attempt: 1, owner: null, token: null, started: null })
       if (handedBack.length > 0) {
         await db.query(`UPDATE $schema.scheduled_jobs SET next_run_at = next_run_at + interval '1 day'`)
         const fifth = startWorker(db, { config })
