@@ -2,7 +2,8 @@
  * Starts one throwaway embedded Postgres for the whole test run unless `DATABASE_URL` is set, and stops it when
  * the run ends, failed tests included. Test files read the URL with `inject("databaseUrl")`.
  * It also brings `dist/` up to date first: the CLI tests spawn `bin/kairos.js`, which runs the compiled code, as
- * users do, and so do the worker processes of the multi-process tests (their fixtures compiled here).
+ * users do (every command but `worker` from its bundle, dist/cli.js), and so do the worker processes of the
+ * multi-process tests (their fixtures compiled here).
  */
 import { execFileSync } from "node:child_process"
 import fs from "node:fs"
@@ -31,6 +32,8 @@ const newest = (dir: string): number =>
         Math.max(m, e.isDirectory() ? newest(path.join(dir, e.name)) : fs.statSync(path.join(dir, e.name)).mtimeMs),
       fs.statSync(dir).mtimeMs
     )
+
+const mtime = (root: string, file: string): number => fs.statSync(path.join(root, file)).mtimeMs
 
 /**
  * Whether `dist/` was built after the last change to what it is built from. A fresh clone's `npm install` has just
@@ -68,6 +71,9 @@ export const setup = async (project: TestProject): Promise<void> => {
   buildDist(root)
   // As `npm run build` does: the migrations' .sql files beside the compiled module that reads them.
   execFileSync(process.execPath, ["scripts/copy-migrations.mjs", "dist"], { cwd: root, stdio: "inherit" })
+  // And the CLI's bundle (dist/cli.js), which every command but `worker` runs, when dist/ is newer than it.
+  if (!fs.existsSync(path.join(root, "dist/cli.js")) || mtime(root, "dist/cli.js") < mtime(root, "dist/.tsbuildinfo"))
+    execFileSync(process.execPath, ["scripts/bundle-cli.mjs"], { cwd: root, stdio: "inherit" })
   project.provide("compiledFixtures", await compileFixtures(root))
   const fromEnv = process.env["DATABASE_URL"]
   if (fromEnv !== undefined && fromEnv.length > 0) {

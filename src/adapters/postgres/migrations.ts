@@ -123,11 +123,17 @@ export const migrationNames = [
 /** The id of a shipped migration, e.g. `0002_queue`. */
 export type MigrationName = (typeof migrationNames)[number]
 
+/** Set by the CLI's bundle (scripts/bundle-cli.mjs) to where the files are from dist/cli.js; unset elsewhere. */
+declare const KAIROS_BUNDLED_MIGRATIONS: string | undefined
+
 /**
  * Beside this module wherever it runs: in src (tsx, vitest) and in each build (the build copies the files there:
  * scripts/copy-migrations.mjs).
  */
-const directory = new URL("./migrations/", import.meta.url)
+const directory = new URL(
+  typeof KAIROS_BUNDLED_MIGRATIONS === "string" ? KAIROS_BUNDLED_MIGRATIONS : "./migrations/",
+  import.meta.url
+)
 
 /** Each file's text, read when a migration first needs it: a process whose schema is up to date reads none. */
 const files = new Map<MigrationName, string>()
