@@ -14,7 +14,7 @@ import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, toJob, toRun } from "
 import { StoreInspector } from "../contracts/JobStoreContract.js"
 import { QueueInspector } from "../contracts/QueueStoreContract.js"
 import { WorkerInspector } from "../contracts/WorkerRegistryContract.js"
-import { liveWorker } from "../../src/adapters/postgres/PgInspect.js"
+import { liveWorker } from "../../src/adapters/postgres/PgReadModel.js"
 import { PgTest, TestSchema } from "./database.js"
 
 /** A client, a fresh schema and kairos's tables in it. */

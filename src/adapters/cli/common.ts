@@ -12,11 +12,11 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
-import * as PgInspect from "../postgres/PgInspect.js"
 import * as PgKairos from "../../layers/PgKairos.js"
 import * as Admin from "../../runtime/Admin.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as PgReadModel from "../postgres/PgReadModel.js"
 import * as PgSemaphore from "../postgres/PgSemaphore.js"
 import { schemaName } from "../postgres/PgSchema.js"
 import * as DevDatabase from "../postgres/DevDatabase.js"
@@ -117,9 +117,9 @@ export const withDb = <A, E>(
 export const handledCell = (handled: boolean, anyLiveWorker: boolean) =>
   handled ? "yes" : anyLiveWorker ? "no (no live worker handles it)" : "no (no live worker)"
 
-/** Runs `f` with the inspection reads of the schema. */
-export const withInspect = <A, E>(c: Common, f: (inspect: PgInspect.PgInspect) => Effect.Effect<A, E>) =>
-  withDb(c, (_sql, schema) => Effect.flatMap(PgInspect.make({ schema }), f))
+/** Runs `f` with the read model of the schema's tables. */
+export const withReads = <A, E>(c: Common, f: (reads: PgReadModel.PgReadModel) => Effect.Effect<A, E>) =>
+  withDb(c, (_sql, schema) => Effect.flatMap(PgReadModel.make({ schema }), f))
 
 export const count = (what: string) =>
   Args.integer({ name: "N" }).pipe(Args.withDescription(`how many ${what} (default 20)`), Args.withDefault(20))
@@ -150,16 +150,16 @@ export const int4Option = (name: string): Options.Options<number> =>
  */
 export const withAdmin = <A, E>(
   c: Common,
-  f: (admin: Admin.Admin<PgInspect.InspectError>) => Effect.Effect<A, E | Admin.NotFoundError>
+  f: (admin: Admin.Admin<PgReadModel.ReadModelError>) => Effect.Effect<A, E | Admin.NotFoundError>
 ): Effect.Effect<A, CliError> =>
   withDb(c, (_sql, schema) =>
     Effect.gen(function* () {
-      const inspect = yield* PgInspect.make({ schema })
+      const reads = yield* PgReadModel.make({ schema })
       const admin = Admin.make({
         jobs: yield* PgJobStore.make({ schema }),
         queue: yield* PgQueueStore.make({ schema }),
         semaphore: yield* PgSemaphore.make({ schema }),
-        now: inspect.now()
+        now: reads.now()
       })
       return yield* f(admin).pipe(
         Effect.catchIf(

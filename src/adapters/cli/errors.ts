@@ -5,7 +5,7 @@
 import * as Data from "effect/Data"
 import { MigrationError } from "../postgres/migrations.js"
 import { coded, where } from "../postgres/PgConnect.js"
-import * as PgInspect from "../postgres/PgInspect.js"
+import * as PgReadModel from "../postgres/PgReadModel.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
 export class CliError extends Data.TaggedError("CliError")<{ readonly message: string }> {}
@@ -98,6 +98,6 @@ export const explain =
       return new CliError({ message: `cannot reach the database at ${at} (${message}): ${fix}` })
     if (e instanceof CliError) return e
     // Its message already names what failed and why.
-    if (e instanceof PgInspect.InspectError) return new CliError({ message: e.message })
+    if (e instanceof PgReadModel.ReadModelError) return new CliError({ message: e.message })
     return new CliError({ message: describe(e) })
   }

@@ -2,10 +2,10 @@
  * The web dashboard: server-rendered pages over kairos's tables, live updates over server-sent events, and a few
  * actions (the pause switch, a job's pause/resume/run-now, cancelling an item, retrying an execution).
  *
- * Reads go through `PgDashboard` and never write. Actions go through `Admin` (runtime), as the CLI's and the Promise
- * API's do, and only when a token was configured: every action is a POST carrying the token (`Authorization: Bearer` or a `token`
- * field, compared in constant time), the page's CSRF token, and, from a browser, an `Origin` (or `Referer`) of the
- * dashboard's own host.
+ * Reads go through the read model the CLI reads through too (`PgReadModel`), each with the dashboard's bounds (below),
+ * and never write. Actions go through `Admin` (runtime), as the CLI's and the Promise API's do, and only when a token
+ * was configured: every action is a POST carrying the token (`Authorization: Bearer` or a `token` field, compared in
+ * constant time), the page's CSRF token, and, from a browser, an `Origin` (or `Referer`) of the dashboard's own host.
  */
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -31,10 +31,9 @@ import { createServer } from "node:http"
 import { isId } from "../../domain/Id.js"
 import { ISO_TIME } from "../../internal/isoTime.js"
 import * as Admin from "../../runtime/Admin.js"
-import * as PgDashboard from "../postgres/PgDashboard.js"
-import type { InspectError } from "../postgres/PgInspect.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
+import * as PgReadModel from "../postgres/PgReadModel.js"
 import * as PgSemaphore from "../postgres/PgSemaphore.js"
 import * as PgWakeUps from "../postgres/PgWakeUps.js"
 import * as Assets from "./assets.js"
@@ -70,6 +69,20 @@ export class DashboardError extends Data.TaggedError("DashboardError")<{
   readonly message: string
   readonly cause?: unknown
 }> {}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Bounds: every list a page shows is bounded, so no request reads more than a page's worth.
+
+/** The most rows one page holds. */
+export const MAX_PAGE = 200
+/** The deepest offset a page may start at: deeper pages are refused, not scanned (the execution log pages by id). */
+export const MAX_OFFSET = 10_000
+/** How much of a payload or error message a list row carries; the detail pages read the full text. */
+export const TEXT_PREVIEW = 1_000
+/** How much of a run's error its job's page carries. */
+const RUN_ERROR = 20_000
+/** How many of each job's last runs the jobs page shows. */
+const LAST_RUNS = 10
 
 // ---------------------------------------------------------------------------------------------------------------
 // Responses
@@ -150,10 +163,8 @@ const pageNumber = (search: Search, pageSize: number) =>
     if (value === undefined) return Either.right(1)
     if (!/^[1-9]\d{0,5}$/.test(value)) return Either.left(badRequest("page", "must be a page number (1, 2, …)"))
     const n = Number(value)
-    return (n - 1) * pageSize > PgDashboard.MAX_OFFSET
-      ? Either.left(
-          badRequest("page", `pages stop at ${Math.floor(PgDashboard.MAX_OFFSET / pageSize) + 1}; narrow the filter`)
-        )
+    return (n - 1) * pageSize > MAX_OFFSET
+      ? Either.left(badRequest("page", `pages stop at ${Math.floor(MAX_OFFSET / pageSize) + 1}; narrow the filter`))
       : Either.right(n)
   })
 
@@ -178,11 +189,11 @@ export const router = (
   Effect.gen(function* () {
     const schema = options.schema ?? "public"
     const base = (options.basePath ?? "").replace(/\/+$/, "")
-    const pageSize = Math.min(Math.max(1, Math.trunc(options.pageSize ?? 50)), PgDashboard.MAX_PAGE)
+    const pageSize = Math.min(Math.max(1, Math.trunc(options.pageSize ?? 50)), MAX_PAGE)
     const token =
       options.token === undefined || typeof options.token === "string" ? options.token : Redacted.value(options.token)
     const csrf = randomBytes(24).toString("base64url")
-    const reads = yield* PgDashboard.make({ schema })
+    const reads = yield* PgReadModel.make({ schema })
     const queueStore = yield* PgQueueStore.make({ schema })
     // The operator's actions, stamped by the database's clock like the CLI's.
     const admin = Admin.make({
@@ -209,7 +220,11 @@ export const router = (
       active: string,
       build: (
         search: Search
-      ) => Effect.Effect<(ctx: Pages.PageContext) => Html, Refusal | InspectError, HttpRouter.RouteContext>
+      ) => Effect.Effect<
+        (ctx: Pages.PageContext) => Html,
+        Refusal | PgReadModel.ReadModelError,
+        HttpRouter.RouteContext
+      >
     ) =>
       Effect.gen(function* () {
         const search = yield* HttpServerRequest.ParsedSearchParams
@@ -224,7 +239,7 @@ export const router = (
         return problemPage(result.left, active)
       })
 
-    const problemPage = (error: Refusal | InspectError, active = "") => {
+    const problemPage = (error: Refusal | PgReadModel.ReadModelError, active = "") => {
       const ctx = context(new Date())
       if (error._tag === "Refusal") {
         const title = error.status === 404 ? "Not found" : error.status === 400 ? "Bad request" : "Refused"
@@ -245,7 +260,7 @@ export const router = (
     // -- pages
 
     const overview = view("Overview", "/", () =>
-      Effect.map(reads.overview(), (o) => (ctx: Pages.PageContext) => Pages.overview(ctx, o))
+      Effect.map(reads.overview(MAX_PAGE), (o) => (ctx: Pages.PageContext) => Pages.overview(ctx, o))
     )
 
     const queue = view("Queue", "/queue", (search) =>
@@ -262,14 +277,15 @@ export const router = (
         const runAfterFrom = yield* instant(search, "run_after_from")
         const runAfterTo = yield* instant(search, "run_after_to")
         const n = yield* pageNumber(search, pageSize)
-        const result = yield* reads.queue({
+        const result = yield* reads.items({
           taskType: q.task_type,
           status,
           priority,
           runAfterFrom,
           runAfterTo,
           offset: (n - 1) * pageSize,
-          limit: pageSize
+          limit: pageSize,
+          cut: TEXT_PREVIEW
         })
         return (ctx: Pages.PageContext) => Pages.queue(ctx, q, n, pageSize, result)
       })
@@ -280,7 +296,12 @@ export const router = (
         const params = yield* HttpRouter.params
         const itemId = params["id"] ?? ""
         if (!isId(itemId)) return yield* new Refusal({ status: 404, message: "no such item: ids are numbers" })
-        const found = yield* reads.item(itemId)
+        // The item with its full payload (none once it finished or was cancelled), and its executions in full.
+        const [items, executions] = yield* Effect.all([
+          reads.items({ id: itemId }),
+          reads.executions({ queueItemId: itemId, order: "id", limit: MAX_PAGE })
+        ])
+        const found = { item: Option.fromNullable(items.rows[0]), executions: executions.rows }
         if (Option.isNone(found.item) && found.executions.length === 0)
           return yield* new Refusal({
             status: 404,
@@ -301,20 +322,24 @@ export const router = (
         const paging = { before: yield* id(search, "before"), after: yield* id(search, "after") }
         if (paging.before !== undefined && paging.after !== undefined)
           return yield* badRequest("after", "give before or after, not both")
-        const result = yield* reads.processed({
+        const result = yield* reads.executions({
           status: yield* choice(search, "status", ["ok", "error"] as const),
           taskType: q.task_type,
           from: yield* instant(search, "from"),
           to: yield* instant(search, "to"),
           ...paging,
-          limit: pageSize
+          limit: pageSize,
+          cut: TEXT_PREVIEW
         })
         return (ctx: Pages.PageContext) => Pages.processed(ctx, q, paging, result)
       })
     )
 
     const jobs = view("Jobs", "/jobs", () =>
-      Effect.map(reads.jobs(10), (list) => (ctx: Pages.PageContext) => Pages.jobs(ctx, list))
+      Effect.map(
+        reads.jobs({ limit: MAX_OFFSET, cut: TEXT_PREVIEW, lastRuns: LAST_RUNS }),
+        (list) => (ctx: Pages.PageContext) => Pages.jobs(ctx, list)
+      )
     )
 
     const job = (by: "name" | "id") =>
@@ -324,13 +349,17 @@ export const router = (
           const key = params[by] ?? ""
           if (by === "id" && !isId(key)) return yield* new Refusal({ status: 404, message: "no such job" })
           const n = yield* pageNumber(search, pageSize)
-          const found = yield* reads.job(by === "name" ? { name: key } : { id: key }, {
-            offset: (n - 1) * pageSize,
-            limit: pageSize
-          })
-          if (Option.isNone(found))
+          const [found] = yield* reads.jobs(by === "name" ? { name: key } : { id: key })
+          if (found === undefined)
             return yield* new Refusal({ status: 404, message: `no job named ${JSON.stringify(key)}` })
-          return (ctx: Pages.PageContext) => Pages.job(ctx, found.value.job, n, pageSize, found.value.runs)
+          const runs = yield* reads.runs({
+            jobId: found.id,
+            order: "slot",
+            offset: (n - 1) * pageSize,
+            limit: pageSize,
+            cut: RUN_ERROR
+          })
+          return (ctx: Pages.PageContext) => Pages.job(ctx, found, n, pageSize, runs)
         })
       )
 
@@ -445,9 +474,9 @@ export const router = (
         const byId = field("job")
         if (byId === undefined) return yield* required(field, "name")
         if (!isId(byId)) return yield* badRequest("job", "not an id")
-        const found = yield* reads.job({ id: byId }, { offset: 0, limit: 1 }).pipe(Effect.mapError(unavailable))
-        if (Option.isNone(found)) return yield* new Refusal({ status: 404, message: `no job ${byId}` })
-        return found.value.job.name
+        const [found] = yield* reads.jobs({ id: byId, cut: 0 }).pipe(Effect.mapError(unavailable))
+        if (found === undefined) return yield* new Refusal({ status: 404, message: `no job ${byId}` })
+        return found.name
       })
     const shown = (name: string) => JSON.stringify(clip(name, 200))
 

@@ -3,8 +3,7 @@
  * `clip` (cut for tables); nothing here reads the database or the clock.
  */
 import * as Option from "effect/Option"
-import type * as PgDashboard from "../postgres/PgDashboard.js"
-import type { StoredSchedule } from "../postgres/PgInspect.js"
+import type * as PgReadModel from "../postgres/PgReadModel.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { clip, type Html, html, time, utc } from "./html.js"
 
@@ -20,8 +19,8 @@ export interface PageContext {
   readonly now: Date
 }
 
-/** `max_runs` counts down as runs finish: it is the runs left (-1: for ever). */
-const runsLeft = (maxRuns: number): string => (maxRuns === -1 ? "∞" : String(Math.max(0, maxRuns)))
+/** An item's runs left (`max_runs`, which counts down as runs finish; -1: for ever). */
+const runsLeft = (n: number): string => (n === -1 ? "∞" : String(n))
 
 // Display lengths: enough to recognise a value in a table; the detail pages show the full text.
 const CELL = 80
@@ -130,7 +129,7 @@ export const jobHref = (ctx: PageContext, job: { readonly id: string; readonly n
 }
 
 /** A schedule in words and in its zone; a stored value that does not decode, as stored. */
-export const scheduleText = (schedule: StoredSchedule): Html =>
+export const scheduleText = (schedule: PgReadModel.StoredSchedule): Html =>
   schedule._tag === "Valid"
     ? html`${Schedule.format(schedule.schedule)}`
     : html`<span class="badge failed">invalid</span>
@@ -140,7 +139,7 @@ export const scheduleText = (schedule: StoredSchedule): Html =>
 // Overview
 
 /** Executions per minute over the hour before `now`, as stacked bars (green ok, red error). */
-export const chart = (minutes: ReadonlyArray<PgDashboard.Minute>, now: Date): Html => {
+export const chart = (minutes: ReadonlyArray<PgReadModel.Minute>, now: Date): Html => {
   const width = 1200
   const height = 200
   const left = 36
@@ -210,7 +209,7 @@ export const chart = (minutes: ReadonlyArray<PgDashboard.Minute>, now: Date): Ht
 }
 
 /** `/`: the switch, queue depth, the last hour's executions and the live workers. */
-export const overview = (ctx: PageContext, o: PgDashboard.Overview): Html =>
+export const overview = (ctx: PageContext, o: PgReadModel.Overview): Html =>
   html`<h1>Overview</h1>
     <section class="card" id="switch" data-live>
       <div class="switch">
@@ -309,7 +308,7 @@ export const queue = (
   q: QueueQuery,
   page: number,
   pageSize: number,
-  result: PgDashboard.Page<PgDashboard.Item>
+  result: PgReadModel.Page<PgReadModel.Item>
 ): Html =>
   html`<h1>Queue</h1>
     <form class="filters" method="get" action="${ctx.base}/queue">
@@ -354,7 +353,7 @@ export const queue = (
                     </td>
                     <td>${badge(item.status)}</td>
                     <td class="num">${item.priority}</td>
-                    <td class="num">${runsLeft(item.maxRuns)}</td>
+                    <td class="num">${runsLeft(item.runsLeft)}</td>
                     <td class="num">${item.failures}</td>
                     <td class="num">${item.thread}</td>
                     <td>${time(item.createdAt, ctx.now)}</td>
@@ -374,7 +373,7 @@ export const queue = (
       </div>
     </section>`
 
-const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgDashboard.Execution>, full: boolean): Html =>
+const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgReadModel.Execution>, full: boolean): Html =>
   html`<table>
     <thead>
       <tr>
@@ -423,7 +422,7 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgDashboard
 export const item = (
   ctx: PageContext,
   id: string,
-  found: { readonly item: Option.Option<PgDashboard.Item>; readonly executions: ReadonlyArray<PgDashboard.Execution> }
+  found: { readonly item: Option.Option<PgReadModel.Item>; readonly executions: ReadonlyArray<PgReadModel.Execution> }
 ): Html =>
   html`<h1>Queue item ${id}</h1>
     <section id="item" data-live>
@@ -444,7 +443,7 @@ export const item = (
               <dt>priority</dt>
               <dd>${it.priority}</dd>
               <dt>runs</dt>
-              <dd>${it.runsDone} done, ${runsLeft(it.maxRuns)} left</dd>
+              <dd>${it.runsDone} done, ${runsLeft(it.runsLeft)} left</dd>
               <dt>failures</dt>
               <dd>${it.failures} of the current run${it.failures > 0 ? " (retried under its policy)" : ""}</dd>
               <dt>thread</dt>
@@ -486,7 +485,7 @@ export const processed = (
   ctx: PageContext,
   q: ProcessedQuery,
   paging: { readonly before?: string | undefined; readonly after?: string | undefined },
-  result: PgDashboard.Page<PgDashboard.Execution>
+  result: PgReadModel.Page<PgReadModel.Execution>
 ): Html => {
   const first = result.rows[0]
   const last = result.rows[result.rows.length - 1]
@@ -520,7 +519,7 @@ export const processed = (
 // ---------------------------------------------------------------------------------------------------------------
 // Jobs
 
-const lastRuns = (runs: ReadonlyArray<PgDashboard.Run>): Html =>
+const lastRuns = (runs: ReadonlyArray<PgReadModel.Run>): Html =>
   html`${runs.map(
     (r) =>
       html`<span
@@ -529,14 +528,14 @@ const lastRuns = (runs: ReadonlyArray<PgDashboard.Run>): Html =>
       ></span>`
   )}`
 
-const jobActions = (ctx: PageContext, job: PgDashboard.Job): Html =>
+const jobActions = (ctx: PageContext, job: PgReadModel.Job): Html =>
   html`${job.enabled
     ? action(ctx, "job-pause", { job: job.id }, "Pause")
     : action(ctx, "job-resume", { job: job.id }, "Resume", "primary")}
   ${action(ctx, "job-run", { job: job.id }, "Run now")}`
 
 /** `/jobs`: every scheduled job, its schedule in words, next slot and last runs. */
-export const jobs = (ctx: PageContext, list: ReadonlyArray<PgDashboard.Job>): Html =>
+export const jobs = (ctx: PageContext, list: ReadonlyArray<PgReadModel.Job>): Html =>
   html`<h1>Scheduled jobs</h1>
     <section id="jobs-table" data-live>
       ${list.length === 0
@@ -583,10 +582,10 @@ export const jobs = (ctx: PageContext, list: ReadonlyArray<PgDashboard.Job>): Ht
 /** `/jobs/:name`: one job and its runs, newest slot first, paged. */
 export const job = (
   ctx: PageContext,
-  j: PgDashboard.Job,
+  j: PgReadModel.Job,
   page: number,
   pageSize: number,
-  runs: PgDashboard.Page<PgDashboard.Run>
+  runs: PgReadModel.Page<PgReadModel.Run>
 ): Html => {
   const href = jobHref(ctx, j)
   return html`<h1>Job <span class="mono">${clip(j.name, 120)}</span></h1>

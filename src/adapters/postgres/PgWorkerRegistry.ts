@@ -1,6 +1,6 @@
 /**
- * The worker registry on Postgres: `scheduler_workers`. The read side (who is live) is the inspection read model's
- * (PgInspect, PgDashboard), under one liveness rule (`liveWorker`).
+ * The worker registry on Postgres: `scheduler_workers`. The read side (who is live) is the read model's
+ * (PgReadModel), under one liveness rule (`liveWorker`).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"

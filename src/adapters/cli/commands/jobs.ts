@@ -5,12 +5,12 @@ import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import * as Schedule from "../../../domain/Schedule.js"
-import * as PgInspect from "../../postgres/PgInspect.js"
+import type * as PgReadModel from "../../postgres/PgReadModel.js"
 import { escapeControls, snakeKeys, table } from "../format.js"
-import { common, output, handledCell, withInspect, count, withAdmin } from "../common.js"
+import { common, output, handledCell, withReads, count, withAdmin } from "../common.js"
 
 /** A job's schedule as people read it; a stored value that does not decode is shown as it is. */
-const scheduleCell = (schedule: PgInspect.StoredSchedule) =>
+const scheduleCell = (schedule: PgReadModel.StoredSchedule) =>
   schedule._tag === "Valid" ? Schedule.format(schedule.schedule) : `invalid: ${JSON.stringify(schedule.stored)}`
 
 const jobName = Args.text({ name: "name" }).pipe(Args.withDescription("the job's name (as `kairos jobs` lists it)"))
@@ -56,10 +56,11 @@ export const jobsRunCommand = Command.make("run", { ...common, name: jobName }, 
 )
 
 export const jobsCommand = Command.make("jobs", common, (c) =>
-  withInspect(c, (inspect) =>
+  withReads(c, (reads) =>
     Effect.gen(function* () {
-      const jobs = yield* inspect.jobs()
-      const live = c.json ? 0 : (yield* inspect.workers()).length
+      // Every job; payloads are not listed.
+      const jobs = yield* reads.jobs({ cut: 0 })
+      const live = c.json ? 0 : (yield* reads.workers()).length
       yield* output(
         c,
         table(
@@ -74,7 +75,7 @@ export const jobsCommand = Command.make("jobs", common, (c) =>
             handledCell(job.handled, live > 0)
           ])
         ),
-        jobs.map((job) => snakeKeys({ ...job, schedule: job.schedule.stored }))
+        jobs.map(({ payload: _, lastRuns: __, ...job }) => snakeKeys({ ...job, schedule: job.schedule.stored }))
       )
     })
   )
@@ -84,9 +85,10 @@ export const jobsCommand = Command.make("jobs", common, (c) =>
 )
 
 export const runsCommand = Command.make("runs", { ...common, n: count("runs") }, (c) =>
-  withInspect(c, (inspect) =>
+  withReads(c, (reads) =>
     Effect.gen(function* () {
-      const runs = yield* inspect.runs(c.n)
+      // The newest created first, across jobs, errors whole.
+      const { rows: runs } = yield* reads.runs({ order: "id", limit: c.n })
       yield* output(
         c,
         table(
@@ -102,7 +104,7 @@ export const runsCommand = Command.make("runs", { ...common, n: count("runs") },
             run.error
           ])
         ),
-        runs.map(snakeKeys)
+        runs.map(({ jobId: _, ...run }) => snakeKeys(run))
       )
     })
   )

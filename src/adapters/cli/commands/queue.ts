@@ -14,12 +14,12 @@ import { ISO_TIME } from "../../../internal/isoTime.js"
 import * as DurationInput from "../../../domain/DurationInput.js"
 import * as Retention from "../../../domain/Retention.js"
 import * as Retry from "../../../domain/Retry.js"
-import * as PgInspect from "../../postgres/PgInspect.js"
 import * as PgJobStore from "../../postgres/PgJobStore.js"
 import * as PgQueueStore from "../../postgres/PgQueueStore.js"
+import * as PgReadModel from "../../postgres/PgReadModel.js"
 import { CliError } from "../errors.js"
 import { escapeControls, snakeKeys, table } from "../format.js"
-import { common, int4Option, output, withDb, handledCell, withInspect, count, withAdmin } from "../common.js"
+import { common, int4Option, output, withDb, handledCell, withReads, count, withAdmin } from "../common.js"
 
 export const enqueueCommand = Command.make(
   "enqueue",
@@ -186,10 +186,11 @@ export const parseRunAfter = (text: string, now: Date): Either.Either<Date, CliE
 }
 
 export const queueCommand = Command.make("queue", common, (c) =>
-  withInspect(c, (inspect) =>
+  withReads(c, (reads) =>
     Effect.gen(function* () {
-      const items = yield* inspect.queue()
-      const live = c.json ? 0 : (yield* inspect.workers()).length
+      // Every item (the table holds only pending and processing ones), whole; payloads are not listed.
+      const { rows: items } = yield* reads.items({ cut: 0 })
+      const live = c.json ? 0 : (yield* reads.workers()).length
       yield* output(
         c,
         table(
@@ -221,16 +222,17 @@ export const queueCommand = Command.make("queue", common, (c) =>
             handledCell(item.handled, live > 0)
           ])
         ),
-        items.map(snakeKeys)
+        items.map(({ payload: _, runsDone: __, ...item }) => snakeKeys(item))
       )
     })
   )
 ).pipe(Command.withDescription("pending and processing queue items, in the order they are claimed"))
 
 export const processedCommand = Command.make("processed", { ...common, n: count("executions") }, (c) =>
-  withInspect(c, (inspect) =>
+  withReads(c, (reads) =>
     Effect.gen(function* () {
-      const executions = yield* inspect.processed(c.n)
+      // The newest by id, as retention counts them, whole (the JSON carries payloads and errors in full).
+      const { rows: executions } = yield* reads.executions({ order: "id", limit: c.n })
       yield* output(
         c,
         table(
@@ -337,7 +339,7 @@ export const pruneCommand = Command.make(
         Effect.gen(function* () {
           const queue = yield* PgQueueStore.make({ schema })
           const jobs = yield* PgJobStore.make({ schema })
-          const now = yield* (yield* PgInspect.make({ schema })).now()
+          const now = yield* (yield* PgReadModel.make({ schema })).now()
           const executions = Retention.isActive(log) ? yield* Retention.pruneAll(queue.pruneProcessed, log, now) : 0
           const jobRuns = Retention.isActive(runs) ? yield* Retention.pruneAll(jobs.pruneRuns, runs, now) : 0
           yield* output(c, `pruned ${executions} execution(s) and ${jobRuns} job run(s)`, {
@@ -358,9 +360,9 @@ export const truncateCommand = Command.make(
   { ...common, yes: Options.boolean("yes").pipe(Options.withDescription("confirm: without it nothing is deleted")) },
   (c) =>
     c.yes
-      ? withInspect(c, (inspect) =>
+      ? withReads(c, (reads) =>
           Effect.gen(function* () {
-            yield* inspect.truncate()
+            yield* reads.truncate()
             yield* output(c, "emptied queue_items, processed_items and job_runs (jobs and settings stay)", {
               truncated: ["queue_items", "processed_items", "job_runs"]
             })

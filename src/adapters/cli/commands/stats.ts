@@ -4,16 +4,16 @@
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import { snakeKeys, table } from "../format.js"
-import { common, output, withInspect } from "../common.js"
+import { common, output, withReads } from "../common.js"
 
 export const statsCommand = Command.make("stats", common, (c) =>
-  withInspect(c, (inspect) =>
+  withReads(c, (reads) =>
     Effect.gen(function* () {
       // Read from the tables, so every worker on the database counts, not only this process.
-      const depth = yield* inspect.depth()
-      const hour = yield* inspect.lastHour()
-      const runs = yield* inspect.runCounts()
-      const workers = (yield* inspect.workers()).length
+      const depth = yield* reads.depth()
+      const hour = yield* reads.lastHour()
+      const runs = yield* reads.runCounts()
+      const workers = (yield* reads.workers()).length
       const queueTable = table(
         ["task_type", "pending", "processing"],
         depth.map((d) => [d.taskType, d.pending, d.processing])

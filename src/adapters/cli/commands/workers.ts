@@ -4,12 +4,12 @@
 import * as Command from "@effect/cli/Command"
 import * as Effect from "effect/Effect"
 import { snakeKeys, table } from "../format.js"
-import { common, output, withInspect } from "../common.js"
+import { common, output, withReads } from "../common.js"
 
 export const workersCommand = Command.make("workers", common, (c) =>
-  withInspect(c, (inspect) =>
+  withReads(c, (reads) =>
     Effect.gen(function* () {
-      const workers = yield* inspect.workers()
+      const workers = yield* reads.workers()
       yield* output(
         c,
         table(
