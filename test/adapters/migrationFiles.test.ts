@@ -31,7 +31,8 @@ const fileHashes: ReadonlyArray<readonly [string, string]> = [
   ["0014_row_leases", "671cc7d344d88b740152ff6eb882d5b9074be462f6fea5796f8ae61050973350"],
   ["0015_lighter_row_lease_records", "8b2df51be7cd9af63475c66d62a144799ac0d3ccaf8f1391ca9777fbbb20a273"],
   ["0016_sequential_row_leases", "238b690245584285ae572513e9960105fdf587f9ecdaf80f865b3705946bd20b"],
-  ["0017_record_successes_first", "e0f0b5cd2b41956814ff56951890dccf1a610e7b7c18bcdc3bd39cfb267ea73f"]
+  ["0017_record_successes_first", "e0f0b5cd2b41956814ff56951890dccf1a610e7b7c18bcdc3bd39cfb267ea73f"],
+  ["0018_prune_as_owner", "d59dad8ba013ff51d2b3223ae6cf3ab5bd3dc52bdeb3b38682c9a1b8a09a230f"]
 ]
 
 /**
@@ -87,7 +88,8 @@ describe("the migration files", () => {
   })
 
   it("each migration runs in schema public exactly what it ran before migrations were files", () => {
-    expect(publicHashes.map(([name]) => name)).toEqual(fileHashes.map(([name]) => name))
+    // The migrations shipped before they were files (0001-0017); later ones were files from the start.
+    expect(publicHashes.map(([name]) => name)).toEqual(fileHashes.slice(0, 17).map(([name]) => name))
     for (const [name, hash] of publicHashes) {
       expect(sha256(migrationSql(name as (typeof migrationNames)[number], "public")), `${name}: ${FROZEN}`).toBe(hash)
     }

@@ -63,7 +63,7 @@ export const explain =
   (e: unknown): CliError => {
     // Its message already names the migration and carries the database's reason (a code below would mislead:
     // 42P01 during `migrate` does not mean "run kairos migrate").
-    if (e instanceof MigrationError && e.reason === "Failed") return new CliError({ message: e.message })
+    if (e instanceof MigrationError && e.reason !== "Unavailable") return new CliError({ message: e.message })
     // The database's own error under `e` (the CLI's errors wrap it).
     const cause = coded((e as { cause?: unknown } | null | undefined)?.cause)
     const code = cause?.code

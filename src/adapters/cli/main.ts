@@ -17,6 +17,7 @@ import * as CliOutput from "./CliOutput.js"
 import { flags } from "./common.js"
 import { dashboardCommand } from "./commands/dashboard.js"
 import { dbCommand } from "./commands/db.js"
+import { grantCommand } from "./commands/grant.js"
 import { jobsCommand, runsCommand } from "./commands/jobs.js"
 import { migrateCommand } from "./commands/migrate.js"
 import {
@@ -41,6 +42,7 @@ const root = Command.make("kairos").pipe(
   ),
   Command.withSubcommands([
     migrateCommand,
+    grantCommand,
     workerCommand,
     enqueueCommand,
     queueCommand,

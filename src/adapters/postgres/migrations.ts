@@ -17,8 +17,11 @@ import { channel, type PgOptions, schemaName } from "./PgSchema.js"
  * (SQLSTATE 42P07)`.
  */
 export class MigrationError extends Data.TaggedError("kairos/MigrationError")<{
-  /** `Unavailable`: the database could not be reached; `Failed`: it refused a statement. */
-  readonly reason: "Failed" | "Unavailable"
+  /**
+   * `Unavailable`: the database could not be reached; `Failed`: it refused a statement; `NotPermitted`: the schema
+   * needs migrating and this role may not (a least-privilege role: its owner must run `kairos migrate`).
+   */
+  readonly reason: "Failed" | "Unavailable" | "NotPermitted"
   readonly message: string
   /** The migration that failed, e.g. `0002_queue`; absent when the failure came before any migration ran. */
   readonly migration?: string | undefined
@@ -117,7 +120,8 @@ export const migrationNames = [
   "0014_row_leases",
   "0015_lighter_row_lease_records",
   "0016_sequential_row_leases",
-  "0017_record_successes_first"
+  "0017_record_successes_first",
+  "0018_prune_as_owner"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */
@@ -180,10 +184,47 @@ export const migrations = (
   return record
 }
 
+/** The id of the newest shipped migration (`0017_...` is 17). */
+const headId = Number.parseInt(migrationNames[migrationNames.length - 1]!, 10)
+
+/** A migration's full name from its id, e.g. 17 -> `0017_record_successes_first`. */
+const nameOf = (id: number): string => migrationNames[id - 1] ?? String(id).padStart(4, "0")
+
+/** Postgres's SQLSTATE under a failure, if any. */
+const sqlStateOf = (cause: unknown): string | undefined => {
+  let current: unknown = cause
+  for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
+    const code = (current as { code?: unknown }).code
+    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code
+    current = (current as { cause?: unknown }).cause
+  }
+  return undefined
+}
+
+/**
+ * Where the schema stands, read without locking or creating anything, so that a role granted only DML (a worker's
+ * least-privilege role) finds an up-to-date schema up to date: the newest migration applied (0 when none, or when
+ * this role may not read the migrations table: then migrating will say why) and the role asking.
+ */
+const standing = (sql: SqlClient.SqlClient, schema: string) =>
+  Effect.gen(function* () {
+    const [row] = yield* sql<{ role: string; present: boolean }>`
+      SELECT current_user AS role, to_regclass(${`${schema}.kairos_migrations`}) IS NOT NULL AS present`
+    const role = row?.role ?? "this role"
+    if (row?.present !== true) return { role, applied: 0 }
+    const applied = yield* sql<{ id: number }>`
+      SELECT coalesce(max(migration_id), 0)::int AS id FROM ${sql(schema)}.kairos_migrations`.pipe(
+      Effect.map((rows) => rows[0]?.id ?? 0),
+      Effect.catchAll(() => Effect.succeed(0))
+    )
+    return { role, applied }
+  })
+
 /**
  * Creates or upgrades kairos's tables in the schema. Idempotent, and safe when several processes start at once:
  * @effect/sql's Migrator alone is not (its table check races), so it runs under a per-schema advisory lock held
- * by an enclosing transaction, with `CREATE SCHEMA IF NOT EXISTS` inside it.
+ * by an enclosing transaction, with `CREATE SCHEMA IF NOT EXISTS` inside it. A schema already at this kairos's
+ * newest migration is left alone without either (one read), so workers may run as a role that cannot migrate.
  * Returns the migrations applied now (empty when up to date).
  */
 export const migrate = (
@@ -192,27 +233,44 @@ export const migrate = (
   Effect.gen(function* () {
     const schema = schemaName(options)
     const sql = yield* SqlClient.SqlClient
+    const { applied, role } = yield* standing(sql, schema)
+    if (applied >= headId) return []
     const run = Migrator.make({})({
       loader: Migrator.fromRecord(migrations(schema)),
       table: `${schema}.kairos_migrations`
     })
-    return yield* sql.withTransaction(
-      Effect.gen(function* () {
-        // A migration may take longer than the sessions' statement timeout (an index on a big table): not this one.
-        yield* sql`SET LOCAL statement_timeout = 0`
-        yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`kairos.migrate.${schema}`}))`
-        yield* sql`CREATE SCHEMA IF NOT EXISTS ${sql(schema)}`
-        // The Migrator probes its table with a query that fails when it is missing, which would abort this
-        // enclosing transaction: create it first, in the Migrator's own shape.
-        yield* sql`
+    return yield* sql
+      .withTransaction(
+        Effect.gen(function* () {
+          // A migration may take longer than the sessions' statement timeout (an index on a big table): not this one.
+          yield* sql`SET LOCAL statement_timeout = 0`
+          yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`kairos.migrate.${schema}`}))`
+          yield* sql`CREATE SCHEMA IF NOT EXISTS ${sql(schema)}`
+          // The Migrator probes its table with a query that fails when it is missing, which would abort this
+          // enclosing transaction: create it first, in the Migrator's own shape.
+          yield* sql`
           CREATE TABLE IF NOT EXISTS ${sql(schema)}.kairos_migrations (
             migration_id integer PRIMARY KEY,
             created_at timestamptz NOT NULL DEFAULT now(),
             name text NOT NULL
           )`
-        return yield* run
-      })
-    )
+          return yield* run
+        })
+      )
+      .pipe(
+        Effect.catchAllDefect((defect) => Effect.fail(toMigrationError(defect))),
+        Effect.mapError((e: SqlError | Migrator.MigrationError | MigrationError) => {
+          const error = toMigrationError(e)
+          if (sqlStateOf(error.cause) !== "42501") return error
+          const at = applied === 0 ? "has no kairos tables" : `is at ${nameOf(applied)}`
+          return new MigrationError({
+            reason: "NotPermitted",
+            message: `schema "${schema}" ${at} and this kairos needs ${nameOf(headId)}, but role "${role}" may not migrate it: run \`kairos migrate\` as the schema's owner (${error.message})`,
+            migration: error.migration,
+            cause: error.cause
+          })
+        })
+      )
   }).pipe(
     // A failed migration reaches here as a defect (the Migrator dies with it), other failures as errors.
     Effect.catchAllDefect((defect) => Effect.fail(toMigrationError(defect))),
