@@ -6,12 +6,13 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { CliError } from "../errors.js"
-import { common, output, withDb } from "../common.js"
+import { common, directUrlOption, output, resolveDirectUrl, withDb } from "../common.js"
 
 export const dashboardCommand = Command.make(
   "dashboard",
   {
     ...common,
+    directUrl: directUrlOption,
     port: Options.integer("port").pipe(
       Options.withPseudoName("N"),
       Options.withDescription("the TCP port (default 4500; 0 picks a free one)"),
@@ -41,9 +42,10 @@ export const dashboardCommand = Command.make(
       const Dashboard = yield* Effect.promise(() => import("../../dashboard/Dashboard.js"))
       const generated = !c.readOnly && Option.isNone(c.token)
       const token = c.readOnly ? undefined : Option.getOrElse(c.token, Dashboard.generateToken)
+      const directUrl = yield* resolveDirectUrl(c.directUrl)
       yield* withDb(c, (_sql, schema) =>
         Effect.gen(function* () {
-          const served = yield* Dashboard.serve({ schema, host: c.host, port: c.port, token }).pipe(
+          const served = yield* Dashboard.serve({ schema, host: c.host, port: c.port, token, directUrl }).pipe(
             Effect.mapError((e) => new CliError({ message: e.message }))
           )
           // A generated token is shown once, in the URL; the page moves it out of the address bar at once.
