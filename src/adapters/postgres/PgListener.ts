@@ -258,15 +258,17 @@ export const make: (options: ListenerOptions) => Effect.Effect<
       // After make has returned, every connect may follow lost notifications: a re-connect, or the first success
       // after a failed first attempt.
       const error = yield* Effect.flip(session(yield* Deferred.isDone(ready)))
-      yield* Deferred.succeed(ready, undefined)
-      // A pooler between here and Postgres: LISTEN delivers nothing, or is refused. Said once; no retry.
+      // A pooler between here and Postgres: LISTEN delivers nothing, or is refused. Said once (before `make`
+      // returns, when it is at start); no retry.
       if (error.reason === "undelivered" || (error.reason === "listen" && answered(error.cause))) {
         const what =
           error.reason === "undelivered"
             ? `LISTEN through ${where(url)} delivers no notifications (a transaction pooler?)`
             : `${where(url)} refused LISTEN (${describe(error.cause)})`
-        return yield* Effect.logWarning(`wake-ups fall back to the poll: ${what}${fallback}`)
+        yield* Effect.logWarning(`wake-ups fall back to the poll: ${what}${fallback}`)
+        return yield* Deferred.succeed(ready, undefined)
       }
+      yield* Deferred.succeed(ready, undefined)
       const since = yield* Ref.get(listeningSince)
       if (since !== undefined) {
         // A connection that stayed up a while starts the backoff over; one that keeps dying at once does not.
