@@ -14,8 +14,10 @@ import os from "node:os"
 import path from "node:path"
 import pg from "pg"
 
-/** The pgbouncer executable on PATH (Debian installs it in /usr/sbin), if any. */
+/** The pgbouncer executable: PGBOUNCER_PATH when set, else on PATH (Debian installs it in /usr/sbin), if any. */
 export const pgbouncerPath = ((): string | undefined => {
+  const given = process.env["PGBOUNCER_PATH"]
+  if (given !== undefined && given.length > 0) return fs.existsSync(given) ? given : undefined
   const dirs = [...(process.env["PATH"] ?? "").split(path.delimiter), "/usr/sbin", "/usr/local/sbin"]
   for (const dir of dirs) {
     const candidate = path.join(dir, "pgbouncer")

@@ -16,7 +16,7 @@ export const pgbouncerTests = (name: string, body: () => void): void => {
     describe(name, body)
     return
   }
-  const why = "pgbouncer is not installed (apt-get install -y pgbouncer)"
+  const why = "pgbouncer is not installed (apt-get install -y pgbouncer, or set PGBOUNCER_PATH)"
   if (required) {
     describe(name, () => {
       it("has pgbouncer installed (KAIROS_REQUIRE_PGBOUNCER=1)", () => {
