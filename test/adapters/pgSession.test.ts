@@ -4,10 +4,39 @@
  * connection; test/integration/pgbouncer.test.ts runs the same tests through PgBouncer. Integration: a real
  * Postgres, wall time (about 4 s).
  */
-import { describe } from "vitest"
+import { describe, expect, it } from "vitest"
+import { beginWith, limitsOf } from "../../src/adapters/postgres/PgSession.js"
 import { databaseUrl } from "../support/database.js"
 import { sessionLimitTests } from "../support/sessionLimits.js"
 
 describe("PgKairos.clientLayer's session limits, on a direct connection", () => {
   sessionLimitTests(databaseUrl, databaseUrl)
+})
+
+describe("limitsOf", () => {
+  it("takes the limits out of the URL's query (they win over the options), keeps the rest, and defaults to 1 min / 30 s", () => {
+    expect(limitsOf("postgres://u:p@h:5432/db", {})).toEqual({
+      url: "postgres://u:p@h:5432/db",
+      limits: { statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 30_000 }
+    })
+    expect(
+      limitsOf("postgres://h/db?sslmode=require&statement_timeout=5000&application_name=x", {
+        statementTimeout: "1 second",
+        idleInTransactionTimeout: 0
+      })
+    ).toEqual({
+      url: "postgres://h/db?sslmode=require&application_name=x",
+      limits: { statementTimeoutMs: 5000, idleInTransactionTimeoutMs: 0 }
+    })
+    expect(limitsOf("postgres://h/db?idle_in_transaction_session_timeout=0&statement_timeout=0", {})).toEqual({
+      url: "postgres://h/db",
+      limits: { statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 }
+    })
+  })
+
+  it("begins a transaction with both limits in the BEGIN's own round trip", () => {
+    expect(beginWith({ statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 30_000 })).toBe(
+      "BEGIN; SET LOCAL statement_timeout = 60000; SET LOCAL idle_in_transaction_session_timeout = 30000"
+    )
+  })
 })
