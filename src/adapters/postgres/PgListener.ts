@@ -85,11 +85,17 @@ const describe = (cause: unknown): string => (cause instanceof Error ? cause.mes
 /** The payloads of probes (this process's or another's): never passed on. */
 const PROBE = "kairos-probe:"
 
-/** Whether `cause` is an answer of the server (or a pooler): an error with an SQLSTATE, not a lost connection. */
-const answered = (cause: unknown): boolean => {
+/**
+ * Whether `cause` refuses LISTEN itself: an error with an SQLSTATE (the server or a pooler answered), not a lost
+ * connection (08), an operator's or a restart's (57), nor a lack of resources (53).
+ */
+const refused = (cause: unknown): boolean => {
   const code = (cause as { code?: unknown } | null)?.code
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !code.startsWith("08")
+  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !/^(08|57|53)/.test(code)
 }
+
+// How long a refused LISTEN waits before it is tried again (quietly): a standby promoted, a pooler reconfigured.
+const refusedRetry = Duration.seconds(30)
 
 /**
  * Listens until the scope closes. Never fails: connection problems are logged (`Effect.logWarning`) and retried with
@@ -121,6 +127,8 @@ export const make: (options: ListenerOptions) => Effect.Effect<
   const fallback = options.fallback === undefined ? "" : `: ${options.fallback}`
   // The probe this listener waits for, if any: its payload and what to call when it comes.
   let probe: { readonly payload: string; readonly arrived: () => void } | undefined
+  // LISTEN was refused and that was said: nothing more is said until it works again.
+  let fellBack = false
 
   // Whether the current connection listens: read as `connected` (an Effect) and `live` (a plain call).
   let listening = false
@@ -189,7 +197,7 @@ export const make: (options: ListenerOptions) => Effect.Effect<
    */
   const delivers = (client: pg.Client) =>
     Effect.gen(function* () {
-      const [row] = (yield* attempt("listen", () => client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")))
+      const [row] = (yield* attempt("probe", () => client.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")))
         .rows
       if (row?.pid === (client as unknown as { processID: number | null }).processID) return
       const payload = `${PROBE}${randomBytes(8).toString("hex")}`
@@ -236,6 +244,8 @@ export const make: (options: ListenerOptions) => Effect.Effect<
         )
         yield* Ref.set(listeningSince, yield* Clock.currentTimeMillis)
         listening = true
+        if (fellBack) yield* Effect.logInfo(`wake-ups by LISTEN work again on ${where(url)}`)
+        fellBack = false
         yield* Deferred.succeed(ready, undefined)
         if (reconnecting && onReconnect !== undefined) {
           yield* Effect.try(onReconnect).pipe(
@@ -258,15 +268,24 @@ export const make: (options: ListenerOptions) => Effect.Effect<
       // After make has returned, every connect may follow lost notifications: a re-connect, or the first success
       // after a failed first attempt.
       const error = yield* Effect.flip(session(yield* Deferred.isDone(ready)))
-      // A pooler between here and Postgres: LISTEN delivers nothing, or is refused. Said once (before `make`
-      // returns, when it is at start); no retry.
-      if (error.reason === "undelivered" || (error.reason === "listen" && answered(error.cause))) {
-        const what =
-          error.reason === "undelivered"
-            ? `LISTEN through ${where(url)} delivers no notifications (a transaction pooler?)`
-            : `${where(url)} refused LISTEN (${describe(error.cause)})`
-        yield* Effect.logWarning(`wake-ups fall back to the poll: ${what}${fallback}`)
+      // A transaction pooler between here and Postgres: LISTEN delivers nothing. Said once (before `make` returns,
+      // when it is at start); not tried again, since every connection would go the same way.
+      if (error.reason === "undelivered") {
+        yield* Effect.logWarning(
+          `wake-ups fall back to the poll: LISTEN through ${where(url)} delivers no notifications (a transaction pooler?)${fallback}`
+        )
         return yield* Deferred.succeed(ready, undefined)
+      }
+      // LISTEN refused (a pooler that takes none, a standby): said once, then tried again quietly now and then.
+      if (error.reason === "listen" && refused(error.cause)) {
+        if (!fellBack)
+          yield* Effect.logWarning(
+            `wake-ups fall back to the poll: ${where(url)} refused LISTEN (${describe(error.cause)})${fallback}`
+          )
+        fellBack = true
+        yield* Deferred.succeed(ready, undefined)
+        yield* Effect.sleep(refusedRetry)
+        continue
       }
       yield* Deferred.succeed(ready, undefined)
       const since = yield* Ref.get(listeningSince)
