@@ -11,9 +11,10 @@
  * Through a transaction pooler (PgBouncer in transaction mode) LISTEN is accepted but delivers nothing: the server
  * session that ran it goes back to the pool. So a connection whose backend is not the one that answers it (the
  * process id the login gave is not `pg_backend_pid()`: something sits in between) is tested: a NOTIFY sent from
- * another connection must come back within `probeTimeout`. When it does not (or when LISTEN is refused), the
- * listener says so once, in one line ending with `fallback`, and stops: `live` stays false, and the callers' poll does
- * the work.
+ * another connection must come back within `probeTimeout`. When it does not, the listener says so once, in one line
+ * ending with `fallback`, and stops: `live` stays false, and the callers' poll does the work. A LISTEN refused (an
+ * answer with an SQLSTATE: a pooler that takes none, a standby) is said the same way once, then tried again quietly
+ * every 30 seconds.
  */
 import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
