@@ -18,7 +18,8 @@
  *            Promise API Kairos.create().enqueue and the Effect API QueueStore.enqueue; graphile-worker: addJob;
  *            pg-boss: send; floor: a prepared INSERT)
  *   drain    N queued no-op items with one worker process: each system's defaults and its best options (see the
- *            header of each bench/systems/*.ts for what was tried); kairos also with sequential (thread 0) items.
+ *            header of each bench/systems/*.ts for what was tried); kairos also with sequential (thread 0) items,
+ *            and both again with named prepared statements (`namedStatements`; the default sends them unnamed).
  *            Timed from the worker's start until the last completion is in the database; a drain longer than the
  *            cap is cut and its rate taken over the time it ran (marked *)
  *   pickup   latency from the enqueue call until the handler runs, one item at a time into an idle worker

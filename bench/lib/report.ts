@@ -146,6 +146,18 @@ const comparedRows = (sizes: Sizes): ReadonlyArray<Row> => {
       better: "higher",
       kairos: "drain.sequential"
     },
+    {
+      label: `drain, defaults with named prepared statements (items/s)`,
+      unit: "/s",
+      better: "higher",
+      kairos: "drain.named"
+    },
+    {
+      label: `drain, sequential items with named prepared statements (items/s)`,
+      unit: "/s",
+      better: "higher",
+      kairos: "drain.sequential.named"
+    },
     { label: `pickup latency p50 (ms)`, unit: "ms", better: "lower", kairos: "pickup.p50", peers: "pickup.p50" },
     { label: `pickup latency p99 (ms)`, unit: "ms", better: "lower", kairos: "pickup.p99", peers: "pickup.p99" },
     { label: `pickup latency max (ms)`, unit: "ms", better: "lower", kairos: "pickup.max", peers: "pickup.max" },

@@ -17,9 +17,13 @@ export interface KairosConfig {
   readonly workers?: number
   readonly batchSize?: number
   readonly maxConnections?: number
+  /** `namedStatements`: prepared once per connection (a direct connection's option; the default is unnamed). */
+  readonly namedStatements?: boolean
 }
 
 export const DEFAULTS: KairosConfig = { name: "defaults" }
+/** The defaults with named prepared statements: what the default (unnamed, which any pooler passes) costs. */
+export const NAMED: KairosConfig = { name: "defaults, named statements", namedStatements: true }
 /** Candidates for "kairos tuned"; the first is the one `--quick`, the RSS and the scale-out measures use. */
 export const TUNED: ReadonlyArray<KairosConfig> = [
   { name: "workers 500, batch 500, pool 20", workers: 500, batchSize: 500, maxConnections: 20 },
@@ -32,7 +36,8 @@ export const layerOptions = (url: string, schema: string, config: KairosConfig):
   schema,
   ...(config.workers !== undefined ? { workers: config.workers } : {}),
   ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
-  ...(config.maxConnections !== undefined ? { maxConnections: config.maxConnections } : {})
+  ...(config.maxConnections !== undefined ? { maxConnections: config.maxConnections } : {}),
+  ...(config.namedStatements !== undefined ? { namedStatements: config.namedStatements } : {})
 })
 
 /** A runtime over `PgKairos.layer` (migrating the schema), disposed and the schema dropped after `f`. */
@@ -184,10 +189,17 @@ const drain = async (ctx: Context): Promise<Figures> => {
   }
   const sequential = await drainOnce(ctx, DEFAULTS, 0)
   ctx.log(`  kairos sequential: ${Math.round(sequential.handled / sequential.seconds)}/s`)
+  // The same two drains with named prepared statements (the option for a direct connection).
+  const named = await drainOnce(ctx, NAMED, 1)
+  ctx.log(`  kairos defaults, named statements: ${Math.round(named.handled / named.seconds)}/s`)
+  const sequentialNamed = await drainOnce(ctx, NAMED, 0)
+  ctx.log(`  kairos sequential, named statements: ${Math.round(sequentialNamed.handled / sequentialNamed.seconds)}/s`)
   return {
     "drain.default": rate(defaults),
     "drain.best": rate(best!.outcome, best!.config.name),
-    "drain.sequential": rate(sequential)
+    "drain.sequential": rate(sequential),
+    "drain.named": rate(named),
+    "drain.sequential.named": rate(sequentialNamed)
   }
 }
 

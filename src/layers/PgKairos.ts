@@ -1,7 +1,7 @@
 /**
  * Everything on Postgres in one layer: a pooled client, the migrations, the stores and the runner.
  */
-import { DatabaseConnectionError, EndingClient, explainConnectFailure } from "../adapters/postgres/PgConnect.js"
+import { DatabaseConnectionError, explainConnectFailure } from "../adapters/postgres/PgConnect.js"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
@@ -13,7 +13,8 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
 import * as PgClock from "../adapters/postgres/PgClock.js"
-import { PgPool } from "../adapters/postgres/PgPrepared.js"
+import { nameStatements, PgPool } from "../adapters/postgres/PgPrepared.js"
+import { limitedClient, limitsOf } from "../adapters/postgres/PgSession.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSemaphore from "../adapters/postgres/PgSemaphore.js"
@@ -33,11 +34,21 @@ import * as Runner from "../runtime/Runner.js"
 import * as Pg from "pg"
 
 export interface Options extends Runner.RunnerOptions {
-  /** The database: a URL (`postgres://…`). */
+  /**
+   * The database: a URL (`postgres://…`), direct or through a transaction pooler (PgBouncer in transaction mode, the
+   * pooled endpoints of Supabase, Neon, RDS Proxy): kairos keeps no session state between transactions.
+   */
   readonly url: string | Redacted.Redacted
+  /**
+   * A direct connection to the same database (not through a transaction pooler), for what needs a session of its
+   * own: the LISTEN that wakes idle runners at once, and the migrations run at start. Default: `url`. Through a
+   * transaction pooler LISTEN delivers nothing: without a direct URL, kairos finds that out at start, says so in
+   * one line, and new work waits for the poll (`interval`).
+   */
+  readonly directUrl?: string | Redacted.Redacted | undefined
   /** The schema of kairos's tables. Default `public`. */
   readonly schema?: string | undefined
-  /** Run the migrations when the layer is built. Default true. */
+  /** Run the migrations when the layer is built (on `directUrl` when given). Default true. */
   readonly migrate?: boolean | undefined
   /**
    * False: a database with no pause switch row yet starts red (paused: nothing starts until `Semaphore.setGreen`),
@@ -47,37 +58,31 @@ export interface Options extends Runner.RunnerOptions {
   /** Most connections of the pool. Default 10. */
   readonly maxConnections?: number | undefined
   /**
-   * The sessions' `statement_timeout`: a statement running longer is cancelled by the server (a frozen client
-   * holds no lock past it). Default one minute; 0 turns it off. A `statement_timeout` in the URL wins.
+   * The statements' `statement_timeout`: a statement running longer is cancelled (a frozen client holds no lock
+   * past it). Set with `SET LOCAL` in each transaction kairos's connections begin, and enforced by the client (a
+   * cancel request) for a statement outside one, so it holds through a transaction pooler too. Default one minute;
+   * 0 turns it off. A `statement_timeout` in the URL's query (milliseconds) wins, and is not sent to the server.
    */
   readonly statementTimeout?: Duration.DurationInput | undefined
   /**
-   * The sessions' `idle_in_transaction_session_timeout`: a session idle inside a transaction longer (a process
-   * frozen mid-claim) is ended by the server, releasing its locks. Default 30 seconds; 0 turns it off.
+   * The transactions' `idle_in_transaction_session_timeout` (`SET LOCAL` in each): a session idle inside a
+   * transaction longer (a process frozen mid-transaction) is ended by the server, releasing its locks. Default 30
+   * seconds; 0 turns it off. An `idle_in_transaction_session_timeout` in the URL's query wins.
    */
   readonly idleInTransactionTimeout?: Duration.DurationInput | undefined
-}
-
-/** The session settings a frozen process must not outlive, as URL parameters (node-postgres passes them on). */
-const withSessionTimeouts = (url: string, options: Options): string => {
-  const ms = (input: Duration.DurationInput | undefined, fallback: Duration.DurationInput) =>
-    String(Math.max(0, Math.round(Duration.toMillis(Duration.decode(input ?? fallback)))))
-  const settings: Array<[string, string]> = [
-    ["statement_timeout", ms(options.statementTimeout, "1 minute")],
-    ["idle_in_transaction_session_timeout", ms(options.idleInTransactionTimeout, "30 seconds")]
-  ]
-  let out = url
-  for (const [key, value] of settings) {
-    if (new RegExp(`[?&]${key}=`).test(out)) continue
-    out += `${out.includes("?") ? "&" : "?"}${key}=${value}`
-  }
-  return out
+  /**
+   * Send the statements run per execution as named prepared statements (parsed and planned once per connection).
+   * Only on a direct connection, or a pooler that keeps prepared statements per client (PgBouncer 1.21+ with
+   * `max_prepared_statements`): a transaction pooler otherwise hands the session that prepared one to other clients.
+   * Default false (unnamed statements, which any pooler passes).
+   */
+  readonly namedStatements?: boolean | undefined
 }
 
 /**
- * The pooled client kairos runs on: sessions with the timeouts above, named `applicationName` (default `kairos`)
- * in `pg_stat_activity`. The node-postgres pool under it is provided too (`PgPool`): the statements run per
- * execution go to it directly, as prepared statements (see `PgPrepared`).
+ * The pooled client kairos runs on: connections under the limits above (see PgSession: no startup parameter, no
+ * session state), named `applicationName` (default `kairos`) in `pg_stat_activity`. The node-postgres pool under it
+ * is provided too (`PgPool`): the statements run per execution go to it directly (see `PgPrepared`).
  */
 export const clientLayer = (
   options: Options & { readonly applicationName?: string | undefined }
@@ -85,7 +90,8 @@ export const clientLayer = (
   SqlClient.SqlClient | PgClient.PgClient | PgPool,
   DatabaseConnectionError | SqlError | ConfigError.ConfigError
 > => {
-  const url = typeof options.url === "string" ? options.url : Redacted.value(options.url)
+  const given = typeof options.url === "string" ? options.url : Redacted.value(options.url)
+  const { url, limits } = limitsOf(given, options)
   // "Failed to connect" names no fix: say what is wrong with the URL, the server or the database.
   const explained = (error: SqlError) => {
     const message = explainConnectFailure(url, error)
@@ -96,13 +102,15 @@ export const clientLayer = (
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() => {
           const pool = new Pg.Pool({
-            connectionString: withSessionTimeouts(url, options),
+            connectionString: url,
             max: options.maxConnections ?? 10,
             application_name: options.applicationName ?? "kairos",
             types: typeParsers,
-            // Ends a connection whose login failed, so a wrong URL does not hold the process open (see EndingClient).
-            Client: EndingClient
+            // The limits without session state (PgSession); it also ends a connection whose login failed, so a
+            // wrong URL does not hold the process open (see EndingClient).
+            Client: limitedClient(limits)
           })
+          if (options.namedStatements === true) nameStatements(pool)
           // An idle connection that dies (a restarted server) must not crash the process: the next use reconnects.
           pool.on("error", () => {})
           return pool
@@ -131,9 +139,10 @@ export const clientLayer = (
 
 /**
  * The runner with its Postgres ports (jobs, queue, settings, the pause switch, the worker registry, wake-ups), the
- * client and the settings writer, migrated unless told otherwise; a duration in `options` that is not a positive, finite duration fails it with an
- * `InvalidConfigError`. New queue items and semaphore changes wake the runner through LISTEN/NOTIFY. Time is the
- * database's (`PgClock`): instances whose machine clocks disagree still agree on leases and due slots.
+ * client and the settings writer, migrated unless told otherwise; a duration in `options` that is not a positive,
+ * finite duration fails it with an `InvalidConfigError`. New queue items and semaphore changes wake the runner
+ * through LISTEN/NOTIFY (on `directUrl` when given: see `Options.directUrl`). Time is the database's (`PgClock`):
+ * instances whose machine clocks disagree still agree on leases and due slots.
  */
 export const layer = (
   options: Options
@@ -155,14 +164,31 @@ export const layer = (
   if (Either.isLeft(valid)) return Layer.fail(valid.left)
   const schema = options.schema
   const client = clientLayer(options)
-  const migrated = options.migrate === false ? Layer.empty : Layer.effectDiscard(migrate({ schema }))
+  // On the direct connection when there is one: a session of its own, for as long as migrating takes.
+  const migrated =
+    options.migrate === false
+      ? Layer.empty
+      : options.directUrl === undefined
+        ? Layer.effectDiscard(migrate({ schema }))
+        : Layer.effectDiscard(
+            migrate({ schema }).pipe(
+              Effect.provide(
+                clientLayer({
+                  ...options,
+                  url: options.directUrl,
+                  maxConnections: 1,
+                  applicationName: "kairos-migrate"
+                })
+              )
+            )
+          )
   const stores = Layer.mergeAll(
     PgJobStore.layer({ schema }),
     PgSettings.layer({ schema }),
     PgQueueStore.layer({ schema }),
     PgSemaphore.layer({ schema, startGreen: options.startGreen }),
     PgWorkerRegistry.layer({ schema }),
-    PgWakeUps.layer({ schema })
+    PgWakeUps.layer({ schema, url: options.directUrl })
   )
   return Runner.layer(options).pipe(
     Layer.provideMerge(stores),

@@ -1,81 +1,42 @@
 /**
- * The sessions kairos opens bound how long a frozen process can hold locks: a statement timeout and an
- * idle-in-transaction timeout, set by `PgKairos.clientLayer`. Integration: a real Postgres, wall time (about 2 s).
+ * The connections kairos opens bound how long a frozen process can hold locks: a statement timeout and an
+ * idle-in-transaction timeout, set by `PgKairos.clientLayer` without session state (PgSession), here on a direct
+ * connection; test/integration/pgbouncer.test.ts runs the same tests through PgBouncer. Integration: a real
+ * Postgres, wall time (about 4 s).
  */
-import { SqlClient } from "@effect/sql"
-import { Effect, Exit } from "effect"
-import pg from "pg"
-import { afterAll, describe, expect, it } from "vitest"
-import * as PgKairos from "../../src/layers/PgKairos.js"
-import { databaseUrl, uniqueSchemaName } from "../support/database.js"
+import { describe, expect, it } from "vitest"
+import { beginWith, limitsOf } from "../../src/adapters/postgres/PgSession.js"
+import { databaseUrl } from "../support/database.js"
+import { sessionLimitTests } from "../support/sessionLimits.js"
 
-const schema = uniqueSchemaName("session")
-const plain = new pg.Pool({ connectionString: databaseUrl(), max: 2 })
-afterAll(async () => {
-  await plain.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
-  await plain.end()
+describe("PgKairos.clientLayer's session limits, on a direct connection", () => {
+  sessionLimitTests(databaseUrl, databaseUrl)
 })
 
-describe("PgKairos.clientLayer sessions", () => {
-  it("carry a one-minute statement timeout and a 30 s idle-in-transaction timeout by default; a URL setting wins", async () => {
-    const show = (url: string) =>
-      Effect.runPromise(
-        Effect.gen(function* () {
-          const sql = yield* SqlClient.SqlClient
-          const [a] = yield* sql<{ statement_timeout: string }>`SHOW statement_timeout`
-          const [b] = yield* sql<{
-            idle_in_transaction_session_timeout: string
-          }>`SHOW idle_in_transaction_session_timeout`
-          return [a!.statement_timeout, b!.idle_in_transaction_session_timeout]
-        }).pipe(Effect.provide(PgKairos.clientLayer({ url, maxConnections: 1 })), Effect.scoped)
-      )
-    expect(await show(databaseUrl())).toEqual(["1min", "30s"])
-    const withOwn = `${databaseUrl()}${databaseUrl().includes("?") ? "&" : "?"}statement_timeout=5000`
-    expect(await show(withOwn)).toEqual(["5s", "30s"])
+describe("limitsOf", () => {
+  it("takes the limits out of the URL's query (they win over the options), keeps the rest, and defaults to 1 min / 30 s", () => {
+    expect(limitsOf("postgres://u:p@h:5432/db", {})).toEqual({
+      url: "postgres://u:p@h:5432/db",
+      limits: { statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 30_000 }
+    })
+    expect(
+      limitsOf("postgres://h/db?sslmode=require&statement_timeout=5000&application_name=x", {
+        statementTimeout: "1 second",
+        idleInTransactionTimeout: 0
+      })
+    ).toEqual({
+      url: "postgres://h/db?sslmode=require&application_name=x",
+      limits: { statementTimeoutMs: 5000, idleInTransactionTimeoutMs: 0 }
+    })
+    expect(limitsOf("postgres://h/db?idle_in_transaction_session_timeout=0&statement_timeout=0", {})).toEqual({
+      url: "postgres://h/db",
+      limits: { statementTimeoutMs: 0, idleInTransactionTimeoutMs: 0 }
+    })
   })
 
-  it("a transaction left idle past the timeout (a frozen process) is ended by the server and its locks released", async () => {
-    await plain.query(
-      `CREATE SCHEMA "${schema}"; CREATE TABLE "${schema}".t (id int PRIMARY KEY); INSERT INTO "${schema}".t VALUES (1)`
+  it("begins a transaction with both limits in the BEGIN's own round trip", () => {
+    expect(beginWith({ statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 30_000 })).toBe(
+      "BEGIN; SET LOCAL statement_timeout = 60000; SET LOCAL idle_in_transaction_session_timeout = 30000"
     )
-    const frozen = Effect.runPromiseExit(
-      Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        return yield* sql.withTransaction(
-          Effect.gen(function* () {
-            yield* sql`SELECT id FROM ${sql(schema)}.t WHERE id = 1 FOR UPDATE`
-            // Frozen: nothing is sent for longer than the timeout.
-            yield* Effect.promise(() => new Promise((r) => setTimeout(r, 2500)))
-            return yield* sql`SELECT 1`
-          })
-        )
-      }).pipe(
-        Effect.provide(
-          PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 1, idleInTransactionTimeout: "1 second" })
-        ),
-        Effect.scoped
-      )
-    )
-    // Once the frozen session holds the row (a NOWAIT probe fails), another session gets it well before the frozen
-    // one would have come back.
-    const holds = async () =>
-      plain.query(`SELECT id FROM "${schema}".t WHERE id = 1 FOR UPDATE NOWAIT`).then(
-        () => false,
-        () => true
-      )
-    while (!(await holds())) await new Promise((r) => setTimeout(r, 20))
-    const lockedAt = Date.now()
-    const other = await plain.connect()
-    try {
-      await other.query("BEGIN")
-      await other.query("SET LOCAL lock_timeout = '10s'")
-      await other.query(`SELECT id FROM "${schema}".t WHERE id = 1 FOR UPDATE`)
-      expect(Date.now() - lockedAt).toBeLessThan(2400)
-      await other.query("COMMIT")
-    } finally {
-      other.release()
-    }
-    // And the frozen one learns that its transaction is gone: nothing it did after the timeout counts.
-    expect(Exit.isFailure(await frozen)).toBe(true)
   })
 })

@@ -44,7 +44,8 @@ export const PgStores = (label: string) =>
     )
   ).pipe(Layer.provideMerge(PgMigrated(label)))
 
-const inspectorLayer = (schema: string) =>
+/** The JobStore contract's reader of job_runs and scheduled_jobs. */
+export const inspectorLayer = (schema: string): Layer.Layer<StoreInspector, never, SqlClient.SqlClient> =>
   Layer.effect(
     StoreInspector,
     Effect.gen(function* () {

@@ -46,6 +46,27 @@ export const common = {
   verbose: Options.boolean("verbose").pipe(Options.withDescription("on an error, also print its full cause"))
 }
 
+/**
+ * `--direct-url`, for the commands that LISTEN (`worker`, `dashboard`): read with `resolveDirectUrl`. Not among the
+ * common options: the other commands run single statements, which a pooler passes.
+ */
+export const directUrlOption = Options.text("direct-url").pipe(
+  Options.withPseudoName("URL"),
+  Options.withDescription(
+    "a direct connection to the database, for what a transaction pooler (PgBouncer, the pooled endpoints of Supabase, Neon, RDS Proxy) cannot carry: the LISTEN that wakes at once, and a worker's migrations (default: $DIRECT_URL, else the database URL)"
+  ),
+  Options.optional
+)
+
+/** The direct URL: `--direct-url`, else `$DIRECT_URL`, else none (the database URL serves). */
+export const resolveDirectUrl = (flag: Option.Option<string>): Effect.Effect<string | undefined, CliError> =>
+  Effect.gen(function* () {
+    const [url, source] = Option.isSome(flag) ? [flag.value, "--direct-url"] : [process.env["DIRECT_URL"], "DIRECT_URL"]
+    if (url === undefined || url.length === 0) return undefined
+    const bad = checkUrl(url, source)
+    return bad === undefined ? url : yield* Effect.fail(bad)
+  })
+
 export interface Common {
   readonly databaseUrl: Option.Option<string>
   readonly schema: string

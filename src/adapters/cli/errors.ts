@@ -4,7 +4,7 @@
  */
 import * as Data from "effect/Data"
 import { MigrationError } from "../postgres/migrations.js"
-import { coded, where } from "../postgres/PgConnect.js"
+import { coded, explainConnectFailure, isSqlState, where } from "../postgres/PgConnect.js"
 import * as PgReadModel from "../postgres/PgReadModel.js"
 
 /** A user error: printed as one line, exit code 1, no stack trace. */
@@ -89,12 +89,17 @@ export const explain =
       return new CliError({
         message: `the server at ${at} asks for a password: put it in the URL (postgres://user:password@host/db)`
       })
+    // Something answered (Postgres, or a pooler in front of it): its answer, never "is Postgres running?".
+    if (isSqlState(code)) {
+      const refused = explainConnectFailure(url, cause)
+      if (refused !== undefined) return new CliError({ message: refused })
+    }
     const fix = "is Postgres running? set DATABASE_URL or --database-url"
     if (code === "ECONNREFUSED")
       return new CliError({ message: `cannot reach the database at ${at} (connection refused): ${fix}` })
     if (code === "ENOTFOUND" || code === "EAI_AGAIN")
       return new CliError({ message: `cannot reach the database at ${at} (unknown host): check the host in the URL` })
-    if (/connect|ECONNREFUSED|timeout/i.test(message))
+    if (!isSqlState(code) && /connect|ECONNREFUSED|timeout/i.test(message))
       return new CliError({ message: `cannot reach the database at ${at} (${message}): ${fix}` })
     if (e instanceof CliError) return e
     // Its message already names what failed and why.

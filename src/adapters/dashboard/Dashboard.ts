@@ -60,7 +60,16 @@ export interface DashboardOptions {
   readonly tokenForReads?: boolean | undefined
   /** The path the router is mounted at, e.g. `/kairos` (default: the root). Links start with it. */
   readonly basePath?: string | undefined
-  /** How often open pages look for changes that sent no NOTIFY (finished executions, runs). Default 5 seconds. */
+  /**
+   * A direct connection to the database, for the LISTEN that updates open pages at once, when the client's own
+   * goes through a transaction pooler (where LISTEN delivers nothing: pages then update at the poll, and a line
+   * says so at start). Default: the client's URL.
+   */
+  readonly directUrl?: string | Redacted.Redacted | undefined
+  /**
+   * How often open pages look for changes (finished executions, runs; everything, when LISTEN delivers nothing).
+   * Default 5 seconds.
+   */
   readonly pollInterval?: Duration.DurationInput | undefined
   /** Rows per page. Default 50, at most 200. */
   readonly pageSize?: number | undefined
@@ -219,7 +228,7 @@ export const router = (
       semaphore: yield* PgSemaphore.make({ schema }),
       now: reads.now()
     })
-    const wakeUps = yield* PgWakeUps.make({ schema })
+    const wakeUps = yield* PgWakeUps.make({ schema, url: options.directUrl })
     const live = yield* Live.make({
       signature: reads.signature(),
       subscribe: wakeUps.subscribe,

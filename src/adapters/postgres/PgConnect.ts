@@ -36,7 +36,21 @@ export const coded = (e: unknown): { readonly code?: unknown; readonly message?:
   return innermost
 }
 
-/** One line saying why connecting to `url` failed with `e`, and what to do; undefined when `e` is not about that. */
+/** Whether `code` is an SQLSTATE: the server (or a pooler in front of it) answered, with an error. */
+export const isSqlState = (code: unknown): code is string => typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)
+
+/**
+ * Whether an SQLSTATE refuses a connection rather than a statement: connection exceptions (08, which poolers use
+ * too), too many connections (53300), a server starting or shutting down (57P0x), a refused login (28).
+ */
+const refusesConnection = (code: string): boolean =>
+  code.startsWith("08") || code.startsWith("28") || code === "53300" || code.startsWith("57P0")
+
+/**
+ * One line saying why connecting to `url` failed with `e`, and what to do; undefined when `e` is not about that.
+ * When something answered (an SQLSTATE: Postgres, or a pooler in front of it), the line gives its answer and never
+ * suggests that nothing runs there.
+ */
 export const explainConnectFailure = (url: string, e: unknown): string | undefined => {
   if (!/^postgres(?:ql)?:\/\//i.test(url))
     return `"${url.replace(/:[^:@/]*@/, ":***@")}" is not a Postgres URL: write postgres://user:password@host:5432/database`
@@ -56,9 +70,13 @@ export const explainConnectFailure = (url: string, e: unknown): string | undefin
   }
   if (code === "28P01" || code === "28000")
     return `cannot log in to ${at}: ${message} (check the user and password in the URL)`
+  if (code === "08P01" && /unsupported startup parameter/i.test(message))
+    return `${at} refused the connection: ${message} (a connection pooler such as PgBouncer in transaction mode takes no session settings at login: remove it from the URL's query)`
+  if (isSqlState(code) && refusesConnection(code)) return `${at} refused the connection: ${message} (SQLSTATE ${code})`
   if (/client password must be a string|SASL/.test(message))
     return `cannot log in to ${at}: the server asks for a password; put it in the URL (postgres://user:password@host/database)`
-  if (/connect|terminat|timeout|ECONNRESET/i.test(message)) return `cannot reach the database at ${at}: ${message}`
+  if (!isSqlState(code) && /connect|terminat|timeout|ECONNRESET/i.test(message))
+    return `cannot reach the database at ${at}: ${message}`
   return undefined
 }
 

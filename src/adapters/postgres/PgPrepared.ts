@@ -1,15 +1,18 @@
 /**
- * The statements run per execution (a claim, a batch of results, a chain's step, an enqueue) as named prepared
- * statements, sent straight to node-postgres's pool. Through `@effect/sql` each such statement cost ~0.3 ms of client
- * work (the statement built and compiled, a span, a connection checked out through an Effect), and the server parsed
- * and planned it every time: a sequential chain's step took ~1.1 ms against ~0.65 ms this way (measured with one
- * connection on the machine's Postgres).
+ * The statements run per execution (a claim, a batch of results, a chain's step, an enqueue), sent straight to
+ * node-postgres's pool. Through `@effect/sql` each such statement cost ~0.3 ms of client work (the statement built
+ * and compiled, a span, a connection checked out through an Effect).
+ *
+ * Unnamed by default: a named prepared statement lives in the server session that prepared it, which a transaction
+ * pooler (PgBouncer before 1.21, or without `max_prepared_statements`) hands to other clients between transactions.
+ * A pool marked with `nameStatements` (the `namedStatements` option: a direct connection, or a pooler that tracks
+ * them) prepares each text once per connection instead, and the server plans it once.
  *
  * Without a pool (a client kairos did not build), and inside a transaction of `@effect/sql` (`sql.withTransaction`:
  * an enqueue in a user's transaction stays in it), the same text goes through `sql.unsafe` on the client.
  *
- * Every statement is cancellable: interrupting one cancels it on the server (`pg_cancel_backend` from another
- * connection, as @effect/sql-pg does), and its connection goes back to the pool only once the statement has ended and
+ * Every statement is cancellable: interrupting one cancels it on the server (the protocol's cancel request, which a
+ * pooler forwards; see PgSession), and its connection goes back to the pool only once the statement has ended and
  * the cancel was answered, so a late cancel can never hit the next statement on that connection.
  */
 import { SqlError } from "@effect/sql/SqlError"
@@ -19,9 +22,19 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import type * as Pg from "pg"
+import { cancelRunning } from "./PgSession.js"
 
 /** The node-postgres pool under kairos's own `PgClient` (see `PgKairos.clientLayer`). */
 export class PgPool extends Context.Tag("kairos/PgPool")<PgPool, Pg.Pool>() {}
+
+/** The pools whose statements are named (prepared once per connection). */
+const namingPools = new WeakSet<Pg.Pool>()
+
+/**
+ * Marks `pool` so that the statements `make` builds over it are named prepared statements: for a direct connection
+ * (or a pooler that keeps them per client), never through a transaction pooler that does not.
+ */
+export const nameStatements = (pool: Pg.Pool): void => void namingPools.add(pool)
 
 /** Runs one statement with its parameters; rows as node-postgres parses them. */
 export type Prepared<Row> = (values: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Row>, SqlError>
@@ -106,27 +119,23 @@ export const cancellable = <A>(
         resumeCancel(Effect.void)
       }
       onEnded = finish
-      const pid = (client as unknown as { processID?: number }).processID
-      if (pid === undefined || (pool as unknown as { ending?: boolean }).ending) answered = true
-      else
-        pool.query("SELECT pg_cancel_backend($1)", [pid], () => {
-          answered = true
-          finish()
-        })
-      finish()
+      void cancelRunning(client).then(() => {
+        answered = true
+        finish()
+      })
     }).pipe(Effect.timeoutOption(CANCEL_TIMEOUT_MS), Effect.asVoid)
   })
 
 /**
- * Builds prepared statements: over `pool` when given (kairos's own pool, under the client in context), else through
- * the client in context.
+ * Builds the statements: over `pool` when given (kairos's own pool, under the client in context; named when the pool
+ * was marked by `nameStatements`), else through the client in context.
  */
 export const make = (pool: Pg.Pool | undefined) =>
   Effect.gen(function* () {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-    // Set once a prepared statement's plan went stale (the schema migrated by a newer instance): from then on this
-    // store sends its statements unnamed, as @effect/sql does, rather than fail on each connection in turn.
-    let named = pool !== undefined
+    // Named when the pool was marked so; unset once a prepared statement's plan went stale (the schema migrated by a
+    // newer instance): from then on this store sends its statements unnamed, rather than fail on each connection.
+    let named = pool !== undefined && namingPools.has(pool)
 
     return <Row>(text: string): Prepared<Row> => {
       // The name is the text's hash: one text, one name, on every connection of the pool.

@@ -2,6 +2,10 @@
  * Wake-ups on Postgres: LISTEN on the schema's channel (PgListener, on a connection of its own), where the tables'
  * triggers NOTIFY a new item ("queue", also when plain SQL inserts it), a change of `scheduler_meta` ("settings") and an
  * operator's change to a job ("jobs"). After a reconnect, notifications may have been missed: "jobs" says so.
+ *
+ * LISTEN needs a session of its own: given `url` (a direct connection, `directUrl`), it listens there; else on the
+ * client's own URL, which may be a transaction pooler's, where LISTEN delivers nothing. PgListener finds that out
+ * at start and says so once; the subscription is then never live, and the poll does the work.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
@@ -10,6 +14,13 @@ import * as Redacted from "effect/Redacted"
 import { type Subscription, WakeUps } from "../../ports/WakeUps.js"
 import * as PgListener from "./PgListener.js"
 import { channel, type PgOptions, schemaName } from "./PgSchema.js"
+import { limitsOf } from "./PgSession.js"
+
+/** What `make` takes. */
+export interface Options extends PgOptions {
+  /** Where to LISTEN: a direct connection to the database. Default: the PgClient's own URL. */
+  readonly url?: string | Redacted.Redacted | undefined
+}
 
 const urlFromParts = (c: PgClient.PgClientConfig): string => {
   const user = encodeURIComponent(c.username ?? "postgres")
@@ -17,12 +28,14 @@ const urlFromParts = (c: PgClient.PgClientConfig): string => {
   return `postgres://${user}${password}@${c.host ?? "127.0.0.1"}:${c.port ?? 5432}/${encodeURIComponent(c.database ?? "postgres")}`
 }
 
-/** The wake-ups of the schema, listening with the connection settings of the PgClient in context. */
-export const make = (options: PgOptions = {}): Effect.Effect<WakeUps["Type"], never, PgClient.PgClient> =>
+/** The wake-ups of the schema, listening on `options.url`, else with the connection settings of the PgClient. */
+export const make = (options: Options = {}): Effect.Effect<WakeUps["Type"], never, PgClient.PgClient> =>
   Effect.gen(function* () {
     const wakeChannel = channel(schemaName(options))
     const pg = yield* PgClient.PgClient
-    const url = pg.config.url ?? Redacted.make(urlFromParts(pg.config))
+    const given = options.url ?? pg.config.url ?? Redacted.make(urlFromParts(pg.config))
+    // The session limits are kairos's own (PgSession), never startup parameters a pooler would refuse.
+    const url = Redacted.make(limitsOf(typeof given === "string" ? given : Redacted.value(given), {}).url)
     return WakeUps.of({
       subscribe: (wake) =>
         PgListener.make({
@@ -30,11 +43,12 @@ export const make = (options: PgOptions = {}): Effect.Effect<WakeUps["Type"], ne
           channel: wakeChannel,
           onNotify: (payload) => wake(payload === "jobs" ? "jobs" : payload === "settings" ? "settings" : "queue"),
           // Notifications sent while it was away are lost: look at everything.
-          onReconnect: () => wake("jobs")
+          onReconnect: () => wake("jobs"),
+          fallback: "set DIRECT_URL / --direct-url / directUrl to a direct connection to Postgres"
         }).pipe(Effect.map((listener): Subscription => ({ live: listener.live })))
     })
   })
 
 /** The wake-ups as a layer over a PgClient. */
-export const layer = (options: PgOptions = {}): Layer.Layer<WakeUps, never, PgClient.PgClient> =>
+export const layer = (options: Options = {}): Layer.Layer<WakeUps, never, PgClient.PgClient> =>
   Layer.effect(WakeUps, make(options))

@@ -6,12 +6,13 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { CliError } from "../errors.js"
-import { common, output, withDb } from "../common.js"
+import { common, directUrlOption, output, resolveDirectUrl, withDb } from "../common.js"
 
 export const dashboardCommand = Command.make(
   "dashboard",
   {
     ...common,
+    directUrl: directUrlOption,
     port: Options.integer("port").pipe(
       Options.withPseudoName("N"),
       Options.withDescription("the TCP port (default 4500; 0 picks a free one)"),
@@ -48,6 +49,7 @@ export const dashboardCommand = Command.make(
       const Dashboard = yield* Effect.promise(() => import("../../dashboard/Dashboard.js"))
       const generated = !c.readOnly && Option.isNone(c.token)
       const token = c.readOnly ? undefined : Option.getOrElse(c.token, Dashboard.generateToken)
+      const directUrl = yield* resolveDirectUrl(c.directUrl)
       yield* withDb(c, (_sql, schema) =>
         Effect.gen(function* () {
           const served = yield* Dashboard.serve({
@@ -55,7 +57,8 @@ export const dashboardCommand = Command.make(
             host: c.host,
             port: c.port,
             token,
-            publicRead: c.publicRead
+            publicRead: c.publicRead,
+            directUrl
           }).pipe(Effect.mapError((e) => new CliError({ message: e.message })))
           // Beyond loopback, the pages need the token too unless --public-read.
           const pagesNeedToken = served.tokenForReads

@@ -24,7 +24,7 @@ import { QueueStore } from "../../../ports/QueueStore.js"
 import { importTasks } from "../importTasks.js"
 import { CliError, describe, explain } from "../errors.js"
 import { escapeControls, snakeKeys, terminalSafeJson } from "../format.js"
-import { common, flags, resolveUrl, targetOf } from "../common.js"
+import { common, directUrlOption, flags, resolveDirectUrl, resolveUrl, targetOf } from "../common.js"
 import * as CliOutput from "../CliOutput.js"
 
 /** A duration flag: absent, or a positive duration read like `--interval` (`500ms`, `30s`, `5m`, `"5 minutes"`). */
@@ -120,6 +120,7 @@ export const workerCommand = Command.make(
   "worker",
   {
     ...common,
+    directUrl: directUrlOption,
     tasks: Options.text("tasks").pipe(
       Options.withPseudoName("MODULE"),
       Options.withDescription(
@@ -172,6 +173,7 @@ export const workerCommand = Command.make(
       const gracePeriod = yield* durationFlag("--grace", c.grace)
       const mod = yield* loadTasks(c.tasks)
       const url = yield* resolveUrl(c)
+      const directUrl = yield* resolveDirectUrl(c.directUrl)
       const tty = process.stdout.isTTY === true && !c.json
       // The worker's lines are its output, printed through the Console (its `unsafe` side: they are written from
       // the runner's callback, a signal handler and the logger, outside any fiber). On a terminal a status line is
@@ -189,6 +191,7 @@ export const workerCommand = Command.make(
           : write(escapeControls(human))
       const Live = PgKairos.layer({
         url,
+        directUrl,
         schema: c.schema,
         workers: c.concurrency,
         interval,

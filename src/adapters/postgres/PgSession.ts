@@ -1,0 +1,206 @@
+/**
+ * The limits kairos's connections run under — a statement timeout and an idle-in-transaction timeout — without any
+ * session state, so they hold through a transaction pooler (PgBouncer in transaction mode, the pooled endpoints of
+ * Supabase, Neon, RDS Proxy) as on a direct connection:
+ *
+ * - no startup parameter: PgBouncer 1.18 refuses `statement_timeout` there ("unsupported startup parameter");
+ * - a transaction begins with `SET LOCAL` of both (in the `BEGIN`'s own round trip): the server enforces them,
+ *   a frozen process holding locks mid-transaction included;
+ * - a statement outside a transaction is timed by the client, which asks the server to cancel it (the protocol's
+ *   cancel request, which a pooler forwards to the server connection running it) once it has run longer, and
+ *   sends nothing more on that connection until the cancel was answered (a late cancel cannot hit the next
+ *   statement). Its error reads as the server's own (SQLSTATE 57014, "canceling statement due to statement
+ *   timeout"). A `SET` clause on a function would not do: Postgres arms the statement timer when the statement
+ *   starts, and a function's setting changes nothing for the statement that calls it (measured on 15).
+ *
+ * What the client cannot bound: a statement outside a transaction whose process is frozen (SIGSTOP) while it runs;
+ * such a statement holds only the locks of its own implicit transaction, and ends when it ends.
+ */
+import net from "node:net"
+import * as Duration from "effect/Duration"
+import type * as Pg from "pg"
+import { EndingClient } from "./PgConnect.js"
+
+/** The limits, in milliseconds; 0 turns one off. */
+export interface Limits {
+  readonly statementTimeoutMs: number
+  readonly idleInTransactionTimeoutMs: number
+}
+
+const SETTINGS = ["statement_timeout", "idle_in_transaction_session_timeout"] as const
+
+/**
+ * The limits for a URL and the options' durations (default one minute and 30 seconds), and the URL without them: a
+ * setting written in the URL's query (`?statement_timeout=5000`, in milliseconds) wins, and is taken out of the URL,
+ * since a pooler refuses it as a startup parameter.
+ */
+export const limitsOf = (
+  url: string,
+  options: {
+    readonly statementTimeout?: Duration.DurationInput | undefined
+    readonly idleInTransactionTimeout?: Duration.DurationInput | undefined
+  }
+): { readonly url: string; readonly limits: Limits } => {
+  const ms = (input: Duration.DurationInput | undefined, fallback: Duration.DurationInput) =>
+    Math.max(0, Math.round(Duration.toMillis(Duration.decode(input ?? fallback))))
+  const fromUrl: Partial<Record<(typeof SETTINGS)[number], number>> = {}
+  let rest = url
+  const query = url.indexOf("?")
+  if (query >= 0) {
+    const kept: Array<string> = []
+    for (const part of url.slice(query + 1).split("&")) {
+      const [key, value = ""] = part.split("=")
+      const setting = SETTINGS.find((s) => s === key)
+      const n = Number.parseInt(decodeURIComponent(value), 10)
+      if (setting !== undefined && Number.isFinite(n)) fromUrl[setting] = Math.max(0, n)
+      else if (part.length > 0) kept.push(part)
+    }
+    rest = url.slice(0, query) + (kept.length > 0 ? `?${kept.join("&")}` : "")
+  }
+  return {
+    url: rest,
+    limits: {
+      statementTimeoutMs: fromUrl.statement_timeout ?? ms(options.statementTimeout, "1 minute"),
+      idleInTransactionTimeoutMs:
+        fromUrl.idle_in_transaction_session_timeout ?? ms(options.idleInTransactionTimeout, "30 seconds")
+    }
+  }
+}
+
+// How long a cancel request may take to be answered before the connection is used again anyway.
+const CANCEL_TIMEOUT_MS = 5000
+
+/** What node-postgres keeps on a client and its types do not declare. */
+interface ClientInternals {
+  readonly processID: number | null
+  readonly secretKey: number | null
+  readonly host: string
+  readonly port: number
+}
+
+/**
+ * Asks the server (or the pooler in front of it) to cancel what `client` is running, with the protocol's cancel
+ * request on a connection of its own; resolves once that connection was closed by the other side (the request was
+ * handled) or after 5 s. Never fails: a cancel is best effort. A pooler maps the client's key to its server
+ * connection, which `pg_cancel_backend(pid)` cannot: the pid a pooler gives its clients is not a backend's.
+ */
+export const cancelRequest = (client: Pg.Client): Promise<void> =>
+  new Promise((resolve) => {
+    const { processID, secretKey, host, port } = client as unknown as ClientInternals
+    if (processID === null || secretKey === null) return resolve()
+    let settled = false
+    const done = () => {
+      if (settled) return
+      settled = true
+      clearTimeout(timer)
+      socket.destroy()
+      resolve()
+    }
+    const socket = host.startsWith("/") ? net.connect(`${host}/.s.PGSQL.${port}`) : net.connect(port, host)
+    const timer = setTimeout(done, CANCEL_TIMEOUT_MS)
+    socket.on("connect", () => {
+      // CancelRequest: length 16, code 80877102, the process id and the secret key the server gave at login.
+      const message = Buffer.alloc(16)
+      message.writeInt32BE(16, 0)
+      message.writeInt32BE(80877102, 4)
+      message.writeInt32BE(processID, 8)
+      message.writeInt32BE(secretKey, 12)
+      socket.write(message)
+    })
+    socket.on("error", done)
+    socket.on("close", done)
+  })
+
+/** The `BEGIN` kairos's connections send: the transaction's limits set in the same round trip. */
+export const beginWith = (limits: Limits): string =>
+  `BEGIN; SET LOCAL statement_timeout = ${limits.statementTimeoutMs}; ` +
+  `SET LOCAL idle_in_transaction_session_timeout = ${limits.idleInTransactionTimeoutMs}`
+
+/** What node-postgres's client does that this class builds on; its types declare none of it. */
+interface Internals {
+  readyForQuery: boolean
+  _pulseQueryQueue(): void
+}
+
+/**
+ * node-postgres's client (as `EndingClient`) under `limits`, for a pool's `Client` option: a `BEGIN` sent as such
+ * (how @effect/sql begins a transaction) also sets the transaction's limits, and a statement sent outside a
+ * transaction is cancelled once it runs longer than the statement timeout.
+ */
+export const limitedClient = (limits: Limits): typeof EndingClient => {
+  const begin = beginWith(limits)
+  const timeoutMs = limits.statementTimeoutMs
+
+  class LimitedClient extends EndingClient {
+    /** The running statement's timer, while one is armed. */
+    timer: ReturnType<typeof setTimeout> | undefined = undefined
+    /** The running statement was cancelled by its timer: its cancellation is reported as a statement timeout. */
+    timedOut = false
+    /** A cancel request not yet answered: nothing is sent on this connection until it is. */
+    cancelling = false
+
+    constructor(config?: string | Pg.ClientConfig) {
+      super(config)
+      // Attached before the client's own handlers (attached when it connects), so these run first.
+      this.connection.on("readyForQuery", () => {
+        // The statement ended, answered or failed.
+        if (this.timer !== undefined) clearTimeout(this.timer)
+        this.timer = undefined
+        this.timedOut = false
+      })
+      this.connection.on("errorMessage", (message: { code?: string; message: string }) => {
+        if (this.timedOut && message.code === "57014") message.message = "canceling statement due to statement timeout"
+      })
+      this.connection.on("end", () => {
+        if (this.timer !== undefined) clearTimeout(this.timer)
+        this.timer = undefined
+      })
+    }
+
+    /** Cancels the running statement (see `cancelRequest`), holding back what comes next until it was answered. */
+    cancelRunning(): Promise<void> {
+      const self = this as unknown as Internals & LimitedClient
+      self.cancelling = true
+      return cancelRequest(this).then(() => {
+        self.cancelling = false
+        self._pulseQueryQueue()
+      })
+    }
+  }
+
+  const proto = LimitedClient.prototype as unknown as Internals & {
+    query: (...args: Array<unknown>) => unknown
+    cancelling: boolean
+    timer: ReturnType<typeof setTimeout> | undefined
+    timedOut: boolean
+    cancelRunning: () => Promise<void>
+    getTransactionStatus: () => string | null
+  }
+  const baseQuery = EndingClient.prototype.query as unknown as (...args: Array<unknown>) => unknown
+  const basePulse = (EndingClient.prototype as unknown as Internals)._pulseQueryQueue
+  proto.query = function (this: typeof proto, ...args: Array<unknown>) {
+    if (args[0] === "BEGIN") args[0] = begin
+    // Timed when it is sent at once (the connection is free) outside a transaction (inside one, the server's SET
+    // LOCAL applies). A statement that waits behind another on the same client is not: kairos never queues one.
+    else if (timeoutMs > 0 && this.readyForQuery && !this.cancelling && this.getTransactionStatus() === "I") {
+      if (this.timer !== undefined) clearTimeout(this.timer)
+      this.timer = setTimeout(() => {
+        this.timer = undefined
+        this.timedOut = true
+        void this.cancelRunning()
+      }, timeoutMs)
+    }
+    return baseQuery.apply(this, args)
+  }
+  proto._pulseQueryQueue = function (this: typeof proto) {
+    if (this.cancelling) return
+    basePulse.call(this)
+  }
+  return LimitedClient
+}
+
+/** Cancels what `client` runs: through its own method when it is a limited client, else by a cancel request. */
+export const cancelRunning = (client: Pg.Client): Promise<void> => {
+  const own = (client as { cancelRunning?: () => Promise<void> }).cancelRunning
+  return own === undefined ? cancelRequest(client) : own.call(client)
+}

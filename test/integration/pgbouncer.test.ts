@@ -1,0 +1,235 @@
+/**
+ * kairos through a transaction pooler with nothing configured in it: PgBouncer (Debian's, 1.18 on Debian 12) in
+ * transaction mode, `auth_type = trust`, no `ignore_startup_parameters`, no `max_prepared_statements`, in front of
+ * the test database. Here: the session limits, the queue and job contract suites, wake-ups with and without a direct
+ * URL (the runner's and the dashboard's), what a refused connection says, and a drain by three worker processes.
+ * Integration: real processes and a real PgBouncer (see test/support/pgbouncer.ts); skipped, saying so, where
+ * pgbouncer is not installed, and failing instead with KAIROS_REQUIRE_PGBOUNCER=1 (CI).
+ */
+import { SqlClient } from "@effect/sql"
+import { Cause, Effect, Exit, Layer, Logger, type Scope } from "effect"
+import path from "node:path"
+import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { migrate } from "../../src/adapters/postgres/migrations.js"
+import * as PgJobStore from "../../src/adapters/postgres/PgJobStore.js"
+import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
+import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
+import type { PgPool } from "../../src/adapters/postgres/PgPrepared.js"
+import * as PgKairos from "../../src/layers/PgKairos.js"
+import { WakeUps } from "../../src/index.js"
+import { suite as jobStoreSuite } from "../contracts/JobStoreContract.js"
+import { suite as queueStoreSuite } from "../contracts/QueueStoreContract.js"
+import { startDashboard } from "../dashboard/support.js"
+import { databaseUrl, TestSchema, TestSchemaLive } from "../support/database.js"
+import { type PgBouncer, startPgBouncer } from "../support/pgbouncer.js"
+import { pgbouncerTests } from "../support/pgbouncerTests.js"
+import { inspectorLayer, queueInspector } from "../support/pgStores.js"
+import { projectRoot, run as runCommand } from "../support/process.js"
+import { sessionLimitTests } from "../support/sessionLimits.js"
+import { killAll, migratedSchema, startProcess, type TestDb, until, type Worker } from "../support/workers.js"
+
+let bouncer: PgBouncer | undefined
+/** The pooled URL: the test database through PgBouncer. */
+const pooled = (): string => bouncer!.url
+
+/** A client of kairos's own through PgBouncer, a schema of the suite's own, migrated through it too. */
+const PooledMigrated = (label: string) =>
+  Layer.effectDiscard(Effect.flatMap(TestSchema, (schema) => migrate({ schema }))).pipe(
+    Layer.provideMerge(TestSchemaLive(label)),
+    Layer.provideMerge(
+      Layer.suspend(() =>
+        PgKairos.clientLayer({ url: pooled(), maxConnections: 8, applicationName: "kairos-test-pooled" })
+      )
+    )
+  )
+
+/** With its wake-ups on the direct URL, as `directUrl` gives them. */
+const pooledStores = <A>(
+  label: string,
+  stores: (schema: string) => Layer.Layer<A, never, SqlClient.SqlClient | PgPool>
+) =>
+  Layer.unwrapEffect(
+    Effect.map(TestSchema, (schema) =>
+      Layer.mergeAll(
+        stores(schema),
+        Layer.suspend(() => PgWakeUps.layer({ schema, url: databaseUrl() }))
+      )
+    )
+  ).pipe(Layer.provideMerge(PooledMigrated(label)))
+
+/** The lines `effect` logs, as text. */
+const logged = <A, E>(effect: Effect.Effect<A, E, Scope.Scope>) =>
+  Effect.gen(function* () {
+    const lines: Array<string> = []
+    const logger = Logger.make(({ message }) => {
+      lines.push(Array.isArray(message) ? message.join(" ") : String(message))
+    })
+    const value = yield* effect.pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger)))
+    return { value, lines }
+  })
+
+pgbouncerTests("kairos through PgBouncer in transaction mode, nothing configured in it", () => {
+  beforeAll(async () => {
+    bouncer = await startPgBouncer(databaseUrl())
+  }, 30_000)
+  afterAll(async () => {
+    await bouncer?.stop()
+  })
+
+  describe("the session limits through PgBouncer", () => {
+    sessionLimitTests(pooled, databaseUrl)
+  })
+
+  queueStoreSuite(
+    "postgres through PgBouncer",
+    pooledStores("bq", (schema) => Layer.merge(PgQueueStore.layer({ schema }), queueInspector(schema)))
+  )
+  jobStoreSuite(
+    "postgres through PgBouncer",
+    pooledStores("bj", (schema) => Layer.merge(PgJobStore.layer({ schema }), inspectorLayer(schema)))
+  )
+
+  describe("wake-ups", () => {
+    it("without a direct URL: LISTEN delivers nothing, the subscription is not live, and one line says so and names the fix", async () => {
+      const result = await Effect.runPromise(
+        Effect.gen(function* () {
+          const wakeUps = yield* WakeUps
+          const woken: Array<string> = []
+          const { value: subscription, lines } = yield* logged(wakeUps.subscribe((topic) => woken.push(topic)))
+          return { live: subscription.live(), lines, woken }
+        }).pipe(
+          Effect.provide(
+            PgWakeUps.layer({ schema: "public" }).pipe(
+              Layer.provide(Layer.suspend(() => PgKairos.clientLayer({ url: pooled(), maxConnections: 2 })))
+            )
+          ),
+          Effect.scoped
+        )
+      )
+      expect(result.live).toBe(false)
+      expect(result.woken).toEqual([])
+      expect(result.lines).toEqual([
+        `wake-ups fall back to the poll: LISTEN through 127.0.0.1:${bouncer!.port}/${new URL(databaseUrl()).pathname.slice(1)} delivers no notifications (a transaction pooler?): set DIRECT_URL / --direct-url / directUrl to a direct connection to Postgres`
+      ])
+    })
+
+    it("the dashboard's live view without a direct URL falls back to its poll: a new item still reaches an open page", async () => {
+      const db = await migratedSchema("bdash")
+      const dashboard = await startDashboard({ schema: db.schema, url: pooled() }, { pollInterval: "300 millis" })
+      try {
+        const events = await fetch(`${dashboard.url}/events`)
+        const reader = events.body!.getReader()
+        const decoder = new TextDecoder()
+        let text = decoder.decode((await reader.read()).value)
+        expect(text).toContain("connected")
+        // Polled every 300 ms: let it take the signature once before the change.
+        await new Promise((r) => setTimeout(r, 700))
+        await db.query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('pooled', '{}')`)
+        const deadline = Date.now() + 5000
+        while (!text.includes("event: change") && Date.now() < deadline) {
+          text += decoder.decode((await reader.read()).value)
+        }
+        expect(text).toContain("event: change\ndata: poll")
+        await reader.cancel().catch(() => undefined)
+      } finally {
+        await dashboard.stop()
+        await db.close()
+      }
+    })
+  })
+
+  describe("a refused connection says why", () => {
+    const connect = (url: string) =>
+      Effect.runPromiseExit(
+        Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1`).pipe(
+          Effect.provide(PgKairos.clientLayer({ url, maxConnections: 1 })),
+          Effect.scoped
+        )
+      )
+    const message = (exit: Exit.Exit<unknown, unknown>) =>
+      Exit.isFailure(exit) ? (Cause.squash(exit.cause) as { message?: string }).message : undefined
+
+    it("a startup parameter the pooler refuses, or a database it does not know: its answer, never 'is Postgres running?'", async () => {
+      const at = `127.0.0.1:${bouncer!.port}`
+      const refused = await connect(`${pooled()}?options=-c%20search_path%3Dpublic`)
+      expect(message(refused)).toBe(
+        `${at}/${new URL(databaseUrl()).pathname.slice(1)} refused the connection: unsupported startup parameter: options (a connection pooler such as PgBouncer in transaction mode takes no session settings at login: remove it from the URL's query)`
+      )
+      const unknown = new URL(pooled())
+      unknown.pathname = "/nope"
+      expect(message(await connect(unknown.toString()))).toBe(
+        `${at}/nope refused the connection: no such database: nope (SQLSTATE 08P01)`
+      )
+    })
+
+    it("and so does the CLI", async () => {
+      const bin = path.join(projectRoot, "bin/kairos.js")
+      const run = await runCommand(
+        process.execPath,
+        [bin, "queue", "--database-url", `${pooled()}?options=-c%20search_path%3Dpublic`],
+        { cwd: projectRoot, timeout: 60_000 }
+      )
+      expect(run.status).toBe(1)
+      expect(run.stderr).toMatch(
+        /^kairos: 127\.0\.0\.1:\d+\/\w+ refused the connection: unsupported startup parameter: options \(/
+      )
+      expect(run.stderr).not.toContain("is Postgres running")
+    })
+  })
+
+  describe("worker processes through PgBouncer", () => {
+    let db: TestDb | undefined
+    let workers: Array<Worker> = []
+    afterEach(async () => {
+      killAll(workers)
+      workers = []
+      await db?.close()
+      db = undefined
+    })
+
+    it(
+      "three workers drain 600 mixed items exactly once; those given DIRECT_URL are woken by NOTIFY, the other says once that it polls",
+      { timeout: 120_000 },
+      async () => {
+        db = await migratedSchema("bdrain")
+        const types = ["t0", "t1", "t2"]
+        // A poll long enough that only wake-ups can start the drain within the test's bound.
+        const config = { workers: 8, batchSize: 20, interval: "30 seconds", leaseDuration: "10 seconds" }
+        const start = (direct: boolean) =>
+          startProcess("test/fixtures/job-worker.ts", [JSON.stringify({ config, types })], {
+            DATABASE_URL: pooled(),
+            DIRECT_URL: direct ? databaseUrl() : "",
+            KAIROS_SCHEMA: db!.schema
+          })
+        workers = [start(true), start(true), start(false)]
+        await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
+        const inserted = await db.query<{ id: string; max_runs: number }>(
+          `INSERT INTO $schema.queue_items (task_type, payload, max_runs, thread)
+         SELECT 't' || (i % 3), 'item ' || i, CASE WHEN i % 4 = 0 THEN 3 ELSE 1 END, (i / 7) % 2
+         FROM generate_series(1, 600) i
+         RETURNING id::text AS id, max_runs`
+        )
+        const insertedAt = Date.now()
+        await until(
+          async () =>
+            (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+          25_000,
+          "the queue to drain (the poll is 30 s: only wake-ups start it)"
+        )
+        expect(Date.now() - insertedAt).toBeLessThan(25_000)
+        const counts = await db.query<{ id: string; n: number }>(
+          `SELECT queue_item_id::text AS id, count(*)::int AS n FROM $schema.processed_items GROUP BY queue_item_id`
+        )
+        const byId = new Map(counts.map((c) => [c.id, c.n]))
+        for (const item of inserted) expect(byId.get(item.id) ?? 0).toBe(item.max_runs)
+        expect(counts.reduce((n, c) => n + c.n, 0)).toBe(inserted.reduce((n, i) => n + i.max_runs, 0))
+        const fallbacks = (w: Worker) =>
+          w.events.filter((e) => e.event === "log" && String(e.message).startsWith("wake-ups fall back to the poll"))
+        expect(workers.map((w) => fallbacks(w).length)).toEqual([0, 0, 1])
+        expect(String(fallbacks(workers[2]!)[0]!.message)).toContain("set DIRECT_URL / --direct-url / directUrl")
+        const errors = workers.flatMap((w) => w.events.filter((e) => e.event === "log" && e.level === "ERROR"))
+        expect(errors).toEqual([])
+      }
+    )
+  })
+})
