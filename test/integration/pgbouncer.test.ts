@@ -9,6 +9,7 @@
 import { SqlClient } from "@effect/sql"
 import { Cause, Effect, Exit, Layer, Logger, type Scope } from "effect"
 import path from "node:path"
+import pg from "pg"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import * as PgJobStore from "../../src/adapters/postgres/PgJobStore.js"
@@ -16,11 +17,11 @@ import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import type { PgPool } from "../../src/adapters/postgres/PgPrepared.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
-import { WakeUps } from "../../src/index.js"
+import { Kairos, WakeUps } from "../../src/index.js"
 import { suite as jobStoreSuite } from "../contracts/JobStoreContract.js"
 import { suite as queueStoreSuite } from "../contracts/QueueStoreContract.js"
 import { startDashboard } from "../dashboard/support.js"
-import { databaseUrl, TestSchema, TestSchemaLive } from "../support/database.js"
+import { databaseUrl, TestSchema, TestSchemaLive, uniqueSchemaName } from "../support/database.js"
 import { type PgBouncer, startPgBouncer } from "../support/pgbouncer.js"
 import { pgbouncerTests } from "../support/pgbouncerTests.js"
 import { inspectorLayer, queueInspector } from "../support/pgStores.js"
@@ -111,6 +112,41 @@ pgbouncerTests("kairos through PgBouncer in transaction mode, nothing configured
       expect(result.lines).toEqual([
         `wake-ups fall back to the poll: LISTEN through 127.0.0.1:${bouncer!.port}/${new URL(databaseUrl()).pathname.slice(1)} delivers no notifications (a transaction pooler?): set DIRECT_URL / --direct-url / directUrl to a direct connection to Postgres`
       ])
+    })
+
+    it("Kairos.create({ url: pooled, directUrl }): migrates on the direct URL and is woken by NOTIFY there (the poll is a minute)", async () => {
+      const schema = uniqueSchemaName("bcreate")
+      const lines: Array<string> = []
+      const logger = {
+        info: (m: string) => lines.push(m),
+        warn: (m: string) => lines.push(m),
+        error: (m: string) => lines.push(m)
+      }
+      const kairos = await Kairos.create({
+        url: pooled(),
+        directUrl: databaseUrl(),
+        schema,
+        interval: "1 minute",
+        logger
+      })
+      try {
+        const handled: Array<number> = []
+        await kairos.register("ping", () => void handled.push(Date.now()))
+        await kairos.start()
+        // Idle now: only a wake-up starts the next item before the minute's poll.
+        await new Promise((r) => setTimeout(r, 300))
+        const enqueuedAt = Date.now()
+        await kairos.enqueue({ taskType: "ping", payload: "{}" })
+        await kairos.drain({ timeout: "10 seconds" })
+        expect(handled).toHaveLength(1)
+        expect(handled[0]! - enqueuedAt).toBeLessThan(2000)
+        expect(lines.filter((l) => l.includes("wake-ups fall back"))).toEqual([])
+      } finally {
+        await kairos.stop()
+        const sql = new pg.Pool({ connectionString: databaseUrl(), max: 1 })
+        await sql.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+        await sql.end()
+      }
     })
 
     it("the dashboard's live view without a direct URL falls back to its poll: a new item still reaches an open page", async () => {
