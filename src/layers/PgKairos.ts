@@ -13,7 +13,7 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import { migrate, type MigrationError } from "../adapters/postgres/migrations.js"
 import * as PgClock from "../adapters/postgres/PgClock.js"
-import { nameStatements, PgPool } from "../adapters/postgres/PgPrepared.js"
+import { nameStatements, watchForDirect, PgPool } from "../adapters/postgres/PgPrepared.js"
 import { limitedClient, limitsOf } from "../adapters/postgres/PgSession.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
@@ -71,10 +71,10 @@ export interface Options extends Runner.RunnerOptions {
    */
   readonly idleInTransactionTimeout?: Duration.DurationInput | undefined
   /**
-   * Send the statements run per execution as named prepared statements (parsed and planned once per connection).
-   * Only on a direct connection, or a pooler that keeps prepared statements per client (PgBouncer 1.21+ with
-   * `max_prepared_statements`): a transaction pooler otherwise hands the session that prepared one to other clients.
-   * Default false (unnamed statements, which any pooler passes).
+   * Whether the statements run per execution are named prepared statements (parsed and planned once per connection).
+   * Default: on each connection that is a session of its own (a direct connection: its backend's pid is the one
+   * announced at login), never through a pooler. `true`: on every connection, for a pooler that keeps prepared
+   * statements per client (PgBouncer 1.21+ with `max_prepared_statements`). `false`: never.
    */
   readonly namedStatements?: boolean | undefined
 }
@@ -111,6 +111,7 @@ export const clientLayer = (
             Client: limitedClient(limits)
           })
           if (options.namedStatements === true) nameStatements(pool)
+          else if (options.namedStatements === undefined) watchForDirect(pool)
           // An idle connection that dies (a restarted server) must not crash the process: the next use reconnects.
           pool.on("error", () => {})
           return pool

@@ -50,4 +50,20 @@ layer(PgTestClient, { timeout: "60 seconds", excludeTestServices: true })("PgPre
       })
     )
   }
+
+  it.effect("on a direct connection, kairos's pool names its statements (prepared once per connection)", () =>
+    Effect.gen(function* () {
+      const prepare = yield* PgPrepared.make(yield* PgPrepared.PgPool)
+      const marker = `kairos_named_${randomBytes(6).toString("hex")}`
+      // The statement lists the session's prepared statements: when it was sent named, its own name is among them.
+      const own = prepare<{ names: Array<string> }>(
+        `SELECT coalesce(array_agg(name), '{}') AS names FROM pg_prepared_statements WHERE statement LIKE '%${marker}%'`
+      )
+      const seen = new Set<string>()
+      // A new connection is asked which session it is before its statements are named: a few runs see one named.
+      for (let i = 0; i < 6; i++) for (const name of (yield* own([]))[0]!.names) seen.add(name)
+      expect([...seen]).toHaveLength(1)
+      expect([...seen][0]).toMatch(/^kairos_[0-9a-f]{24}$/)
+    })
+  )
 })

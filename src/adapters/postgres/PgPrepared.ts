@@ -3,10 +3,13 @@
  * node-postgres's pool. Through `@effect/sql` each such statement cost ~0.3 ms of client work (the statement built
  * and compiled, a span, a connection checked out through an Effect).
  *
- * Unnamed by default: a named prepared statement lives in the server session that prepared it, which a transaction
- * pooler (PgBouncer before 1.21, or without `max_prepared_statements`) hands to other clients between transactions.
- * A pool marked with `nameStatements` (the `namedStatements` option: a direct connection, or a pooler that tracks
- * them) prepares each text once per connection instead, and the server plans it once.
+ * Named only on a connection known to be a session of its own: a named prepared statement lives in the server
+ * session that prepared it, which a transaction pooler (PgBouncer before 1.21, or without `max_prepared_statements`)
+ * hands to other clients between transactions. By default (`watchForDirect`) each new connection of kairos's pool is
+ * asked for its backend's pid, which on a direct connection is the pid the server announced at login and through a
+ * pooler is not (the pooler announces its own): statements are named on the first kind, unnamed on the other, and
+ * unnamed until the answer is in. A pool marked with `nameStatements` (the `namedStatements: true` option: a pooler
+ * that keeps prepared statements per client) names them on every connection; `namedStatements: false` never.
  *
  * Without a pool (a client kairos did not build), and inside a transaction of `@effect/sql` (`sql.withTransaction`:
  * an enqueue in a user's transaction stays in it), the same text goes through `sql.unsafe` on the client.
@@ -35,6 +38,29 @@ const namingPools = new WeakSet<Pg.Pool>()
  * (or a pooler that keeps them per client), never through a transaction pooler that does not.
  */
 export const nameStatements = (pool: Pg.Pool): void => void namingPools.add(pool)
+
+/** The pools whose connections are checked, and the connections found to be sessions of their own. */
+const watchedPools = new WeakSet<Pg.Pool>()
+const directClients = new WeakSet<object>()
+
+/**
+ * Names statements on the connections of `pool` that are sessions of their own (see the module's comment): the check
+ * is queued on each new connection before anything else is sent on it, so it costs one round trip per connection.
+ */
+export const watchForDirect = (pool: Pg.Pool): void => {
+  watchedPools.add(pool)
+  pool.on("connect", (client) => {
+    const announced = (client as unknown as { readonly processID?: unknown }).processID
+    client.query("SELECT pg_backend_pid() AS pid").then(
+      (result) => {
+        if (typeof announced === "number" && (result.rows[0] as { pid?: unknown } | undefined)?.pid === announced)
+          directClients.add(client)
+      },
+      // A connection that fails its first query fails the next one too, which says why; this one only stays unnamed.
+      () => undefined
+    )
+  })
+}
 
 /** Runs one statement with its parameters; rows as node-postgres parses them. */
 export type Prepared<Row> = (values: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<Row>, SqlError>
@@ -133,9 +159,9 @@ export const cancellable = <A>(
 export const make = (pool: Pg.Pool | undefined) =>
   Effect.gen(function* () {
     const sql = (yield* SqlClient.SqlClient).withoutTransforms()
-    // Named when the pool was marked so; unset once a prepared statement's plan went stale (the schema migrated by a
+    // Named where the pool's marks allow (see the module's comment); unset once a prepared statement's plan went stale (the schema migrated by a
     // newer instance): from then on this store sends its statements unnamed, rather than fail on each connection.
-    let named = pool !== undefined && namingPools.has(pool)
+    let named = pool !== undefined && (namingPools.has(pool) || watchedPools.has(pool))
 
     return <Row>(text: string): Prepared<Row> => {
       // The name is the text's hash: one text, one name, on every connection of the pool.
@@ -146,8 +172,13 @@ export const make = (pool: Pg.Pool | undefined) =>
         cancellable<ReadonlyArray<Row>>(
           pool!,
           (client, done) =>
-            client.query({ name: named ? name : undefined, text, values: values as Array<unknown> }, (error, result) =>
-              done(error, result?.rows as Array<Row>)
+            client.query(
+              {
+                name: named && (namingPools.has(pool!) || directClients.has(client)) ? name : undefined,
+                text,
+                values: values as Array<unknown>
+              },
+              (error, result) => done(error, result?.rows as Array<Row>)
             ),
           (error) => {
             if (named && stalePlan(error)) {
