@@ -5,11 +5,11 @@
  *
  * Named only on a connection known to be a session of its own: a named prepared statement lives in the server
  * session that prepared it, which a transaction pooler (PgBouncer before 1.21, or without `max_prepared_statements`)
- * hands to other clients between transactions. By default (`watchForDirect`) each new connection of kairos's pool is
- * asked for its backend's pid, which on a direct connection is the pid the server announced at login and through a
- * pooler is not (the pooler announces its own): statements are named on the first kind, unnamed on the other, and
- * unnamed until the answer is in. A pool marked with `nameStatements` (the `namedStatements: true` option: a pooler
- * that keeps prepared statements per client) names them on every connection; `namedStatements: false` never.
+ * hands to other clients between transactions. By default (`watchForDirect`) each connection of kairos's pool is
+ * asked for its backend's pid before its first statement: on a direct connection it is the pid the server announced
+ * at login, through a pooler it is not (the pooler announces its own). Statements are named on the first kind and
+ * unnamed on the other. A pool marked with `nameStatements` (the `namedStatements: true` option: a pooler that keeps
+ * prepared statements per client) names them on every connection; `namedStatements: false` never.
  *
  * Without a pool (a client kairos did not build), and inside a transaction of `@effect/sql` (`sql.withTransaction`:
  * an enqueue in a user's transaction stays in it), the same text goes through `sql.unsafe` on the client.
@@ -39,26 +39,28 @@ const namingPools = new WeakSet<Pg.Pool>()
  */
 export const nameStatements = (pool: Pg.Pool): void => void namingPools.add(pool)
 
-/** The pools whose connections are checked, and the connections found to be sessions of their own. */
+/** The pools whose connections are checked, the connections checked, and those found to be sessions of their own. */
 const watchedPools = new WeakSet<Pg.Pool>()
+const checkedClients = new WeakSet<object>()
 const directClients = new WeakSet<object>()
 
+/** Names statements on the connections of `pool` that are sessions of their own (see the module's comment). */
+export const watchForDirect = (pool: Pg.Pool): void => void watchedPools.add(pool)
+
 /**
- * Names statements on the connections of `pool` that are sessions of their own (see the module's comment): the check
- * is queued on each new connection before anything else is sent on it, so it costs one round trip per connection.
+ * Calls `then` once `client` is known to be direct or not: at once, or after one `pg_backend_pid()` on its first use
+ * (sent before the statement, never beside it). A failed check leaves the connection unnamed; the statement that
+ * follows meets whatever failed and says why.
  */
-export const watchForDirect = (pool: Pg.Pool): void => {
-  watchedPools.add(pool)
-  pool.on("connect", (client) => {
-    const announced = (client as unknown as { readonly processID?: unknown }).processID
-    client.query("SELECT pg_backend_pid() AS pid").then(
-      (result) => {
-        if (typeof announced === "number" && (result.rows[0] as { pid?: unknown } | undefined)?.pid === announced)
-          directClients.add(client)
-      },
-      // A connection that fails its first query fails the next one too, which says why; this one only stays unnamed.
-      () => undefined
-    )
+const checkOnce = (pool: Pg.Pool, client: Pg.PoolClient, then: () => void): void => {
+  if (!watchedPools.has(pool) || checkedClients.has(client)) return then()
+  checkedClients.add(client)
+  const announced = (client as unknown as { readonly processID?: unknown }).processID
+  client.query("SELECT pg_backend_pid() AS pid", (error, result) => {
+    const pid = (result?.rows[0] as { pid?: unknown } | undefined)?.pid
+    if (error === null || error === undefined)
+      if (typeof announced === "number" && pid === announced) directClients.add(client)
+    then()
   })
 }
 
@@ -172,13 +174,15 @@ export const make = (pool: Pg.Pool | undefined) =>
         cancellable<ReadonlyArray<Row>>(
           pool!,
           (client, done) =>
-            client.query(
-              {
-                name: named && (namingPools.has(pool!) || directClients.has(client)) ? name : undefined,
-                text,
-                values: values as Array<unknown>
-              },
-              (error, result) => done(error, result?.rows as Array<Row>)
+            checkOnce(pool!, client, () =>
+              client.query(
+                {
+                  name: named && (namingPools.has(pool!) || directClients.has(client)) ? name : undefined,
+                  text,
+                  values: values as Array<unknown>
+                },
+                (error, result) => done(error, result?.rows as Array<Row>)
+              )
             ),
           (error) => {
             if (named && stalePlan(error)) {

@@ -132,6 +132,13 @@ export const workerCommand = Command.make(
       Options.withDescription("executions run at once by this worker (default 4)"),
       Options.withDefault(4)
     ),
+    maxConnections: Options.integer("max-connections").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription(
+        "the most connections this worker's pool opens (default 10); the listener holds one more, on --direct-url when given"
+      ),
+      Options.withDefault(10)
+    ),
     interval: Options.text("interval").pipe(
       Options.withPseudoName("DURATION"),
       Options.withDescription(
@@ -194,6 +201,7 @@ export const workerCommand = Command.make(
         directUrl,
         schema: c.schema,
         workers: c.concurrency,
+        maxConnections: c.maxConnections,
         interval,
         batchSize: c.batch,
         rateLimit: c.rateLimit,
