@@ -43,7 +43,9 @@ describe("Runner resilience", () => {
         expect((yield* store.runsOf("j")).length).toBe(0)
         const errors = (yield* Ref.get(logs)).filter((l) => l.startsWith("ERROR"))
         expect(errors.length).toBeGreaterThanOrEqual(3)
-        expect(errors[0]).toContain("tick failed (retrying in 1s): JobStoreError: connection refused")
+        expect(errors[0]).toContain(
+          "tick failed (retrying in 1s, or as soon as the database is reachable again): JobStoreError: connection refused"
+        )
         // Backing off: the waits grow.
         expect(errors.some((l) => l.includes("retrying in 4s"))).toBe(true)
         yield* Ref.set(down, false)

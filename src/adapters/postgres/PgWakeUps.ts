@@ -24,13 +24,21 @@ export const make = (options: PgOptions = {}): Effect.Effect<WakeUps["Type"], ne
     const pg = yield* PgClient.PgClient
     const url = pg.config.url ?? Redacted.make(urlFromParts(pg.config))
     return WakeUps.of({
-      subscribe: (wake) =>
+      subscribe: (wake, reconnected) =>
         PgListener.make({
           url,
           channel: wakeChannel,
           onNotify: (payload) => wake(payload === "jobs" ? "jobs" : payload === "settings" ? "settings" : "queue"),
-          // Notifications sent while it was away are lost: look at everything.
-          onReconnect: () => wake("jobs")
+          // The database is back; notifications sent while it was away are lost: look at everything.
+          onReconnect: () => {
+            reconnected?.()
+            wake("jobs")
+          },
+          // While the database is away the listener tries every second at most: its reconnect is what ends a
+          // runner's backoff after failed ticks, so the runner resumes within a second of the database's return
+          // however long it was away. A try costs a refused (or proxied and closed) connection; its log lines thin
+          // out by themselves (see PgListener).
+          reconnectBackoff: { max: "1 second" }
         }).pipe(Effect.map((listener): Subscription => ({ live: listener.live })))
     })
   })
