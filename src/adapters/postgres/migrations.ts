@@ -95,6 +95,10 @@ const named = <E, R>(name: string, migration: Effect.Effect<void, E, R>): Effect
     })
   )
 
+/** Why nothing can be migrated (or run) on a hot standby: it is in recovery, read-only until promoted. */
+export const STANDBY =
+  "this database is a read-only standby (in recovery): point the URL at the primary (after a failover, the promoted standby)"
+
 /**
  * The shipped migrations, in the order they run: each is the file `migrations/<name>.sql` beside this module, and
  * `migrations/NOTES.md` says why each is as it is. A shipped file never changes (test/adapters/migrationFiles.test.ts
@@ -196,6 +200,10 @@ export const migrate = (
       loader: Migrator.fromRecord(migrations(schema)),
       table: `${schema}.kairos_migrations`
     })
+    // A standby refuses every write: say so in one line instead of the first statement's "read-only transaction".
+    const [recovery] = yield* sql<{ readonly standby: boolean }>`SELECT pg_is_in_recovery() AS standby`
+    if (recovery?.standby === true)
+      return yield* Effect.fail(new MigrationError({ reason: "Failed", message: STANDBY }))
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         // A migration may take longer than the sessions' statement timeout (an index on a big table): not this one.
