@@ -9,11 +9,16 @@
  * - Asynchronous, over a replication link that lags a second behind: what the primary committed in its last second
  *   is lost with it (results, claims); each such execution runs again — a queue item once its lease expires, a
  *   scheduled run at once, let go by its live owner — and the final counts are exact.
- * In both, every worker executes again within about a second of the standby accepting writes, and no run is left
- * to expire as "owner lost" while its owner was alive. Also: a worker pointed at the standby by mistake says so in
- * one line.
+ * In both, every worker executes again within about a second of the standby accepting writes (the standby is
+ * promoted 3 s after the crash, so that every worker's ticks fail and back off first), and no run is left to expire
+ * as "owner lost" while its owner was alive. Also: a worker pointed at the standby by mistake says so in one line.
  *
- * 1,500 items of 40 ms (the issue measured 5,000) keep the file to about a minute. Skipped, saying why, where the
+ * Measured (2 cores): workers executing again 0.44–0.84 s after the standby accepted writes; before the backoff
+ * stopped being cut short by finishing handlers (and ended by the listener's reconnect), up to ~3 s in this test
+ * (3.9 s in the issue's). Asynchronous: 300–420 items ran twice, 3–6 scheduled runs let go at once by their owner;
+ * before, such runs stayed `running` for their whole lease and were then blamed on a lost owner.
+ *
+ * 1,500 items of 40 ms (the issue measured 5,000) keep the file to under a minute. Skipped, saying why, where the
  * binaries are missing; `KAIROS_REQUIRE_STANDBY=1` (CI) makes that a failure.
  */
 import { PgClient } from "@effect/sql-pg"
@@ -32,6 +37,7 @@ import { assertInvariants, type Enqueued } from "./invariants.js"
 const bindir = postgresBinaries()
 const required = process.env["KAIROS_REQUIRE_STANDBY"] === "1"
 const ITEMS = 1500
+const PROMOTE_AFTER_MS = 3000
 
 const cleanups: Array<() => Promise<void>> = []
 afterAll(async () => {
@@ -188,6 +194,8 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   // The failover.
   const crashedAt = Date.now()
   await cluster.crash(cluster.primary)
+  // A failover manager takes a moment to decide: long enough for every worker's ticks to fail and back off.
+  await sleep(PROMOTE_AFTER_MS)
   await cluster.promote(cluster.standby)
   proxy.switchTo(cluster.standby.port)
   const writableAt = Date.now()
@@ -279,10 +287,9 @@ describe.skipIf(bindir === undefined && !required)("failover to a promoted stand
     async () => {
       const figures = await scenario("asynchronous")
       expect(Math.max(...figures.resumedAfterMs)).toBeLessThan(1500)
-      // A long run's success was lost: its live owner let it go at once (its job skips a slot or two, not a lease's
-      // worth, ~5 each).
+      // A long run's success was lost: its live owner let it go at once (within 2 s of the standby accepting
+      // writes, checked in `scenario`), not when its lease expired.
       expect(figures.lostRunsLetGo).toBeGreaterThanOrEqual(1)
-      expect(figures.skippedSlotsAfter).toBeLessThanOrEqual(6)
     }
   )
 })
