@@ -119,12 +119,15 @@ const RESULT_BATCH = 500
 
 /**
  * Writing a batch again after a failure: a deadlock with another instance's batch rolls it back whole, and a
- * database that went away may come back. The leases are renewed meanwhile; past this, the batch is dropped and its
- * executions are taken back when their leases expire (they run again: nothing is lost).
+ * database that went away may come back. The leases are renewed meanwhile; past this (about 30 s), the batch is
+ * dropped and its executions are taken back when their leases expire (they run again: nothing is lost). Tried every
+ * second at most, as the wake-up listener reconnects: results are recorded within a second of the database's return
+ * (a failover), not a doubled wait later while their jobs skip slots; a try against an absent database costs a
+ * refused connection, and tries are not logged.
  */
 export const resultWriteRetry = RetryPolicy.exponential("50 millis").pipe(
-  RetryPolicy.union(RetryPolicy.spaced("5 seconds")),
-  RetryPolicy.intersect(RetryPolicy.recurs(12))
+  RetryPolicy.union(RetryPolicy.spaced("1 second")),
+  RetryPolicy.intersect(RetryPolicy.recurs(36))
 )
 
 /** What a line about several executions names: their task types and up to ten job ids, so one line stays short. */
