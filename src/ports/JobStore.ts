@@ -99,8 +99,17 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
       limit: number,
       taskTypes: ReadonlyArray<string>
     ) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
-    /** Running runs whose lease expired before `now` (their owner is gone), of any task type; locked. */
-    readonly listExpired: (now: Date, limit: number) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
+    /**
+     * Running runs whose lease expired before `now` (their owner is gone), of any task type; locked. With `disowned`,
+     * also the running runs leased to `disowned.owner` whatever their lease, except those in `disowned.holds` (run
+     * ids): that owner is alive and no longer runs them (its record of finishing one was lost, e.g. in a failover to
+     * a standby that had not received it), so they need not wait for their lease to expire. Up to `limit` in all.
+     */
+    readonly listExpired: (
+      now: Date,
+      limit: number,
+      disowned?: { readonly owner: string; readonly holds: ReadonlyArray<string> } | undefined
+    ) => Effect.Effect<ReadonlyArray<RunWithJob>, JobStoreError>
     /**
      * Inserts the first attempt at each slot, running, leased by `owner`, in one statement, in order. Fails with
      * `Conflict` on a duplicate.

@@ -29,7 +29,15 @@ export interface Subscription {
 export class WakeUps extends Context.Tag("kairos/WakeUps")<
   WakeUps,
   {
-    /** Calls `wake` (synchronously, from outside any fiber) on every notification, until the scope closes. */
-    readonly subscribe: (wake: (topic: WakeTopic) => void) => Effect.Effect<Subscription, never, Scope.Scope>
+    /**
+     * Calls `wake` (synchronously, from outside any fiber) on every notification, until the scope closes; and
+     * `reconnected`, the same way, each time the subscription listens again after its connection was lost: the
+     * database is reachable again (a runner backing off after failed ticks resumes at once). A "jobs" wake-up follows
+     * it. A subscription that cannot lose its connection (in memory) never calls it.
+     */
+    readonly subscribe: (
+      wake: (topic: WakeTopic) => void,
+      reconnected?: () => void
+    ) => Effect.Effect<Subscription, never, Scope.Scope>
   }
 >() {}

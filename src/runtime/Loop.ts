@@ -39,7 +39,12 @@ export interface TickReport {
 /** The errors a tick can end with. */
 export type TickError = JobStoreError | SettingsError | QueueStoreError
 
-/** The wait after a failed tick: 1 s doubling up to a minute. The database may be away; the loop never ends. */
+/**
+ * The wait after a failed tick: 1 s doubling up to a minute, exactly as logged. The database may be away; the loop
+ * never ends. Wake-ups (a handler that finished, new work) do not cut it short: only `Loop.back` does, raised when the
+ * database is reachable again (the wake-up listener reconnected) or the runner stops. A long outage therefore logs a
+ * line at each doubling, then one a minute.
+ */
 export const tickFailureBackoff = RetryPolicy.exponential("1 second").pipe(
   RetryPolicy.union(RetryPolicy.spaced("1 minute"))
 )
@@ -55,12 +60,17 @@ const backoffAfter = (failures: number) =>
     (delays) => Option.getOrElse(Chunk.last(delays), () => Duration.seconds(1))
   )
 
-/** After a failed tick, how long wake-ups are ignored before they may end the backoff early (ms). */
-const WAKE_AFTER_FAILURE_MS = 2000
-
 export interface Loop {
-  /** The loop's wake-up: raised by new work, a freed worker, a written batch, a setting changed, its alarm. */
+  /**
+   * The loop's wake-up: raised by new work, a freed worker, a written batch, a setting changed, its alarm. Ignored
+   * while a failed tick's backoff runs (see `back`).
+   */
   readonly wake: Signal.Signal
+  /**
+   * Ends a failed tick's backoff at once: the database is reachable again (the wake-up listener reconnected), or the
+   * runner stops. Raised while no backoff runs, it is forgotten at the next tick, which is about to look anyway.
+   */
+  readonly back: Signal.Signal
   /**
    * Whether an execution that ended (or a batch written) calls for a tick. One after a chained result may be skipped
    * when the last tick's queue claim took less than it asked (nothing else was claimable then), no wake-up came
@@ -94,19 +104,22 @@ export const make = (options: {
 }): Loop => {
   const { capacity, config, lanes, lease, nowMs, requestAt, stopping, switches, taskTypes } = options
   const wake = Signal.make()
+  const back = Signal.make()
   let queueQuiet = false
   let lastTickAtMs = Number.NEGATIVE_INFINITY
   let failures = 0
   // Set by an explicit `wake`: the next tick also reads the job tables, whatever they were last known to hold.
   let everywhere = false
-  // The time the loop asked to be woken at (its next poll, slot or retry); its alarm raises `wake` then.
+  // The time the loop asked to be woken at (its next poll, slot or retry), and what its alarm raises then: `wake`, or
+  // `back` at the end of a failed tick's backoff (which no wake-up may cut short).
   let alarmAtMs = Number.POSITIVE_INFINITY
+  let alarmRaises = wake
   const alarm = DeadlineTimer.make({
     earliest: () => alarmAtMs,
     due: () =>
       Effect.sync(() => {
         alarmAtMs = Number.POSITIVE_INFINITY
-        wake.raise()
+        alarmRaises.raise()
       })
   })
 
@@ -124,14 +137,15 @@ export const make = (options: {
   })
   const nextDelay = makeNextDelay(config, capacity, lanes, taskTypes)
 
-  /** Waits until `ms` have passed or a wake-up came, whichever is first. */
-  const sleepOrWake = (ms: number) =>
+  /** Waits until `ms` have passed or `signal` was raised, whichever is first. */
+  const sleepOrWake = (ms: number, signal: Signal.Signal) =>
     Effect.suspend(() => {
       if (ms <= 0) return Effect.yieldNow()
       const atMs = nowMs() + ms
       alarmAtMs = atMs
+      alarmRaises = signal
       alarm.sooner(atMs)
-      return wake.take
+      return signal.take
     })
 
   const tickAndPlan = Effect.suspend(() => {
@@ -154,7 +168,8 @@ export const make = (options: {
           failures++
           const backoff = yield* backoffAfter(failures)
           yield* Effect.logError(
-            `tick failed (retrying in ${Duration.format(backoff)}): ${Result.errorMessage(Cause.squash(cause))}`,
+            `tick failed (retrying in ${Duration.format(backoff)}, or as soon as the database is reachable again): ` +
+              Result.errorMessage(Cause.squash(cause)),
             cause
           )
           return Duration.toMillis(backoff)
@@ -165,28 +180,22 @@ export const make = (options: {
 
   // The loop ends itself when stopping (checked between ticks): a tick in progress completes, and `stop` then hands
   // back what it claimed. A wake-up sent during a tick stays raised (taken before the tick, not after), so the sleep
-  // that follows ends at once.
+  // that follows ends at once — unless the tick failed: its backoff then runs as logged, and only `back` (raised
+  // during the tick too: the listener may reconnect while the tick fails) or its end resumes the loop.
   const round = Effect.gen(function* () {
     if (stopping()) return yield* Effect.interrupt
     // Awake: the alarm set for the last sleep no longer stands (a tick in progress is not woken again by it).
     alarmAtMs = Number.POSITIVE_INFINITY
     wake.clear()
+    back.clear()
     const delayMs = yield* tickAndPlan
     if (stopping()) return yield* Effect.interrupt
-    if (failures > 0 && delayMs > WAKE_AFTER_FAILURE_MS) {
-      // After a failed tick the backoff holds: wake-ups (every handler that finishes, the listener reconnecting)
-      // end it only once a moment has passed, so an outage is retried, and logged, a bounded number of times.
-      yield* Effect.sleep(Duration.millis(WAKE_AFTER_FAILURE_MS))
-      if (stopping()) return yield* Effect.interrupt
-      wake.clear()
-      yield* sleepOrWake(delayMs - WAKE_AFTER_FAILURE_MS)
-      return
-    }
-    yield* sleepOrWake(delayMs)
+    yield* sleepOrWake(delayMs, failures === 0 ? wake : back)
   })
 
   return {
     wake,
+    back,
     needsTick: (chained) => !chained || !queueQuiet || nowMs() - lastTickAtMs >= lease.freshnessMs,
     lookEverywhere: () => {
       everywhere = true

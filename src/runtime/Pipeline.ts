@@ -16,7 +16,7 @@ import * as Result from "../domain/Result.js"
 import type { LeaseTimes } from "../domain/SchedulerConfig.js"
 import type { Task, Worker } from "./Capacity.js"
 import { type Handler, HandlerTimeoutError, invoke, PendingEffect, PendingPromise, timedOut } from "./Handler.js"
-import type { Claimed, ClaimRequest, Finished, WorkSource } from "./WorkSource.js"
+import type { Claimed, ClaimRequest, Finished, Holdings, WorkSource } from "./WorkSource.js"
 
 /**
  * How one execution ended, for a listener (the CLI prints a line per execution): ok, failed (`error` says why), or
@@ -119,12 +119,15 @@ const RESULT_BATCH = 500
 
 /**
  * Writing a batch again after a failure: a deadlock with another instance's batch rolls it back whole, and a
- * database that went away may come back. The leases are renewed meanwhile; past this, the batch is dropped and its
- * executions are taken back when their leases expire (they run again: nothing is lost).
+ * database that went away may come back. The leases are renewed meanwhile; past this (about 30 s), the batch is
+ * dropped and its executions are taken back when their leases expire (they run again: nothing is lost). Tried every
+ * second at most, as the wake-up listener reconnects: results are recorded within a second of the database's return
+ * (a failover), not a doubled wait later while their jobs skip slots; a try against an absent database costs a
+ * refused connection, and tries are not logged.
  */
 export const resultWriteRetry = RetryPolicy.exponential("50 millis").pipe(
-  RetryPolicy.union(RetryPolicy.spaced("5 seconds")),
-  RetryPolicy.intersect(RetryPolicy.recurs(12))
+  RetryPolicy.union(RetryPolicy.spaced("1 second")),
+  RetryPolicy.intersect(RetryPolicy.recurs(36))
 )
 
 /** What a line about several executions names: their task types and up to ten job ids, so one line stays short. */
@@ -197,6 +200,9 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
   readonly waiting: Array<Finished<C>> = []
   /** Executions a stop cancelled before they started, to hand back at once. */
   readonly cancelled: Array<Execution<C>> = []
+  /** Claims in flight, and claims begun so far: see `holdings`. */
+  claiming = 0
+  claimsBegun = 0
   readonly kind: JobKind
   readonly plansWhenFull: boolean
   readonly nextWakeAt: Lane<E>["nextWakeAt"]
@@ -376,10 +382,27 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
   claimAndStart(request: ClaimRequest) {
     return Effect.gen(this, function* () {
       if (request.limit <= 0 && !this.plansWhenFull) return { started: 0, overlapped: 0, rescued: 0 }
-      const report = yield* this.source.claim(request)
-      yield* this.startClaimed(report.claimed, request)
+      // In flight until what it claimed is among the executions held (`startClaimed` adds them first thing).
+      this.claiming++
+      this.claimsBegun++
+      const report = yield* Effect.ensuring(
+        Effect.tap(this.source.claim(request, this.holdings), (report) => this.startClaimed(report.claimed, request)),
+        Effect.sync(() => {
+          this.claiming--
+        })
+      )
       return { started: report.claimed.length, overlapped: report.overlapped, rescued: report.rescued }
     })
+  }
+
+  // What this runner holds of the source, for a claim that is the only one in flight (see `Holdings`).
+  readonly holdings = (): Holdings<C> | undefined => {
+    if (this.claiming !== 1) return undefined
+    const begun = this.claimsBegun
+    return {
+      claims: [...this.active.values()].map((e) => e.claim),
+      current: () => this.claimsBegun === begun
+    }
   }
 
   // Claimed executions, leased until `request.leaseUntil`, handed to the workers in claim order.

@@ -370,14 +370,18 @@ const start = (parts: Parts): Effect.Effect<void> =>
     yield* Effect.addFinalizer(() => Effect.sync(() => void process.off("exit", lastWord))).pipe(Scope.extend(scope))
     // New items and settings changes wake the idle runner at once; the poll stays the fallback.
     const subscription = yield* Scope.extend(
-      wakeUps.subscribe((topic) => {
-        // An operator changed a job, or changes may have been missed: the next tick reads the job tables whatever
-        // they were last known to hold, and the settings.
-        if (topic === "jobs") loop.lookEverywhere()
-        loop.notQuiet()
-        if (topic !== "queue") switches.changed()
-        loop.wake.raise()
-      }),
+      wakeUps.subscribe(
+        (topic) => {
+          // An operator changed a job, or changes may have been missed: the next tick reads the job tables whatever
+          // they were last known to hold, and the settings.
+          if (topic === "jobs") loop.lookEverywhere()
+          loop.notQuiet()
+          if (topic !== "queue") switches.changed()
+          loop.wake.raise()
+        },
+        // The database is reachable again: a backoff after failed ticks ends now.
+        loop.back.raise
+      ),
       scope
     )
     switches.listening(subscription)
@@ -414,6 +418,7 @@ const stop = (parts: Parts): Effect.Effect<void> =>
       // Not interrupted mid-tick: a claim committed but not yet started would stay leased until its lease
       // expired. Woken, the loop finishes its tick and ends; interrupted only if that takes the grace period.
       loop.wake.raise()
+      loop.back.raise()
       yield* Fiber.await(fiber).pipe(
         Effect.interruptible,
         Effect.timeoutTo({

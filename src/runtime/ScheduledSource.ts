@@ -13,7 +13,7 @@ import * as Schedule from "../domain/Schedule.js"
 import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
 import { attemptAfterLoss, retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type DueJob, JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
-import type { Claimed, Finished, WorkSource } from "./WorkSource.js"
+import type { Claimed, Finished, Holdings, WorkSource } from "./WorkSource.js"
 
 /** A claimed run of a scheduled job. */
 export interface ClaimedRun extends Claimed {
@@ -72,8 +72,26 @@ const toClaimed = (owner: string, scheduled: ScheduledJob, run: JobRun, lease: L
   })
 })
 
+/**
+ * Why a run is taken back: its owner — this runner — is alive and no longer runs it (`holds`: the run ids it holds,
+ * when known), or its owner stopped renewing its lease (gone, or cut off). Undefined: neither (leave it).
+ */
+const takenBackBecause = (run: JobRun, owner: string, holds: ReadonlySet<string> | undefined, now: Date) =>
+  run.owner === owner && holds !== undefined && !holds.has(run.id)
+    ? `owner ${owner} no longer runs it (its record of the run was lost, e.g. in a failover; or it gave the run up)`
+    : run.leaseUntil !== null && run.leaseUntil.getTime() < now.getTime()
+      ? `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil.toISOString()})`
+      : undefined
+
 /** Claims in one transaction: rescues, due retries, then due jobs, each planned by `planDue`. */
-const claimDue = (deps: ClaimDeps, now: Date, limit: number, taskTypes: ReadonlyArray<string>, lateAfterMs: number) => {
+const claimDue = (
+  deps: ClaimDeps,
+  now: Date,
+  limit: number,
+  taskTypes: ReadonlyArray<string>,
+  lateAfterMs: number,
+  holdings: () => Holdings<ClaimedRun> | undefined
+) => {
   const { config, owner, store } = deps
   return store.transaction(
     Effect.gen(function* () {
@@ -81,9 +99,17 @@ const claimDue = (deps: ClaimDeps, now: Date, limit: number, taskTypes: Readonly
       let overlapped = 0
       let rescued = 0
       const lease = { owner, leaseUntil: new Date(now.getTime() + Duration.toMillis(config.leaseDuration)), now }
-      for (const { run } of yield* store.listExpired(now, config.batchSize)) {
+      // Runs leased to this runner that it does not hold are let go now, not when their lease expires: a run whose
+      // success was lost in a failover would otherwise hold its job's slots (overlap: skip) for a whole lease.
+      const held = holdings()
+      const holds = held && held.claims.map((c) => c.run.id)
+      const expired = yield* store.listExpired(now, config.batchSize, holds && { owner, holds })
+      // Another claim of this runner began meanwhile: what it took may be among these, so none is let go as disowned.
+      const holding = held?.current() === true ? new Set(holds) : undefined
+      for (const { run } of expired) {
         if (run.leaseToken === null) continue
-        const lost = `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil?.toISOString()})`
+        const lost = takenBackBecause(run, owner, holding, now)
+        if (lost === undefined) continue
         if (yield* store.markFailed({ runId: run.id, token: run.leaseToken }, lost, now)) {
           // A lost execution did not fail: the slot runs again even when no retry is left.
           const due = attemptAfterLoss(config, run.attempt, now)
@@ -288,13 +314,18 @@ export const make = (options: {
     // freed worker wakes it, and a tick with room looks at once).
     let waitingUntil = 0
 
-    const claimInTransaction = (now: Date, limit: number, taskTypes: ReadonlyArray<string>, lateAfterMs: number) =>
-      claimDue({ config, owner, store }, now, limit, taskTypes, lateAfterMs)
+    const claimInTransaction = (
+      now: Date,
+      limit: number,
+      taskTypes: ReadonlyArray<string>,
+      lateAfterMs: number,
+      holdings: () => Holdings<ClaimedRun> | undefined
+    ) => claimDue({ config, owner, store }, now, limit, taskTypes, lateAfterMs, holdings)
 
     const source: WorkSource<ClaimedRun, JobStoreError> = {
       kind: "scheduled",
       plansWhenFull: true,
-      claim: (request) =>
+      claim: (request, holdings) =>
         Effect.gen(function* () {
           const full = request.limit <= 0
           if (!full) waitingUntil = 0
@@ -307,7 +338,8 @@ export const make = (options: {
             request.now,
             request.limit,
             request.taskTypes,
-            intervalMs
+            intervalMs,
+            holdings
           )
           Metrics.recordClaim("scheduled", performance.now() - claimStart)
           const pollAt = request.now.getTime() + intervalMs

@@ -47,6 +47,21 @@ export interface Finished<C> {
   readonly finishedAt: Date
 }
 
+/**
+ * What this runner holds of a source when a claim begins: the executions it runs or whose results wait to be
+ * written. Every lease the runner took of the source and still stands for is among them, so a running execution
+ * leased to this runner and not among them is one it no longer runs: its record of finishing was lost (a failover
+ * to a standby that had not received it), or it gave the execution up. A claim may let such executions go at once.
+ */
+export interface Holdings<C> {
+  readonly claims: ReadonlyArray<C>
+  /**
+   * Whether `claims` still covers every lease of this runner: false once another claim of the source began (its
+   * leases may be committed and not yet among them). Ask it after reading what to let go, before letting go.
+   */
+  readonly current: () => boolean
+}
+
 /** A source of work: the internal interface between the runner and what it runs. */
 export interface WorkSource<C extends Claimed, E> {
   readonly kind: JobKind
@@ -55,8 +70,11 @@ export interface WorkSource<C extends Claimed, E> {
    * overlaps its still-running previous run is recorded as skipped on time, not forgotten).
    */
   readonly plansWhenFull?: boolean | undefined
-  /** Claims up to `request.limit` executions (leased to `request.owner`). */
-  readonly claim: (request: ClaimRequest) => Effect.Effect<ClaimReport<C>, E>
+  /**
+   * Claims up to `request.limit` executions (leased to `request.owner`). `holdings` says what the runner holds of
+   * this source now; undefined while another claim of it is in flight (what that one takes is not known yet).
+   */
+  readonly claim: (request: ClaimRequest, holdings: () => Holdings<C> | undefined) => Effect.Effect<ClaimReport<C>, E>
   /** When the source next has work due, if it knows: the idle runner sleeps until then (or the poll). */
   readonly nextWakeAt: (now: Date, taskTypes: ReadonlyArray<string>) => Effect.Effect<Option.Option<Date>, E>
   /** Extends the leases of these executions; returns the keys whose lease still held. */

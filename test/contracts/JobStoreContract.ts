@@ -742,6 +742,64 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
+    it.effect("listExpired with `disowned` adds the owner's running runs it does not hold, live leases and all", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const owner = unique("owner")
+        const base = 3_000_000 + Math.floor(Math.random() * 1_000_000)
+        const job = yield* addJob({ taskType: unique("disowned") })
+        const lease = { owner, leaseUntil: at(base + 100), now: at(base) }
+        // Three live runs of this owner: it holds the first; the second finished, but that record was lost (it runs
+        // again as far as the store knows); the third it finished and recorded.
+        const [held, lostRecord, recorded] = yield* store.startRuns(
+          [slot(job.id, at(60)), slot(job.id, at(120)), slot(job.id, at(180))],
+          lease
+        )
+        expect(
+          yield* store.completeRuns([
+            {
+              lease: recorded!.lease,
+              slot: slot(job.id, at(180)),
+              outcome: { _tag: "Succeeded", output: "null" },
+              now: at(base + 1)
+            }
+          ])
+        ).toEqual([true])
+        // Another owner's live run, and a pending retry: never listed.
+        const others = yield* start(job.id, at(240), {
+          owner: "someone-else",
+          leaseUntil: at(base + 100),
+          now: at(base)
+        })
+        yield* store.scheduleRetry(slot(job.id, at(60), 2), at(base + 50), at(base))
+        const now = at(base + 2)
+        const ids = (rows: ReadonlyArray<{ readonly run: JobRun }>) =>
+          rows.filter((r) => r.run.jobId === job.id).map((r) => r.run.id)
+        // Without `disowned`: nothing (every lease is live).
+        expect(ids(yield* store.transaction(store.listExpired(now, 1000)))).toEqual([])
+        const listed = yield* store.transaction(store.listExpired(now, 1000, { owner, holds: [held!.run.id] }))
+        expect(ids(listed)).toEqual([lostRecord!.run.id])
+        expect(listed.find((r) => r.run.id === lostRecord!.run.id)).toMatchObject({
+          run: { owner, status: "running", leaseToken: lostRecord!.lease.token },
+          job: { name: job.name }
+        })
+        expect(ids(listed)).not.toContain(others.run.id)
+        // Holding nothing: every running run of the owner; an owner with none: nothing.
+        const all = yield* store.transaction(store.listExpired(now, 1000, { owner, holds: [] }))
+        expect(ids(all).sort()).toEqual([held!.run.id, lostRecord!.run.id].sort())
+        expect(
+          ids(yield* store.transaction(store.listExpired(now, 1000, { owner: unique("nobody"), holds: [] })))
+        ).toEqual([])
+        // Let go as the runner does (fenced by its token), it is listed no more.
+        expect(yield* store.markFailed(lostRecord!.lease, `owner ${owner} no longer runs it`, now)).toBe(true)
+        expect(ids(yield* store.transaction(store.listExpired(now, 1000, { owner, holds: [held!.run.id] })))).toEqual(
+          []
+        )
+        // The limit counts both kinds.
+        expect(yield* store.transaction(store.listExpired(now, 1, { owner, holds: [] }))).toHaveLength(1)
+      })
+    )
+
     it.effect("nextWakeAt is the earliest enabled slot or pending retry of the asked task types", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

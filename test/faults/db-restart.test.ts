@@ -128,9 +128,9 @@ describe("the database restarts", () => {
         20_000,
         "every job to run again"
       )
-      // Every worker reconnects and takes work after the restart. A worker whose backoff outlasted the outage resumes up
-      // to its listener's longest backoff (5 s) after the database is back, by which time the other two may have
-      // drained the queue: the jobs, still firing every second or two, leave it work to take until then.
+      // Every worker reconnects and takes work after the restart. A worker backing off resumes when its listener
+      // reconnects (it tries every second), by which time the other two may have drained the queue: the jobs, still
+      // firing every second or two, leave it work to take until then.
       const tookWork = (w: Worker) => w.events.some((e) => e.event === "start" && Number(e.at) > restartedAt)
       await until(async () => workers.every(tookWork), 20_000, "every worker to take work after the restart")
       await db.query(`UPDATE $schema.scheduled_jobs SET enabled = false`)
@@ -158,7 +158,8 @@ describe("the database restarts", () => {
       expect(exits.map((e) => e.code)).toEqual([0, 0, 0])
       await assertInvariants(db, { enqueued, drained: true })
       // Failed ticks back off (1 s, 2 s, 4 s...): over a five-to-seven-second outage, a handful, however many handlers
-      // finish meanwhile (each finished handler wakes the loop; a wake-up must not cut a failure's backoff short).
+      // finish meanwhile (each finished handler wakes the loop; a wake-up must not cut a failure's backoff short, only
+      // the database coming back does).
       const failedTicks = outageLogs.map((l) => l.filter((m) => / tick failed/.test(m)).length)
       expect(Math.max(...failedTicks), shown).toBeLessThanOrEqual(5)
     }

@@ -257,9 +257,9 @@ describe("long-lived fibers survive any cause", () => {
         yield* runner.start
         yield* FakeClock.advance("5 minutes")
         expect((yield* store.runsOf("j")).filter((r) => r.status === "success").length).toBeGreaterThanOrEqual(2)
-        // The results writer dies on every try of one batch (1 + 12 retries): the batch is dropped, its lease
+        // The results writer dies on every try of one batch (1 + 36 retries, ~32 s): the batch is dropped, its lease
         // expires and the item runs again.
-        yield* faults.die("recordResults", 13)
+        yield* faults.die("recordResults", 37)
         yield* queue.enqueue({ taskType: "t", payload: "a" }, yield* FakeClock.now)
         yield* FakeClock.advance("10 seconds")
         // The renewal round dies while a handler runs; the next round holds the lease.
@@ -299,9 +299,9 @@ describe("lost leases", () => {
       Effect.gen(function* () {
         const { faults, memory, queue, runner } = yield* freshStart
         yield* runner.register("t", () => undefined)
-        // The result's write dies nine times (tried again until ~16 s); the renewal round at 10 s reports its lease
-        // gone, as it finds it once a write committed between the round's read and its answer.
-        yield* faults.die("recordResults", 9)
+        // The result's write dies fifteen times (tried again until ~11.5 s); the renewal round at 10 s reports its
+        // lease gone, as it finds it once a write committed between the round's read and its answer.
+        yield* faults.die("recordResults", 15)
         yield* faults.loseLeases(1)
         yield* queue.enqueue({ taskType: "t", payload: "a", thread: 1 }, yield* FakeClock.now)
         yield* runner.start

@@ -171,10 +171,15 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
         ),
-      listExpired: (now, limit) =>
+      listExpired: (now, limit, disowned) =>
         Effect.sync(() =>
           runs
-            .filter((r) => r.status === "running" && r.leaseUntil !== null && r.leaseUntil.getTime() < now.getTime())
+            .filter(
+              (r) =>
+                r.status === "running" &&
+                ((r.leaseUntil !== null && r.leaseUntil.getTime() < now.getTime()) ||
+                  (disowned !== undefined && r.owner === disowned.owner && !disowned.holds.includes(r.id)))
+            )
             .flatMap(withJob)
             .slice(0, Math.max(0, limit))
         ),

@@ -28,6 +28,10 @@ export const classify = (e: unknown): PgFailure => {
     const message = typeof detail === "string" ? detail : e.message
     if (code === "23505") return { reason: "Conflict", message, cause: e }
     if (code === "23514" || code === "22P02") return { reason: "Invalid", message, cause: e }
+    // A write on a standby (or a read-only session): the database is not there to write to, which a retry may fix
+    // (a failover promotes it, or moves the URL back to a primary).
+    if (code === "25006")
+      return { reason: "Unavailable", message: `the database is read-only (a standby?): ${message}`, cause: e }
     // Class 08 (connection), 57P (shutdown, terminated), or no code at all (the socket went away): unavailable.
     if (code === undefined || (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P")))) {
       return { reason: "Unavailable", message, cause: e }

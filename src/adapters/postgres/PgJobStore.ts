@@ -158,9 +158,13 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
           return rows.filter((r) => !(r.job.overlap === "skip" && running.has(r.job.id)))
         }).pipe(orStoreError),
 
-      listExpired: (now, limit) =>
+      listExpired: (now, limit, disowned) =>
         sql`SELECT ${runCols} FROM ${runs}
-            WHERE status = 'running' AND lease_until < ${now}
+            WHERE status = 'running' AND (lease_until < ${now}${
+              disowned === undefined
+                ? sql``
+                : sql` OR (owner = ${disowned.owner} AND id <> ALL(${disowned.holds}::bigint[]))`
+            })
             ORDER BY lease_until, id
             LIMIT ${Math.max(0, limit)}
             FOR UPDATE SKIP LOCKED`.pipe(Effect.flatMap(decodeRuns), Effect.flatMap(withJobs), orStoreError),

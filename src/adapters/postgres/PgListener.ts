@@ -262,6 +262,9 @@ export const make: (options: ListenerOptions) => Effect.Effect<
       })
     )
 
+  // Sessions in a row that ended without listening a while (the first is the loss itself): a long outage logs at the
+  // 1st, 2nd, 4th, 8th… of them, not at every try.
+  let failedInARow = 0
   const loop = Effect.gen(function* () {
     let delay = initialBackoff
     for (;;) {
@@ -293,11 +296,18 @@ export const make: (options: ListenerOptions) => Effect.Effect<
       if (since !== undefined) {
         // A connection that stayed up a while starts the backoff over; one that keeps dying at once does not.
         const upFor = Duration.millis((yield* Clock.currentTimeMillis) - since)
-        if (Duration.greaterThanOrEqualTo(upFor, maxBackoff)) delay = initialBackoff
+        if (Duration.greaterThanOrEqualTo(upFor, maxBackoff)) {
+          delay = initialBackoff
+          failedInARow = 0
+        }
       }
-      yield* Effect.logWarning(
-        `PgListener: ${failures[error.reason]}: ${describe(error.cause)}; reconnecting in ${Duration.format(delay)}`
-      )
+      failedInARow++
+      if ((failedInARow & (failedInARow - 1)) === 0) {
+        const after = failedInARow > 1 ? ` (${failedInARow} tries in a row)` : ""
+        yield* Effect.logWarning(
+          `PgListener: ${failures[error.reason]}${after}: ${describe(error.cause)}; reconnecting in ${Duration.format(delay)}`
+        )
+      }
       yield* Effect.sleep(delay)
       delay = Duration.min(Duration.times(delay, 2), maxBackoff)
     }

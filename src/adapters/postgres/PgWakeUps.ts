@@ -37,14 +37,22 @@ export const make = (options: Options = {}): Effect.Effect<WakeUps["Type"], neve
     // The session limits are kairos's own (PgSession), never startup parameters a pooler would refuse.
     const url = Redacted.make(limitsOf(typeof given === "string" ? given : Redacted.value(given), {}).url)
     return WakeUps.of({
-      subscribe: (wake) =>
+      subscribe: (wake, reconnected) =>
         PgListener.make({
           url,
           channel: wakeChannel,
           onNotify: (payload) => wake(payload === "jobs" ? "jobs" : payload === "settings" ? "settings" : "queue"),
-          // Notifications sent while it was away are lost: look at everything.
-          onReconnect: () => wake("jobs"),
-          fallback: "set DIRECT_URL / --direct-url / directUrl to a direct connection to Postgres"
+          // The database is back; notifications sent while it was away are lost: look at everything.
+          onReconnect: () => {
+            reconnected?.()
+            wake("jobs")
+          },
+          fallback: "set DIRECT_URL / --direct-url / directUrl to a direct connection to Postgres",
+          // While the database is away the listener tries every second at most: its reconnect is what ends a
+          // runner's backoff after failed ticks, so the runner resumes within a second of the database's return
+          // however long it was away. A try costs a refused (or proxied and closed) connection; its log lines thin
+          // out by themselves (see PgListener).
+          reconnectBackoff: { max: "1 second" }
         }).pipe(Effect.map((listener): Subscription => ({ live: listener.live })))
     })
   })

@@ -98,6 +98,10 @@ const named = <E, R>(name: string, migration: Effect.Effect<void, E, R>): Effect
     })
   )
 
+/** Why nothing can be migrated (or run) on a hot standby: it is in recovery, read-only until promoted. */
+export const STANDBY =
+  "this database is a read-only standby (in recovery): point the URL at the primary (after a failover, the promoted standby)"
+
 /**
  * The shipped migrations, in the order they run: each is the file `migrations/<name>.sql` beside this module, and
  * `migrations/NOTES.md` says why each is as it is. A shipped file never changes (test/adapters/migrationFiles.test.ts
@@ -233,6 +237,11 @@ export const migrate = (
   Effect.gen(function* () {
     const schema = schemaName(options)
     const sql = yield* SqlClient.SqlClient
+    // A standby refuses every write: say so in one line instead of the first statement's "read-only transaction"
+    // (before anything else: a worker that finds its schema up to date would otherwise start, and fail every tick).
+    const [recovery] = yield* sql<{ readonly standby: boolean }>`SELECT pg_is_in_recovery() AS standby`
+    if (recovery?.standby === true)
+      return yield* Effect.fail(new MigrationError({ reason: "Failed", message: STANDBY }))
     const { applied, role } = yield* standing(sql, schema)
     if (applied >= headId) return []
     const run = Migrator.make({})({

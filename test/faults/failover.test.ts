@@ -1,0 +1,301 @@
+/**
+ * Failover to a promoted standby, under load. A primary and a streaming standby from the machine's PostgreSQL
+ * binaries (Debian's postgresql-15; the embedded package lacks `pg_basebackup` and `pg_ctl promote`), three worker
+ * processes reaching the database through a TCP proxy (as through a virtual IP or a DNS name a failover manager
+ * moves), a backlog of queue items and three interval jobs. Mid-drain the primary crashes (`pg_ctl stop -m
+ * immediate`), the standby is promoted, the proxy switched to it; the workers must carry on by themselves.
+ *
+ * - Synchronous replication (`synchronous_standby_names = '*'`): nothing is lost, every item runs exactly once.
+ * - Asynchronous, over a replication link that lags a second behind: what the primary committed in its last second
+ *   is lost with it (results, claims); each such execution runs again — a queue item once its lease expires, a
+ *   scheduled run at once, let go by its live owner — and the final counts are exact.
+ * In both, every worker executes again within about a second of the standby accepting writes (the standby is
+ * promoted 3 s after the crash, so that every worker's ticks fail and back off first), and no run is left to expire
+ * as "owner lost" while its owner was alive. Also: a worker pointed at the standby by mistake says so in one line.
+ *
+ * Measured (2 cores): workers executing again 0.44–0.84 s after the standby accepted writes; before the backoff
+ * stopped being cut short by finishing handlers (and ended by the listener's reconnect), up to ~3 s in this test
+ * (3.9 s in the issue's). Asynchronous: 300–420 items ran twice, 3–6 scheduled runs let go at once by their owner;
+ * before, such runs stayed `running` for their whole lease and were then blamed on a lost owner.
+ *
+ * 1,500 items of 40 ms (the issue measured 5,000) keep the file to under a minute. Skipped, saying why, where the
+ * binaries are missing; `KAIROS_REQUIRE_STANDBY=1` (CI) makes that a failure.
+ */
+import { PgClient } from "@effect/sql-pg"
+import { Effect, Redacted } from "effect"
+import pg from "pg"
+import { afterAll, describe, expect, it } from "vitest"
+import { migrate, STANDBY } from "../../src/adapters/postgres/migrations.js"
+import { Schedule } from "../../src/index.js"
+import { kairos } from "../support/cli.js"
+import { uniqueSchemaName } from "../support/database.js"
+import { type Proxy, startProxy } from "../support/proxy.js"
+import { type Cluster, postgresBinaries, startCluster } from "../support/standby.js"
+import { killAll, sleep, startProcess, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
+import { assertInvariants, type Enqueued } from "./invariants.js"
+
+const bindir = postgresBinaries()
+const required = process.env["KAIROS_REQUIRE_STANDBY"] === "1"
+const ITEMS = 1500
+const PROMOTE_AFTER_MS = 3000
+
+const cleanups: Array<() => Promise<void>> = []
+afterAll(async () => {
+  for (const f of cleanups.reverse()) await f().catch(() => undefined)
+})
+
+/** A migrated schema reached at `url`, through a pool whose connections may die (a failover). */
+const schemaOn = async (url: string): Promise<TestDb> => {
+  const schema = uniqueSchemaName("failover")
+  await Effect.runPromise(
+    migrate({ schema }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped)
+  )
+  const pool = new pg.Pool({ connectionString: url, max: 2 })
+  pool.on("error", () => undefined)
+  const query = async <R>(text: string, values?: ReadonlyArray<unknown>) =>
+    (await pool.query(text.replaceAll("$schema", `"${schema}"`), values as Array<unknown>)).rows as Array<R>
+  return {
+    schema,
+    url,
+    // Retried while the database is away (the failover): the test's own reads must not fail for it.
+    query: async <R>(text: string, values?: ReadonlyArray<unknown>) => {
+      for (let i = 0; ; i++) {
+        try {
+          return await query<R>(text, values)
+        } catch (e) {
+          if (i >= 100) throw e
+          await sleep(100)
+        }
+      }
+    },
+    close: () => pool.end()
+  }
+}
+
+/** One query on a server directly (not through the proxy). */
+const direct = async <R>(url: string, text: string): Promise<Array<R>> => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    return (await client.query(text)).rows as Array<R>
+  } finally {
+    await client.end()
+  }
+}
+
+interface Figures {
+  readonly mode: string
+  /** From the crash to the standby accepting writes (promoted, proxy switched). */
+  readonly writableAfterMs: number
+  /** Per worker, from writable to its first execution started after it. */
+  readonly resumedAfterMs: ReadonlyArray<number>
+  readonly itemsRunTwice: number
+  readonly lostRunsLetGo: number
+  readonly skippedSlotsAfter: number
+}
+
+const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> => {
+  const sync = mode === "synchronous"
+  // Asynchronous: the standby streams through a link a second behind, so the primary's last second dies with it.
+  let lagging: Proxy | undefined
+  const cluster: Cluster = await startCluster({
+    bindir: bindir!,
+    primarySettings: sync ? { synchronous_standby_names: "'*'" } : {},
+    ...(sync
+      ? {}
+      : {
+          replicateThrough: async (port: number) => {
+            lagging = await startProxy(port, { delayMs: 1000 })
+            return lagging.port
+          }
+        })
+  })
+  cleanups.push(() => cluster.destroy())
+  if (lagging !== undefined) cleanups.push(lagging.close)
+  await until(
+    async () =>
+      (await direct<{ state: string }>(cluster.primary.url, "SELECT sync_state AS state FROM pg_stat_replication"))
+        .length > 0,
+    30_000,
+    "the standby to stream"
+  )
+  const proxy = await startProxy(cluster.primary.port)
+  cleanups.push(proxy.close)
+  const url = `postgres://postgres@127.0.0.1:${proxy.port}/postgres`
+  const db = await schemaOn(url)
+  cleanups.push(() => db.close())
+
+  // Three no-op jobs every second, and three every two seconds whose first attempts take 1.5 s (a run claimed well before the
+  // crash may finish just before it: its success is what an asynchronous failover loses).
+  const every = (ms: number) => Schedule.encodeJson(Schedule.interval({ every: ms }))
+  await db.query(
+    `INSERT INTO $schema.scheduled_jobs (name, task_type, schedule, payload, next_run_at)
+     SELECT 'every-1s-' || i, 'noop', $1::jsonb, '', now() + interval '2 seconds' FROM generate_series(1, 3) i
+     UNION ALL
+     SELECT 'long-' || i, 'slow', $2::jsonb, '', now() + interval '2 seconds' FROM generate_series(1, 3) i`,
+    [every(1000), every(2000)]
+  )
+  const enqueued = await db.query<Enqueued>(
+    `INSERT INTO $schema.queue_items (task_type, payload, thread)
+     SELECT 'sleepy', '40', 1 FROM generate_series(1, ${ITEMS})
+     RETURNING id::text AS id, max_runs, thread`
+  )
+  // The backlog is on the standby before anything runs: the failover may lose executions, not the items.
+  await until(
+    async () =>
+      (
+        await direct<{ n: number }>(
+          cluster.standby.url,
+          `SELECT count(*)::int AS n FROM "${db.schema}".queue_items`
+        ).catch(() => [{ n: 0 }])
+      )[0]!.n === ITEMS,
+    30_000,
+    "the standby to have the backlog"
+  )
+
+  // A worker pointed at the standby by mistake: one line that says so, and it exits; before it, a worker built by
+  // `PgKairos.layer` (as `Kairos.create` is) fails with that line too.
+  if (sync) {
+    const cli = await kairos([
+      "worker",
+      "--database-url",
+      cluster.standby.url,
+      "--schema",
+      db.schema,
+      "--tasks",
+      "test/fixtures/cli-tasks.ts"
+    ])
+    expect(cli.code).not.toBe(0)
+    expect(cli.stderr.trim().split("\n")).toEqual([`kairos: ${STANDBY}`])
+    const mistaken = startProcess("test/fixtures/start-worker.ts", [], { DATABASE_URL: cluster.standby.url })
+    cleanups.push(async () => killAll([mistaken]))
+    await mistaken.waitFor((e) => e.event === "loaded", 60_000)
+    mistaken.send({ start: { schema: db.schema, define: [] } })
+    const failed = await mistaken.waitFor((e) => e.event === "failed" || e.event === "ready", 30_000)
+    expect(String(failed["message"]).split("\n")[0]).toBe(`kairos/MigrationError: ${STANDBY}`)
+    killAll([mistaken])
+  }
+
+  const config = { workers: 8, batchSize: 20, interval: "1 second", leaseDuration: "10 seconds" }
+  const workers: Array<Worker> = [0, 1, 2].map(() => startWorker(db, { config, slowMs: 1500 }))
+  cleanups.push(async () => killAll(workers))
+  await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
+  const processed = async () =>
+    (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.processed_items`))[0]!.n
+  await until(async () => (await processed()) >= ITEMS / 4, 60_000, "a quarter of the backlog to drain")
+  // The crash comes a moment after a long run ended: its success is committed on the primary, within the second
+  // the lagging standby has not received yet.
+  const from = workers.map((w) => w.events.length)
+  await Promise.race(
+    workers.map((w, i) => w.waitFor((e) => e.event === "end" && String(e.job).startsWith("long-"), 10_000, from[i]))
+  )
+  await sleep(300)
+
+  // The failover.
+  const crashedAt = Date.now()
+  await cluster.crash(cluster.primary)
+  // A failover manager takes a moment to decide: long enough for every worker's ticks to fail and back off.
+  await sleep(PROMOTE_AFTER_MS)
+  await cluster.promote(cluster.standby)
+  proxy.switchTo(cluster.standby.port)
+  const writableAt = Date.now()
+  for (const w of workers) expect(w.child.exitCode).toBeNull()
+
+  const resumedAt = (w: Worker) => {
+    const e = w.events.find((e) => e.event === "start" && Number(e.at) >= writableAt)
+    return e === undefined ? undefined : Number(e.at)
+  }
+  await until(async () => workers.every((w) => resumedAt(w) !== undefined), 30_000, "every worker to run again")
+  await until(
+    async () => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+    90_000,
+    "the backlog to drain after the failover"
+  )
+  await db.query(`UPDATE $schema.scheduled_jobs SET enabled = false`)
+  await until(
+    async () =>
+      (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.job_runs WHERE status = 'running'`))[0]!
+        .n === 0,
+    30_000,
+    "running slots to finish"
+  )
+  const stats = await assertInvariants(db, { enqueued, drained: true, leaseSlackMs: 3000 })
+  expect(stats.processed).toBe(ITEMS)
+
+  // Executions started per item, over all workers (a worker may run an item whose result it then cannot record).
+  const starts = new Map<string, number>()
+  for (const w of workers)
+    for (const e of w.events)
+      if (e.event === "start" && e.item !== undefined) starts.set(String(e.item), (starts.get(String(e.item)) ?? 0) + 1)
+  expect(starts.size).toBe(ITEMS)
+  const itemsRunTwice = [...starts.values()].filter((n) => n > 1).length
+  const errors = await db.query<{ error: string; finished_at: Date }>(
+    `SELECT error, finished_at FROM $schema.job_runs WHERE status = 'failed' AND error IS NOT NULL`
+  )
+  const letGo = errors.filter((r) => r.error.includes("no longer runs it"))
+  const lostRunsLetGo = letGo.length
+  // Let go as soon as their owners reached the promoted standby, not when their leases expired.
+  for (const r of letGo) expect(r.finished_at.getTime() - writableAt).toBeLessThan(2000)
+  // No worker died: a run left to expire as "owner lost" would be a live owner blamed.
+  expect(errors.filter((r) => r.error.startsWith("owner lost:"))).toEqual([])
+  const [after] = await db.query<{ skipped: number }>(
+    `SELECT count(*)::int AS skipped FROM $schema.job_runs
+     WHERE status = 'skipped' AND scheduled_for >= to_timestamp(${writableAt / 1000})`
+  )
+  const figures: Figures = {
+    mode,
+    writableAfterMs: writableAt - crashedAt,
+    resumedAfterMs: workers.map((w) => resumedAt(w)! - writableAt),
+    itemsRunTwice,
+    lostRunsLetGo,
+    skippedSlotsAfter: after!.skipped
+  }
+  console.log(`failover (${mode}): ${JSON.stringify(figures)}`)
+
+  // The tick failures of the outage are a handful per worker, each saying when it retries.
+  for (const w of workers) {
+    const failed = w.events.filter((e) => e.event === "log" && /tick failed/.test(String(e.message)))
+    expect(failed.length, JSON.stringify(failed)).toBeLessThanOrEqual(5)
+  }
+  const exits = await Promise.all(workers.map((w) => w.stop()))
+  expect(exits.map((e) => e.code)).toEqual([0, 0, 0])
+  await cluster.destroy()
+  return figures
+}
+
+describe.skipIf(bindir === undefined && !required)("failover to a promoted standby", () => {
+  it.runIf(bindir === undefined)("needs PostgreSQL's server binaries (KAIROS_REQUIRE_STANDBY=1)", () => {
+    throw new Error(
+      "no PostgreSQL server binaries with pg_basebackup and pg_ctl (pg_config --bindir): install postgresql-15"
+    )
+  })
+
+  it.runIf(bindir !== undefined)(
+    "synchronous replication: nothing lost, every item exactly once, workers back within a second",
+    { timeout: 180_000 },
+    async () => {
+      const figures = await scenario("synchronous")
+      expect(figures.itemsRunTwice).toBe(0)
+      expect(figures.lostRunsLetGo).toBe(0)
+      expect(Math.max(...figures.resumedAfterMs)).toBeLessThan(1500)
+    }
+  )
+
+  it.runIf(bindir !== undefined)(
+    "asynchronous replication a second behind: what was lost runs again, counts exact, workers back within a second",
+    { timeout: 180_000 },
+    async () => {
+      const figures = await scenario("asynchronous")
+      expect(Math.max(...figures.resumedAfterMs)).toBeLessThan(1500)
+      // A long run's success was lost: its live owner let it go at once (within 2 s of the standby accepting
+      // writes, checked in `scenario`), not when its lease expired.
+      expect(figures.lostRunsLetGo).toBeGreaterThanOrEqual(1)
+    }
+  )
+})
+
+if (bindir === undefined && !required)
+  console.warn(
+    "failover.test.ts skipped: no PostgreSQL server binaries with pg_basebackup and pg_ctl (install postgresql-15; " +
+      "KAIROS_REQUIRE_STANDBY=1 makes this a failure)"
+  )

@@ -1,0 +1,236 @@
+/**
+ * A failed tick's backoff, under the fake clock: it waits exactly what the log says, handlers finishing meanwhile do
+ * not cut it short, and the database coming back (the wake-up listener reconnected) ends it at once.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Context, Effect, FiberRef, HashSet, Layer, Logger, Ref } from "effect"
+import { QueueStore, QueueStoreError, Runner, WakeUps } from "../../src/index.js"
+import {
+  FakeClock,
+  FakeStore,
+  MemoryDatabase,
+  MemoryQueueStore,
+  MemorySemaphore,
+  MemorySettings,
+  MemoryWakeUps,
+  MemoryWorkerRegistry,
+  TestRunner
+} from "../../src/testing.js"
+import { settle } from "../support/runner.js"
+
+/** The database's state as the test sets it: away or not, and the listener's reconnect to call when it is back. */
+class Database extends Context.Tag("test/Database")<
+  Database,
+  { readonly down: Ref.Ref<boolean>; readonly reconnect: () => void }
+>() {}
+
+/**
+ * The memory queue whose claims fail while the database is away (results are still recorded: a handler finishing
+ * then wakes the runner as usual), and wake-ups whose listener the test reconnects.
+ */
+const awayLayer = Layer.effectContext(
+  Effect.gen(function* () {
+    const { memory, store } = yield* MemoryQueueStore.make
+    const down = yield* Ref.make(false)
+    const wakeUps = yield* MemoryWakeUps.make
+    let reconnected: (() => void) | undefined
+    const claimBatch: (typeof store)["claimBatch"] = (options) =>
+      Effect.flatMap(Ref.get(down), (isDown) =>
+        isDown
+          ? Effect.fail(new QueueStoreError({ reason: "Unavailable", message: "connection refused" }))
+          : store.claimBatch(options)
+      )
+    return Context.make(QueueStore, { ...store, claimBatch }).pipe(
+      Context.add(MemoryQueueStore.MemoryQueue, memory),
+      Context.add(
+        WakeUps,
+        WakeUps.of({
+          subscribe: (wake, onReconnect) =>
+            Effect.suspend(() => {
+              reconnected = onReconnect
+              return wakeUps.subscribe(wake)
+            })
+        })
+      ),
+      Context.add(Database, { down, reconnect: () => reconnected?.() })
+    )
+  })
+)
+
+const testLayer = (config: Runner.RunnerOptions) =>
+  Runner.layer({ ...TestRunner.testDefaults, ...config }).pipe(
+    Layer.provideMerge(
+      Layer.mergeAll(
+        awayLayer,
+        FakeStore.layer,
+        MemorySettings.layerFromDatabase,
+        MemorySemaphore.layer(),
+        MemoryWorkerRegistry.layer
+      )
+    ),
+    Layer.provideMerge(MemoryDatabase.layer()),
+    Layer.provideMerge(Layer.effectDiscard(FakeClock.quick))
+  )
+
+/** Runs `self` recording every line logged, with the fake clock's time (ms) when it was logged. */
+const timedLogs = <A, E, R>(
+  self: (lines: Ref.Ref<ReadonlyArray<{ at: number; line: string }>>) => Effect.Effect<A, E, R>
+) =>
+  Effect.gen(function* () {
+    const lines = yield* Ref.make<ReadonlyArray<{ at: number; line: string }>>([])
+    const logger = Logger.make(({ date, logLevel, message }) => {
+      const text = Array.isArray(message) ? message.map(String).join(" ") : String(message)
+      Ref.update(lines, (xs) => [...xs, { at: date.getTime(), line: `${logLevel.label} ${text}` }]).pipe(Effect.runSync)
+    })
+    return yield* Effect.locally(self(lines), FiberRef.currentLoggers, HashSet.make(logger))
+  })
+
+const T0 = new Date("2026-01-01T00:00:00Z").getTime()
+
+/** The failed ticks logged so far: when (ms after T0) and the wait they announced. */
+const failedTicks = (lines: Ref.Ref<ReadonlyArray<{ at: number; line: string }>>) =>
+  Effect.map(Ref.get(lines), (xs) =>
+    xs.flatMap(({ at, line }) => {
+      const m = /^ERROR tick failed \(retrying in (\w+),/.exec(line)
+      return m === null ? [] : [{ at: at - T0, wait: m[1]! }]
+    })
+  )
+
+describe("a failed tick's backoff", () => {
+  it.scoped("waits exactly what its log line says, however many handlers finish meanwhile", () =>
+    timedLogs((lines) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set(new Date(T0))
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const db = yield* Database
+        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
+        yield* runner.start
+        // 40 concurrent executions ending every 100 ms over 4 s, each freeing a worker (which wakes the runner).
+        yield* queue.enqueueMany(
+          Array.from({ length: 40 }, (_, i) => ({ taskType: "sleepy", payload: String(100 * (i + 1)), thread: 1 })),
+          new Date(T0)
+        )
+        yield* settle(Effect.map(runner.running, (n) => n === 40))
+        yield* Ref.set(db.down, true)
+        yield* FakeClock.advance("7 seconds")
+        // The first end (at 100 ms) wakes a tick, which fails; the 39 ends after it do not cut its 1 s short, nor
+        // the 2 s and 4 s after it: the ticks come exactly when their lines said.
+        expect(yield* failedTicks(lines)).toEqual([
+          { at: 100, wait: "1s" },
+          { at: 1100, wait: "2s" },
+          { at: 3100, wait: "4s" }
+        ])
+        expect((yield* memory.processed).length).toBe(40)
+        // Back: the tick at 7.1 s claims again.
+        yield* Ref.set(db.down, false)
+        yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+        yield* FakeClock.advance("99 millis")
+        expect((yield* memory.processed).length).toBe(40)
+        yield* FakeClock.advance("1 millis")
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 41))
+        expect((yield* failedTicks(lines)).length).toBe(3)
+      })
+    ).pipe(Effect.provide(testLayer({ workers: 40, interval: "1 hour" })))
+  )
+
+  it.scoped("ends at once when the database is back (the wake-up listener reconnected), at any point of it", () =>
+    timedLogs((lines) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set(new Date(T0))
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const db = yield* Database
+        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
+        yield* runner.start
+        yield* Ref.set(db.down, true)
+        yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+        // Away for a while: ticks at 0, 1, 3, 7, 15 and 31 s; the last one waits 32 s.
+        yield* FakeClock.advance("40 seconds")
+        expect((yield* failedTicks(lines)).map((t) => [t.at, t.wait])).toEqual([
+          [0, "1s"],
+          [1000, "2s"],
+          [3000, "4s"],
+          [7000, "8s"],
+          [15000, "16s"],
+          [31000, "32s"]
+        ])
+        expect((yield* memory.processed).length).toBe(0)
+        // Back at 40 s, 9 s into a 32 s wait: the listener's reconnect ends the wait with no clock movement.
+        yield* Ref.set(db.down, false)
+        db.reconnect()
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+        expect((yield* memory.processed)[0]!.startedAt.getTime() - T0).toBe(40_000)
+        // The next failure starts the backoff over.
+        yield* Ref.set(db.down, true)
+        yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+        yield* settle(Effect.map(failedTicks(lines), (t) => t.length === 7))
+        expect((yield* failedTicks(lines))[6]).toEqual({ at: 40_000, wait: "1s" })
+      })
+    ).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
+  )
+
+  it.scoped("a reconnect during the tick that fails ends the backoff that follows; one before it does not", () =>
+    timedLogs((lines) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set(new Date(T0))
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const db = yield* Database
+        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
+        yield* runner.start
+        yield* FakeClock.advance("1 second")
+        // A reconnect while all is well is forgotten: it cannot end a later backoff.
+        db.reconnect()
+        yield* FakeClock.advance("1 second")
+        yield* Ref.set(db.down, true)
+        yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+        yield* settle(Effect.map(failedTicks(lines), (t) => t.length === 1))
+        yield* FakeClock.advance("999 millis")
+        expect((yield* failedTicks(lines)).length).toBe(1)
+        yield* FakeClock.advance("1 millis")
+        yield* settle(Effect.map(failedTicks(lines), (t) => t.length === 2))
+        expect(yield* failedTicks(lines)).toEqual([
+          { at: 2000, wait: "1s" },
+          { at: 3000, wait: "2s" }
+        ])
+        expect((yield* memory.processed).length).toBe(0)
+      })
+    ).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
+  )
+
+  it.scoped("a long outage logs a bounded number of lines: one at each doubling, then one a minute", () =>
+    timedLogs((lines) =>
+      Effect.gen(function* () {
+        yield* FakeClock.set(new Date(T0))
+        const runner = yield* Runner.Runner
+        const queue = yield* QueueStore
+        const memory = yield* MemoryQueueStore.MemoryQueue
+        const db = yield* Database
+        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
+        yield* runner.start
+        yield* Ref.set(db.down, true)
+        yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+        yield* FakeClock.advance("10 minutes")
+        const ticks = yield* failedTicks(lines)
+        // 0, 1, 3, 7, 15, 31 s, then every minute from 63 s to 543 s: 15 lines in 10 minutes.
+        expect(ticks.map((t) => t.wait)).toEqual([
+          "1s",
+          "2s",
+          "4s",
+          "8s",
+          "16s",
+          "32s",
+          ...Array.from({ length: 9 }, () => "1m")
+        ])
+        expect((yield* Ref.get(lines)).length).toBe(15)
+        yield* Ref.set(db.down, false)
+        db.reconnect()
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+      })
+    ).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
+  )
+})

@@ -1,0 +1,160 @@
+/**
+ * A primary and a streaming standby from the machine's PostgreSQL binaries (Debian's postgresql-15: `pg_config
+ * --bindir` has `pg_basebackup` and `pg_ctl promote`, which the embedded package lacks), for the failover test. Every
+ * server runs as the `postgres` user (when this process is root), on a free port, in a temporary folder.
+ */
+import { execFile, execFileSync } from "node:child_process"
+import fs from "node:fs/promises"
+import { existsSync } from "node:fs"
+import os from "node:os"
+import path from "node:path"
+import { promisify } from "node:util"
+import { freePort } from "./proxy.js"
+
+const run = promisify(execFile)
+
+/** The folder of PostgreSQL's server binaries, with everything the test needs; undefined when there is none. */
+export const postgresBinaries = (): string | undefined => {
+  const candidates: Array<string> = []
+  try {
+    candidates.push(execFileSync("pg_config", ["--bindir"], { encoding: "utf8" }).trim())
+  } catch {
+    // No pg_config on the PATH: Debian's usual places.
+  }
+  candidates.push("/usr/lib/postgresql/15/bin", "/usr/lib/postgresql/16/bin", "/usr/lib/postgresql/17/bin")
+  const needed = ["initdb", "pg_ctl", "pg_basebackup", "postgres"]
+  return candidates.find((dir) => needed.every((b) => existsSync(path.join(dir, b))))
+}
+
+const isRoot = () => process.getuid?.() === 0
+
+/** Runs a PostgreSQL binary as the `postgres` user (as this user when not root). */
+const pgRun = (bindir: string, binary: string, args: ReadonlyArray<string>) => {
+  const file = path.join(bindir, binary)
+  return isRoot()
+    ? run("runuser", ["-u", "postgres", "--", file, ...args], { timeout: 120_000 })
+    : run(file, [...args], { timeout: 120_000 })
+}
+
+export interface Server {
+  readonly port: number
+  readonly dataDir: string
+  readonly url: string
+}
+
+export interface Cluster {
+  readonly primary: Server
+  readonly standby: Server
+  /** Starts a server whose data folder is set up (the standby after `pg_basebackup`). */
+  readonly start: (server: Server) => Promise<void>
+  /** The primary crashes: `pg_ctl stop -m immediate` (no checkpoint; its clients' connections drop). */
+  readonly crash: (server: Server) => Promise<void>
+  /** `pg_ctl promote -w`: the standby ends recovery and accepts writes when this returns. */
+  readonly promote: (server: Server) => Promise<void>
+  /** The server's log so far. */
+  readonly log: (server: Server) => Promise<string>
+  /** Stops both (immediately) and removes their folders. */
+  readonly destroy: () => Promise<void>
+}
+
+const urlOf = (port: number) => `postgres://postgres@127.0.0.1:${port}/postgres`
+
+/**
+ * A primary (initdb, trust authentication on 127.0.0.1, replication allowed) started, and its standby copied by
+ * `pg_basebackup -R` and started, streaming from `replicateThrough(primaryPort)` (a port of the test's choosing, for
+ * a lagging link), with `standbySettings`. `primarySettings` are appended to the primary's postgresql.conf.
+ */
+export const startCluster = async (options: {
+  readonly bindir: string
+  readonly primarySettings?: Readonly<Record<string, string>>
+  readonly replicateThrough?: (primaryPort: number) => Promise<number>
+}): Promise<Cluster> => {
+  const { bindir } = options
+  const base = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-failover-"))
+  await fs.chmod(base, 0o755)
+  if (isRoot()) execFileSync("chown", ["postgres:postgres", base])
+  const primary: Server = { port: await freePort(), dataDir: path.join(base, "primary"), url: "" }
+  const standby: Server = { port: await freePort(), dataDir: path.join(base, "standby"), url: "" }
+  Object.assign(primary, { url: urlOf(primary.port) })
+  Object.assign(standby, { url: urlOf(standby.port) })
+  const started = new Set<Server>()
+  const logFile = (server: Server) => `${server.dataDir}.log`
+  const settings = (entries: Readonly<Record<string, string>>) =>
+    Object.entries(entries)
+      .map(([k, v]) => `${k} = ${v}\n`)
+      .join("")
+
+  const start = async (server: Server) => {
+    await pgRun(bindir, "pg_ctl", ["start", "-w", "-t", "60", "-D", server.dataDir, "-l", logFile(server)])
+    started.add(server)
+  }
+  const cluster: Cluster = {
+    primary,
+    standby,
+    start,
+    crash: async (server) => {
+      await pgRun(bindir, "pg_ctl", ["stop", "-m", "immediate", "-D", server.dataDir])
+      started.delete(server)
+    },
+    promote: async (server) => {
+      await pgRun(bindir, "pg_ctl", ["promote", "-w", "-t", "60", "-D", server.dataDir])
+    },
+    log: (server) => fs.readFile(logFile(server), "utf8").catch(() => ""),
+    destroy: async () => {
+      for (const server of started) {
+        await pgRun(bindir, "pg_ctl", ["stop", "-m", "immediate", "-D", server.dataDir]).catch(() => undefined)
+      }
+      started.clear()
+      await fs.rm(base, { recursive: true, force: true })
+    }
+  }
+  try {
+    await pgRun(bindir, "initdb", ["-D", primary.dataDir, "-U", "postgres", "--auth=trust", "--no-sync"])
+    await fs.appendFile(
+      path.join(primary.dataDir, "postgresql.conf"),
+      settings({
+        port: String(primary.port),
+        listen_addresses: "'127.0.0.1'",
+        unix_socket_directories: `'${base}'`,
+        max_connections: "100",
+        shared_buffers: "'32MB'",
+        wal_level: "replica",
+        max_wal_senders: "4",
+        // The standby is stopped immediately at the end: nothing on disk needs to survive the machine.
+        fsync: "off",
+        ...options.primarySettings
+      })
+    )
+    await start(primary)
+    await pgRun(bindir, "pg_basebackup", [
+      "-D",
+      standby.dataDir,
+      "-R",
+      "-X",
+      "stream",
+      "-c",
+      "fast",
+      "-h",
+      "127.0.0.1",
+      "-p",
+      String(primary.port),
+      "-U",
+      "postgres"
+    ])
+    const through = options.replicateThrough === undefined ? primary.port : await options.replicateThrough(primary.port)
+    // After the lines `-R` wrote: the last setting of a name wins.
+    await fs.appendFile(
+      path.join(standby.dataDir, "postgresql.auto.conf"),
+      settings({
+        port: String(standby.port),
+        primary_conninfo: `'host=127.0.0.1 port=${through} user=postgres application_name=standby'`,
+        synchronous_standby_names: "''"
+      })
+    )
+    await start(standby)
+    return cluster
+  } catch (e) {
+    await cluster.destroy()
+    throw e
+  }
+}
