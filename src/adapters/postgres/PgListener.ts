@@ -169,6 +169,8 @@ export const make: (options: ListenerOptions) => Effect.Effect<
         yield* Ref.set(listeningSince, yield* Clock.currentTimeMillis)
         listening = true
         yield* Deferred.succeed(ready, undefined)
+        if (reconnecting && failedInARow > 1)
+          yield* Effect.logInfo(`PgListener: listening again, after ${failedInARow} failed tries`)
         if (reconnecting && onReconnect !== undefined) {
           yield* Effect.try(onReconnect).pipe(
             Effect.catchAll((error) => Effect.logWarning(`PgListener: onReconnect threw: ${describe(error.error)}`))
