@@ -60,6 +60,18 @@ const backoffAfter = (failures: number) =>
     (delays) => Option.getOrElse(Chunk.last(delays), () => Duration.seconds(1))
   )
 
+/** Logs the `failures`-th failed tick in a row with the wait before the next, which it returns (ms). */
+const logFailedTick = (failures: number, cause: Cause.Cause<unknown>) =>
+  Effect.gen(function* () {
+    const backoff = yield* backoffAfter(failures)
+    yield* Effect.logError(
+      `tick failed (retrying in ${Duration.format(backoff)}, or as soon as the database is reachable again): ` +
+        Result.errorMessage(Cause.squash(cause)),
+      cause
+    )
+    return Duration.toMillis(backoff)
+  })
+
 export interface Loop {
   /**
    * The loop's wake-up: raised by new work, a freed worker, a written batch, a setting changed, its alarm. Ignored
@@ -162,19 +174,11 @@ export const make = (options: {
       Effect.tap(() => {
         failures = 0
       }),
-      Effect.catchAllCause((cause) =>
-        Effect.gen(function* () {
-          if (Cause.isInterruptedOnly(cause)) return yield* Effect.interrupt
-          failures++
-          const backoff = yield* backoffAfter(failures)
-          yield* Effect.logError(
-            `tick failed (retrying in ${Duration.format(backoff)}, or as soon as the database is reachable again): ` +
-              Result.errorMessage(Cause.squash(cause)),
-            cause
-          )
-          return Duration.toMillis(backoff)
-        })
-      )
+      Effect.catchAllCause((cause) => {
+        if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
+        failures++
+        return logFailedTick(failures, cause)
+      })
     )
   })
 
@@ -190,7 +194,12 @@ export const make = (options: {
     back.clear()
     const delayMs = yield* tickAndPlan
     if (stopping()) return yield* Effect.interrupt
-    yield* sleepOrWake(delayMs, failures === 0 ? wake : back)
+    if (failures === 0) return yield* sleepOrWake(delayMs, wake)
+    const untilMs = nowMs() + delayMs
+    yield* sleepOrWake(delayMs, back)
+    // Ended early: the database is back (the backoff's end says nothing: the next tick tells).
+    if (nowMs() < untilMs && !stopping())
+      yield* Effect.logInfo(`the database is reachable again: ticking now, after ${failures} failed tick(s)`)
   })
 
   return {

@@ -78,7 +78,7 @@ const toClaimed = (owner: string, scheduled: ScheduledJob, run: JobRun, lease: L
  */
 const takenBackBecause = (run: JobRun, owner: string, holds: ReadonlySet<string> | undefined, now: Date) =>
   run.owner === owner && holds !== undefined && !holds.has(run.id)
-    ? `owner ${owner} no longer runs it (its record of the run was lost, e.g. in a failover; or it gave the run up)`
+    ? `owner ${owner} no longer runs it (a failover lost its result or its claim's answer, or it gave the run up)`
     : run.leaseUntil !== null && run.leaseUntil.getTime() < now.getTime()
       ? `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil.toISOString()})`
       : undefined

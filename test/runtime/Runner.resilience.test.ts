@@ -155,7 +155,7 @@ describe("a run whose record was lost (a failover to a standby that had not rece
     })
 
   const NO_LONGER = (owner: string) =>
-    `owner ${owner} no longer runs it (its record of the run was lost, e.g. in a failover; or it gave the run up)`
+    `owner ${owner} no longer runs it (a failover lost its result or its claim's answer, or it gave the run up)`
 
   it.scoped("is let go by its live owner at its next claim, saying so, and holds no slot of its job meanwhile", () =>
     Effect.gen(function* () {

@@ -248,6 +248,8 @@ export const make: (options: ListenerOptions) => Effect.Effect<
         if (fellBack) yield* Effect.logInfo(`wake-ups by LISTEN work again on ${where(url)}`)
         fellBack = false
         yield* Deferred.succeed(ready, undefined)
+        if (reconnecting && failedInARow > 1)
+          yield* Effect.logInfo(`PgListener: listening again, after ${failedInARow} failed tries`)
         if (reconnecting && onReconnect !== undefined) {
           yield* Effect.try(onReconnect).pipe(
             Effect.catchAll((error) => Effect.logWarning(`PgListener: onReconnect threw: ${describe(error.error)}`))
