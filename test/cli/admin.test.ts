@@ -263,6 +263,8 @@ describe("kairos --help", () => {
     for (const r of [top, enqueue, worker, dbStatus, other]) {
       expect(r.code).toBe(0)
       expect(r.stdout + r.stderr).not.toContain("\u001b")
+      // One newline at the end, no blank line after the text.
+      expect(r.stdout).toMatch(/\S\n$/)
     }
     expect(top.stdout).toMatch(/^\$ kairos$/m)
     for (const command of ["migrate", "worker", "enqueue", "queue", "processed", "jobs", "runs", "semaphore"])
@@ -304,6 +306,11 @@ describe("kairos --help", () => {
       for (const [flag, lines] of descriptions(help)) expect([flag, lines.length]).toEqual([flag, 1])
       for (const line of help.split("\n")) expect(line.trim()).not.toMatch(generic)
     }
+  })
+
+  it("--version prints the version and nothing else", { timeout: 60_000 }, async () => {
+    const version = await kairos(["--version"])
+    expect([version.code, version.stdout, version.stderr]).toEqual([0, "0.1.0\n", ""])
   })
 
   it(

@@ -273,6 +273,21 @@ describe("kairos commands", () => {
       /^kairos: --lease: "-5s" is not a positive duration/
     ],
     [
+      "a zero --concurrency",
+      ["worker", "--tasks", "examples/tasks.ts", "--concurrency", "0"],
+      /^--concurrency: 0 is out of range: a whole number of at least 1\n/
+    ],
+    [
+      "a zero --batch",
+      ["worker", "--tasks", "examples/tasks.ts", "--batch", "0"],
+      /^--batch: 0 is out of range: a whole number of at least 1\n/
+    ],
+    [
+      "a negative --rate-limit",
+      ["worker", "--tasks", "examples/tasks.ts", "--rate-limit", "-1"],
+      /^--rate-limit: -1 is out of range: a whole number of at least 0\n/
+    ],
+    [
       "a zero --grace",
       ["worker", "--tasks", "examples/tasks.ts", "--grace", "0ms"],
       /^kairos: --grace: "0ms" is not a positive duration/

@@ -173,6 +173,23 @@ export const int4Option = (name: string): Options.Options<number> =>
   )
 
 /**
+ * A count flag (`--concurrency`, `--batch`, …): a whole number of at least `min`. Anything less is one usage line
+ * naming the flag, not a worker that silently runs with a default (or, at 0, never starts anything).
+ */
+export const countOption = (name: string, min: number): Options.Options<number> =>
+  Options.integer(name).pipe(
+    Options.mapEffect((n) =>
+      n >= min && n <= INT4.max
+        ? Effect.succeed(n)
+        : Effect.fail(
+            ValidationError.invalidValue(
+              HelpDoc.p(`--${name}: ${n} is out of range: a whole number of at least ${min}`)
+            )
+          )
+    )
+  )
+
+/**
  * Runs `f` with the operator's actions on the resolved database, stamped by the database's clock. What an action
  * does not find is one line naming it and the command that lists what there is.
  */

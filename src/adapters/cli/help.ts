@@ -47,8 +47,11 @@ export const dropFiller = (text: string): string => {
   return kept.join("\n")
 }
 
+// @effect/cli's text ends with a newline of its own, which `log` doubles: `--version` printed a blank line after it.
 const render = (value: unknown, stream: NodeJS.WriteStream, path: ReadonlyArray<string>): unknown =>
-  typeof value === "string" ? dropFiller(fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path)) : value
+  typeof value === "string"
+    ? dropFiller(fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path)).replace(/\n+$/, "")
+    : value
 
 /**
  * Runs `self` (@effect/cli's run of the command line) with a Console whose `log` and `error` print @effect/cli's

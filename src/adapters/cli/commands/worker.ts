@@ -24,7 +24,7 @@ import { QueueStore } from "../../../ports/QueueStore.js"
 import { importTasks } from "../importTasks.js"
 import { CliError, describe, explain } from "../errors.js"
 import { escapeControls, snakeKeys, terminalSafeJson } from "../format.js"
-import { common, directUrlOption, flags, resolveDirectUrl, resolveUrl, targetOf } from "../common.js"
+import { common, countOption, directUrlOption, flags, resolveDirectUrl, resolveUrl, targetOf } from "../common.js"
 import * as CliOutput from "../CliOutput.js"
 
 /** A duration flag: absent, or a positive duration read like `--interval` (`500ms`, `30s`, `5m`, `"5 minutes"`). */
@@ -127,12 +127,12 @@ export const workerCommand = Command.make(
         "the tasks module (.js or .ts): its default export is { taskType: handler, ... }; it may export schedules, upserted by name at start"
       )
     ),
-    concurrency: Options.integer("concurrency").pipe(
+    concurrency: countOption("concurrency", 1).pipe(
       Options.withPseudoName("N"),
       Options.withDescription("executions run at once by this worker (default 4)"),
       Options.withDefault(4)
     ),
-    maxConnections: Options.integer("max-connections").pipe(
+    maxConnections: countOption("max-connections", 1).pipe(
       Options.withPseudoName("N"),
       Options.withDescription(
         "the most connections this worker's pool opens (default 10); the listener holds one more, on --direct-url when given"
@@ -146,12 +146,12 @@ export const workerCommand = Command.make(
       ),
       Options.withDefault("5s")
     ),
-    batch: Options.integer("batch").pipe(
+    batch: countOption("batch", 1).pipe(
       Options.withPseudoName("N"),
       Options.withDescription("most items claimed in one statement (default 20)"),
       Options.withDefault(20)
     ),
-    rateLimit: Options.integer("rate-limit").pipe(
+    rateLimit: countOption("rate-limit", 0).pipe(
       Options.withPseudoName("N"),
       Options.withDescription("most queue items started per poll interval; 0: no limit (default 0)"),
       Options.withDefault(0)
