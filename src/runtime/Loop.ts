@@ -171,8 +171,13 @@ export const make = (options: {
           ? Effect.zipRight(Effect.yieldNow(), nextDelay(report, interval))
           : nextDelay(report, interval)
       ),
+      // Said once per outage, by the first tick that succeeds after it: whether `back` cut the backoff short or it
+      // ran out, the line marks when the runner had the database again.
       Effect.tap(() => {
+        if (failures === 0) return Effect.void
+        const after = failures
         failures = 0
+        return Effect.logInfo(`the database is reachable again: ticked after ${after} failed tick(s)`)
       }),
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
@@ -194,12 +199,7 @@ export const make = (options: {
     back.clear()
     const delayMs = yield* tickAndPlan
     if (stopping()) return yield* Effect.interrupt
-    if (failures === 0) return yield* sleepOrWake(delayMs, wake)
-    const untilMs = nowMs() + delayMs
-    yield* sleepOrWake(delayMs, back)
-    // Ended early: the database is back (the backoff's end says nothing: the next tick tells).
-    if (nowMs() < untilMs && !stopping())
-      yield* Effect.logInfo(`the database is reachable again: ticking now, after ${failures} failed tick(s)`)
+    yield* sleepOrWake(delayMs, failures === 0 ? wake : back)
   })
 
   return {

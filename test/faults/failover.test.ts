@@ -251,7 +251,7 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     resumedAfterMs: workers.map((w) => resumedAt(w)! - writableAt),
     backAfterMs: workers.map((w) => {
       const e = w.events.find(
-        (e) => e.event === "log" && /the database is reachable again: ticking now/.test(String(e.message))
+        (e) => e.event === "log" && /the database is reachable again: ticked after/.test(String(e.message))
       )
       return e === undefined ? Number.NaN : Number(e.at) - writableAt
     }),
@@ -264,7 +264,12 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   workers.forEach((w, i) => {
     if (figures.resumedAfterMs[i]! < 1500) return
     const lines = w.events
-      .filter((e) => e.event === "log" && Number(e.at) >= crashedAt && Number(e.at) <= writableAt + 10_000)
+      .filter(
+        (e) =>
+          e.event === "log" &&
+          Number(e.at) >= crashedAt &&
+          Number(e.at) <= writableAt + figures.resumedAfterMs[i]! + 1000
+      )
       .map((e) => `${Number(e.at) - writableAt}ms ${String(e.message).split("\n")[0]!.slice(0, 160)}`)
     console.log(`worker ${i} executed again ${figures.resumedAfterMs[i]} ms after writable:\n${lines.join("\n")}`)
   })
