@@ -57,10 +57,16 @@ export interface LaneContext {
   /** A started handler returned after `tookMs` (undefined: it was interrupted). */
   readonly stopped: (tookMs: number | undefined) => void
   /**
-   * An execution ended with `result` (or never ran to a result: undefined); its claim no longer counts. `chained`:
-   * it succeeded and its result will be written with a claim of what it frees (see `WorkSource.chains`).
+   * A started execution ended with `result` (or never ran to a result: undefined, interrupted); its claim no longer
+   * counts. `chained`: it succeeded and its result will be written with a claim of what it frees (see
+   * `WorkSource.chains`).
    */
   readonly ended: (result: Result.Result | undefined, chained: boolean) => void
+  /**
+   * A claim that never started (handed back by a stop, or its lease lost while it waited) no longer counts. No
+   * execution ended: it is neither a success nor a failure.
+   */
+  readonly dropped: () => void
   /** A result is waiting for the writer. */
   readonly resultsReady: () => void
   /** Leases are now held (the renewal round should run). */
@@ -190,7 +196,7 @@ class Execution<C extends Claimed> implements Task {
     this.running = false
     this.interrupted = true
     this.lane.cancelled.push(this)
-    this.lane.context.ended(undefined, false)
+    this.lane.context.dropped()
   }
 }
 
@@ -366,7 +372,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     const context = this.context
     if (entry.lost) {
       entry.running = false
-      context.ended(undefined, false)
+      context.dropped()
       return true
     }
     const handler = context.handler(job.taskType)
