@@ -4,6 +4,7 @@
  * runner's one timeout watch, and queues its result for the runner's one results writer, which records a batch per
  * statement. A source wired into it is a `Lane`.
  */
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -586,7 +587,10 @@ const renewRound = <C extends Claimed, E extends { readonly message: string }>(
     }
   }).pipe(
     // A renewal that fails is not a lost lease: the next round tries again.
-    Effect.catchAllCause((cause) => Effect.logWarning("lease renewal failed; retrying next round", cause)),
+    // The reason in the line itself: without --verbose the CLI prints a log's message, not its cause.
+    Effect.catchAllCause((cause) =>
+      Effect.logWarning(`lease renewal failed; retrying next round: ${Result.errorMessage(Cause.squash(cause))}`, cause)
+    ),
     Effect.annotateLogs({ kind: lane.kind })
   )
 
@@ -631,7 +635,8 @@ const writeBatch = <C extends Claimed, E extends { readonly message: string }>(
     Effect.catchAllCause((cause) =>
       Effect.as(
         Effect.logError(
-          "recording results failed; their executions run again once their leases expire (nothing is lost)",
+          "recording results failed; their executions run again once their leases expire (nothing is lost): " +
+            Result.errorMessage(Cause.squash(cause)),
           cause
         ).pipe(Effect.annotateLogs({ kind: lane.kind })),
         { written: batch.map(() => undefined), claimed: [], chained: false, next: undefined }
