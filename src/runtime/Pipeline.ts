@@ -4,6 +4,7 @@
  * runner's one timeout watch, and queues its result for the runner's one results writer, which records a batch per
  * statement. A source wired into it is a `Lane`.
  */
+import * as Cause from "effect/Cause"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -57,10 +58,16 @@ export interface LaneContext {
   /** A started handler returned after `tookMs` (undefined: it was interrupted). */
   readonly stopped: (tookMs: number | undefined) => void
   /**
-   * An execution ended with `result` (or never ran to a result: undefined); its claim no longer counts. `chained`:
-   * it succeeded and its result will be written with a claim of what it frees (see `WorkSource.chains`).
+   * A started execution ended with `result` (or never ran to a result: undefined, interrupted); its claim no longer
+   * counts. `chained`: it succeeded and its result will be written with a claim of what it frees (see
+   * `WorkSource.chains`).
    */
   readonly ended: (result: Result.Result | undefined, chained: boolean) => void
+  /**
+   * A claim that never started (handed back by a stop, or its lease lost while it waited) no longer counts. No
+   * execution ended: it is neither a success nor a failure.
+   */
+  readonly dropped: () => void
   /** A result is waiting for the writer. */
   readonly resultsReady: () => void
   /** Leases are now held (the renewal round should run). */
@@ -190,7 +197,7 @@ class Execution<C extends Claimed> implements Task {
     this.running = false
     this.interrupted = true
     this.lane.cancelled.push(this)
-    this.lane.context.ended(undefined, false)
+    this.lane.context.dropped()
   }
 }
 
@@ -366,7 +373,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     const context = this.context
     if (entry.lost) {
       entry.running = false
-      context.ended(undefined, false)
+      context.dropped()
       return true
     }
     const handler = context.handler(job.taskType)
@@ -580,7 +587,10 @@ const renewRound = <C extends Claimed, E extends { readonly message: string }>(
     }
   }).pipe(
     // A renewal that fails is not a lost lease: the next round tries again.
-    Effect.catchAllCause((cause) => Effect.logWarning("lease renewal failed; retrying next round", cause)),
+    // The reason in the line itself: without --verbose the CLI prints a log's message, not its cause.
+    Effect.catchAllCause((cause) =>
+      Effect.logWarning(`lease renewal failed; retrying next round: ${Result.errorMessage(Cause.squash(cause))}`, cause)
+    ),
     Effect.annotateLogs({ kind: lane.kind })
   )
 
@@ -625,7 +635,8 @@ const writeBatch = <C extends Claimed, E extends { readonly message: string }>(
     Effect.catchAllCause((cause) =>
       Effect.as(
         Effect.logError(
-          "recording results failed; their executions run again once their leases expire (nothing is lost)",
+          "recording results failed; their executions run again once their leases expire (nothing is lost): " +
+            Result.errorMessage(Cause.squash(cause)),
           cause
         ).pipe(Effect.annotateLogs({ kind: lane.kind })),
         { written: batch.map(() => undefined), claimed: [], chained: false, next: undefined }

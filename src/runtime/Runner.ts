@@ -60,7 +60,10 @@ export interface RunnerOptions extends SchedulerConfigInput {
   readonly onExecution?: ((report: ExecutionReport) => void) | undefined
 }
 
-/** Counters of a runner's executions: started, and finished ok or failed (whatever the failure). */
+/**
+ * Counters of a runner's executions: started, and finished ok or failed (whatever the failure, an interrupted one
+ * included). A claim that never started (handed back at a stop) is none of them.
+ */
 export interface RunnerStats {
   readonly started: number
   readonly ok: number
@@ -168,6 +171,10 @@ const laneContext = (
   }
 ): LaneContext => {
   const { capacity, handlers, loop, state, stats, switches, writer } = parts
+  const released = (chained: boolean) => {
+    // The buffer ran low: claim more, unless all this could free is claimed again with its result (a chain).
+    if (capacity.ended() && loop.needsTick(chained)) loop.wake.raise()
+  }
   return {
     lease: more.lease,
     handler: (taskType: string) => handlers.get(taskType),
@@ -181,9 +188,9 @@ const laneContext = (
       // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
       if (result === undefined || result.failed) stats.failed++
       else stats.ok++
-      // The buffer ran low: claim more, unless all this could free is claimed again with its result (a chain).
-      if (capacity.ended() && loop.needsTick(chained)) loop.wake.raise()
+      released(chained)
     },
+    dropped: () => released(false),
     resultsReady: writer.ready.raise,
     leasesHeld: more.keeper.held.raise,
     written: (chained) => {

@@ -495,6 +495,8 @@ describe("Runner.stop", () => {
       yield* settle(Effect.map(memory.processed, (p) => p.length === 4))
       expect((yield* memory.processed).every((p) => p.status === "ok")).toBe(true)
       expect((yield* Ref.get(startedBy)).length).toBe(4)
+      // What the first one handed back never ran: it is no failure (`kairos worker` prints these counts at stop).
+      expect(yield* runner.stats).toEqual({ started: 2, ok: 2, failed: 0 })
       yield* Effect.fork(second.stop)
       yield* FakeClock.advance("30 seconds")
     }).pipe(Effect.provide(testLayer({ workers: 2, gracePeriod: "30 seconds", interval: "1 day" })))

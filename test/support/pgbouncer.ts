@@ -37,6 +37,8 @@ export interface PgBouncer {
   readonly port: number
   /** PgBouncer's log so far (for a failure's message). */
   readonly log: () => string
+  /** A `SHOW …` command on PgBouncer's admin console (`SHOW POOLS`, `SHOW CLIENTS`), its rows. */
+  readonly show: (what: string) => Promise<Array<Record<string, string>>>
   readonly stop: () => Promise<void>
 }
 
@@ -59,11 +61,13 @@ const runAs = (): { uid: number; gid: number } | undefined => {
 
 /**
  * Starts PgBouncer in front of `targetUrl` (a `postgres://` URL with a host, a port and a database) in transaction
- * mode, on a free port, and waits until it answers. `poolSize` is its server pool per database and user.
+ * mode, on a free port, and waits until it answers. `poolSize` is its server pool per database and user (default
+ * 20, PgBouncer's own default); `maxClientConn` the most clients it accepts (default 500 here; PgBouncer's own is
+ * 100). The URL's user may read its admin console (`show`).
  */
 export const startPgBouncer = async (
   targetUrl: string,
-  options: { readonly poolSize?: number } = {}
+  options: { readonly poolSize?: number; readonly maxClientConn?: number } = {}
 ): Promise<PgBouncer> => {
   if (pgbouncerPath === undefined) throw new Error("pgbouncer is not installed (apt-get install -y pgbouncer)")
   const target = new URL(targetUrl)
@@ -89,7 +93,8 @@ export const startPgBouncer = async (
       `auth_file = ${path.join(dir, "users.txt")}`,
       "pool_mode = transaction",
       `default_pool_size = ${options.poolSize ?? 20}`,
-      "max_client_conn = 500",
+      `max_client_conn = ${options.maxClientConn ?? 500}`,
+      `admin_users = ${user}`,
       `pidfile = ${path.join(dir, "pgbouncer.pid")}`,
       `logfile = ${path.join(dir, "pgbouncer.log")}`,
       ""
@@ -153,5 +158,17 @@ export const startPgBouncer = async (
       await new Promise((r) => setTimeout(r, 50))
     }
   }
-  return { url: url.toString(), port, log, stop }
+  const show = async (what: string) => {
+    const admin = new URL(url)
+    admin.pathname = "/pgbouncer"
+    // The admin console speaks the simple protocol only: a query without parameters.
+    const client = new pg.Client({ connectionString: admin.toString() })
+    await client.connect()
+    try {
+      return (await client.query(`SHOW ${what}`)).rows as Array<Record<string, string>>
+    } finally {
+      await client.end()
+    }
+  }
+  return { url: url.toString(), port, log, show, stop }
 }
