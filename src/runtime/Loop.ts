@@ -164,13 +164,6 @@ export const make = (options: {
     const force = everywhere
     everywhere = false
     return tick(force).pipe(
-      // What the tick started begins before the sleep is planned (which may cost a statement to build and send):
-      // the workers take their first executions in the yield.
-      Effect.flatMap(({ interval, report }) =>
-        report.started > 0
-          ? Effect.zipRight(Effect.yieldNow(), nextDelay(report, interval))
-          : nextDelay(report, interval)
-      ),
       // Said once per outage, by the first tick that succeeds after it: whether `back` cut the backoff short or it
       // ran out, the line marks when the runner had the database again.
       Effect.tap(() => {
@@ -179,6 +172,13 @@ export const make = (options: {
         failures = 0
         return Effect.logInfo(`the database is reachable again: ticked after ${after} failed tick(s)`)
       }),
+      // What the tick started begins before the sleep is planned (which may cost a statement to build and send):
+      // the workers take their first executions in the yield.
+      Effect.flatMap(({ interval, report }) =>
+        report.started > 0
+          ? Effect.zipRight(Effect.yieldNow(), nextDelay(report, interval))
+          : nextDelay(report, interval)
+      ),
       Effect.catchAllCause((cause) => {
         if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
         failures++

@@ -90,7 +90,7 @@ interface Figures {
   readonly writableAfterMs: number
   /** Per worker, from writable to its first execution started after it. */
   readonly resumedAfterMs: ReadonlyArray<number>
-  /** Per worker, from writable to its line saying the database is reachable again (its backoff ended). */
+  /** Per worker, from writable to its line saying the database is reachable again (its first tick that succeeded). */
   readonly backAfterMs: ReadonlyArray<number>
   readonly itemsRunTwice: number
   readonly lostRunsLetGo: number
@@ -286,13 +286,15 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
 }
 
 /**
- * Every worker's backoff ended within a second of the standby accepting writes (its listener reconnected; 1.2 s
- * leaves a little for a loaded machine), and the fleet executed again within 1.5 s. A single worker may take longer
+ * Every worker ticked again soon after the standby accepted writes: its listener, retrying twice a second, reconnected
+ * and ended its backoff, and its first tick through a fresh connection succeeded (under 1 s on a quiet machine; 2 s
+ * leaves room for a loaded one, still well short of the 4 s backoff each sat in), and the fleet executed again within
+ * 1.5 s. A single worker may take longer
  * to get an execution: under its peers' claims its first claim may find every due item locked (that is the claim's
  * fairness, not the failover's): it must within 10 s.
  */
 const resumedInTime = (figures: Figures) => {
-  for (const ms of figures.backAfterMs) expect(ms).toBeLessThan(1200)
+  for (const ms of figures.backAfterMs) expect(ms).toBeLessThan(2000)
   expect(Math.min(...figures.resumedAfterMs)).toBeLessThan(1500)
   expect(Math.max(...figures.resumedAfterMs)).toBeLessThan(10_000)
 }
