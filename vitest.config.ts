@@ -24,12 +24,24 @@ export default defineConfig({
     // on real processes and Postgres, not on this CPU: on two cores it took ~890 s one file at a time, ~510 s two.
     maxWorkers: Math.max(2, (os.availableParallelism?.() ?? os.cpus().length) - 1),
     hookTimeout: 60_000,
+    // Without isolation files share modules in a worker; this undoes what one file's @effect/vitest `layer` left.
+    setupFiles: ["test/support/restoreEffectIt.ts"],
+    poolOptions: { threads: { isolate: false } },
     projects: [
-      { extends: true, test: { name: "unit", include: unit } },
+      // No isolation: the unit files share one module graph per worker, loading effect and the sources once rather
+      // than per file (the project's CPU ~84 s to ~45 s). Isolation is a pool-wide setting, so they run in the
+      // threads pool and the postgres files keep their own processes (forks); groupOrder runs the unit files first,
+      // then the postgres ones, so the two pools never add up to more than maxWorkers files at once. Nothing in
+      // these files keeps state in modules between files (restoreEffectIt.ts undoes @effect/vitest's).
+      {
+        extends: true,
+        test: { name: "unit", include: unit, pool: "threads", sequence: { groupOrder: 0 } }
+      },
       {
         extends: true,
         test: {
           name: "postgres",
+          sequence: { groupOrder: 1 },
           include: ["test/**/*.test.ts"],
           exclude: [...unit, "test/fixtures/**", "node_modules/**"],
           // One Postgres for the whole run (embedded unless DATABASE_URL is set); each file works in its own schema.
