@@ -269,19 +269,23 @@ const upsertDefined = (
     return stored
   })
 
+/** How a successful run is recorded: with its output. */
+const successOf = ({ claim, finishedAt, result, startedAt }: Finished<ClaimedRun>): RunCompletion => ({
+  lease: claim.lease,
+  slot: slotOf(claim.run),
+  now: finishedAt,
+  startedAt,
+  outcome: { _tag: "Succeeded", output: result.failed ? "{}" : Result.encodeOutput(result.output) }
+})
+
 /** How finished runs are recorded: a success with its output, or a failure with its retry (jittered) if any. */
 const completionsOf = (config: SchedulerConfig, finished: ReadonlyArray<Finished<ClaimedRun>>) =>
   Effect.gen(function* () {
     const completions: Array<RunCompletion> = []
-    for (const { claim, finishedAt, result, startedAt } of finished) {
+    for (const done of finished) {
+      const { claim, finishedAt, result, startedAt } = done
       if (!result.failed) {
-        completions.push({
-          lease: claim.lease,
-          slot: slotOf(claim.run),
-          now: finishedAt,
-          startedAt,
-          outcome: { _tag: "Succeeded", output: Result.encodeOutput(result.output) }
-        })
+        completions.push(successOf(done))
         continue
       }
       const jitter = yield* Random.nextRange(0.9, 1.1)
@@ -377,6 +381,17 @@ export const make = (options: {
           const completions = yield* completionsOf(config, finished)
           return yield* store.completeRuns(completions)
         }),
+      // A success is recorded in the handler's transaction; a failure is handed back for `complete`.
+      transact: (_claim, run, options) =>
+        store
+          .transact(run, (finished) => (finished.result.failed ? undefined : successOf(finished)), options)
+          .pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                checkAt = 0
+              })
+            )
+          ),
       // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
       release: (interrupted, now) =>
         Effect.gen(function* () {
