@@ -369,7 +369,11 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     const job = entry.claim.job
     const controller = new AbortController()
     const body = (tx: Transaction) =>
-      traced(this.kind, job, invokeInTransaction(handler.run, job, { query: tx.query, signal: controller.signal }, controller)).pipe(
+      traced(
+        this.kind,
+        job,
+        invokeInTransaction(handler.run, job, { query: tx.query, signal: controller.signal }, controller)
+      ).pipe(
         Effect.map((result): Finished<C> => {
           // The handler returned: its timeout no longer applies; a success is recorded, then committed.
           entry.deadline = Number.POSITIVE_INFINITY
@@ -429,7 +433,8 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
       }
       const cause = exit.cause
       if (Cause.isInterruptedOnly(cause)) {
-        if (entry.timedOut) this.finish(entry, timedOut(entry.claim.job.taskType, handler.timeout), startedAt, worker.now())
+        if (entry.timedOut)
+          this.finish(entry, timedOut(entry.claim.job.taskType, handler.timeout), startedAt, worker.now())
         else this.abandon(entry)
         return Effect.void
       }

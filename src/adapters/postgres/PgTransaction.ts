@@ -75,7 +75,9 @@ const onClient = <A>(
       send((error, result) => {
         ended = true
         if (interrupted) return onEnded?.()
-        resume(error === null || error === undefined ? Effect.succeed(result as A) : Effect.fail(statementFailed(error)))
+        resume(
+          error === null || error === undefined ? Effect.succeed(result as A) : Effect.fail(statementFailed(error))
+        )
       })
     } catch (error) {
       ended = true
@@ -261,9 +263,12 @@ export const transact = <A, StoreError>(
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
       const fail = (e: unknown) => Effect.fail(toError(classify(e)))
-      const acquired = yield* Effect.exit(restore(source.pool === undefined ? fromClient(source.sql) : fromPool(source.pool)))
+      const acquired = yield* Effect.exit(
+        restore(source.pool === undefined ? fromClient(source.sql) : fromPool(source.pool))
+      )
       if (Exit.isFailure(acquired)) {
-        if (Cause.isInterruptedOnly(acquired.cause)) return yield* Effect.failCause(acquired.cause as Cause.Cause<never>)
+        if (Cause.isInterruptedOnly(acquired.cause))
+          return yield* Effect.failCause(acquired.cause as Cause.Cause<never>)
         return yield* fail(Cause.squash(acquired.cause))
       }
       const held = acquired.value
