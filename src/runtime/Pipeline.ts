@@ -442,7 +442,10 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       this.finish(
         entry,
-        Result.failure(error, `the handler's transaction failed: ${Result.errorMessage(error)}`),
+        Result.failure(
+          error,
+          `the handler's transaction failed: ${error instanceof Error ? error.message : Result.errorMessage(error)}`
+        ),
         startedAt,
         worker.now()
       )

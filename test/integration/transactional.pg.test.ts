@@ -400,6 +400,64 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
     })
   )
 
+  it.effect(
+    "a failed statement aborts the transaction: caught and ignored, the record fails; in a savepoint, it does not",
+    () =>
+      Effect.gen(function* () {
+        const runner = yield* Runner.Runner
+        const table = yield* effects
+        const insert = (task: string, item: string, note: string) =>
+          Effect.flatMap(
+            SqlClient.SqlClient,
+            (sql) => sql`INSERT INTO ${sql.literal(table)} (task, item, note) VALUES (${task}, ${item}, ${note})`
+          )
+        // A statement that fails: a division by zero.
+        const failing = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`SELECT 1 / 0`)
+        yield* runner.register(
+          "fx-swallowed",
+          (job) =>
+            Effect.gen(function* () {
+              yield* insert("fx-swallowed", job.id, "before")
+              yield* Effect.ignore(failing)
+            }),
+          { transactional: true }
+        )
+        yield* runner.register(
+          "fx-savepoint",
+          (job) =>
+            Effect.gen(function* () {
+              const sql = yield* SqlClient.SqlClient
+              yield* insert("fx-savepoint", job.id, "before")
+              // A nested transaction is a savepoint: its failure rolls back to it, and the transaction goes on.
+              yield* Effect.ignore(
+                sql.withTransaction(Effect.zipRight(insert("fx-savepoint", job.id, "inside"), failing))
+              )
+              yield* insert("fx-savepoint", job.id, "after")
+            }),
+          { transactional: true }
+        )
+        yield* runner.register(
+          "tx-savepoint",
+          async (job, tx) => {
+            await tx.query(`INSERT INTO ${table} (task, item, note) VALUES ('tx-savepoint', $1, 'before')`, [job.id])
+            await tx.query("SAVEPOINT s")
+            await tx.query("SELECT 1 / 0").catch(() => tx.query("ROLLBACK TO SAVEPOINT s"))
+            await tx.query(`INSERT INTO ${table} (task, item, note) VALUES ('tx-savepoint', $1, 'after')`, [job.id])
+          },
+          { transactional: true }
+        )
+        for (const type of ["fx-swallowed", "fx-savepoint", "tx-savepoint"]) yield* enqueue(type)
+        const swallowed = yield* until(processedOf("fx-swallowed"), (rows) => rows.length >= 1)
+        expect(swallowed.map((r) => r.status)).toEqual(["error"])
+        expect(swallowed[0]!.error_msg).toMatch(/^the handler's transaction failed: current transaction is aborted/)
+        expect(yield* effectsOf("fx-swallowed")).toEqual([])
+        for (const type of ["fx-savepoint", "tx-savepoint"]) {
+          expect((yield* until(processedOf(type), (rows) => rows.length >= 1)).map((r) => r.status)).toEqual(["ok"])
+          expect((yield* effectsOf(type)).map((r) => r.note)).toEqual(["before", "after"])
+        }
+      })
+  )
+
   it.effect("scheduled jobs: a run's writes and its success commit together; a failed run's writes roll back", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
