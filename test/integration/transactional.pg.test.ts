@@ -505,3 +505,70 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
     })
   )
 })
+
+/** A pool of three connections: transactional executions may hold one of them, the other two are the runner's. */
+const SmallPool = Layer.suspend(() =>
+  PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 3, applicationName: "kairos-txtest-small" })
+)
+
+const smallReports: Array<ExecutionReport> = []
+
+const SmallLive = Runner.layer({
+  workers: 4,
+  interval: "200 millis",
+  leaseDuration: "1 second",
+  onExecution: (report) => void smallReports.push(report)
+}).pipe(
+  Layer.provideMerge(
+    Layer.unwrapEffect(
+      Effect.map(TestSchema, (schema) =>
+        Layer.mergeAll(
+          PgJobStore.layer({ schema }),
+          PgQueueStore.layer({ schema }),
+          PgSettings.layer({ schema }),
+          PgWorkerRegistry.layer({ schema }),
+          PgWakeUps.layer({ schema })
+        ).pipe(Layer.provide(SmallPool))
+      )
+    )
+  ),
+  Layer.provideMerge(PgMigrated("txsmall"))
+)
+
+layer(SmallLive, { timeout: "60 seconds", excludeTestServices: true })(
+  "transactional handlers on a small pool",
+  (it) => {
+    it.effect("they hold all but two of the pool's connections: the leases of long ones are still renewed", () =>
+      Effect.gen(function* () {
+        const runner = yield* Runner.Runner
+        let running = 0
+        let most = 0
+        yield* runner.register(
+          "fx-hold",
+          () =>
+            Effect.gen(function* () {
+              const sql = yield* SqlClient.SqlClient
+              yield* sql`SELECT 1`
+              most = Math.max(most, ++running)
+              // Longer than the lease (1 s): renewed meanwhile, on the connections left.
+              yield* Effect.sleep("1500 millis")
+              running--
+            }),
+          { transactional: true }
+        )
+        yield* runner.start
+        // Concurrent items (thread 1): nothing but the pool keeps them from running side by side.
+        yield* Effect.forEach([1, 2, 3], () =>
+          Effect.flatMap(QueueStore, (queue) =>
+            queue.enqueue({ taskType: "fx-hold", payload: "", thread: 1 }, new Date())
+          )
+        )
+        const done = yield* until(processedOf("fx-hold"), (rows) => rows.length >= 3)
+        expect(done.map((r) => r.status)).toEqual(["ok", "ok", "ok"])
+        expect(smallReports.map((r) => r.outcome)).toEqual(["ok", "ok", "ok"])
+        // One at a time: the pool's three connections less the two left to the runner.
+        expect(most).toBe(1)
+      })
+    )
+  }
+)
