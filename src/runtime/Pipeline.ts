@@ -675,6 +675,8 @@ const renewRound = <C extends Claimed, E extends { readonly message: string }>(
     let aborted = 0
     for (const entry of entries) {
       if (lane.active.get(entry.claim.key) !== entry) continue
+      // Committing since the round began: its renewal met its record's row lock, and found the row gone after COMMIT.
+      if (entry.committing) continue
       if (held.has(entry.claim.key)) {
         entry.leaseDeadline = leaseDeadline
         continue

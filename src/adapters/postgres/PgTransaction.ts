@@ -176,13 +176,19 @@ const fromPool = (pool: Pg.Pool): Effect.Effect<Held, SqlError> => {
       cancelled = true
     })
   })
-  return Effect.zipRight(
-    semaphore.take(1),
-    Effect.onInterrupt(connect, () => semaphore.release(1)).pipe(Effect.tapError(() => semaphore.release(1)))
+  // The permit is held from its take to the connection's release: given back by whatever ends the wait otherwise.
+  return Effect.uninterruptibleMask((restore) =>
+    Effect.zipRight(
+      restore(semaphore.take(1)),
+      restore(connect).pipe(Effect.onExit((exit) => (Exit.isSuccess(exit) ? Effect.void : semaphore.release(1))))
+    )
   )
 }
 
-/** A connection reserved through the client in context (one kairos did not build). */
+/**
+ * A connection reserved through the client in context (one kairos did not build). Not interruptible while it waits:
+ * @effect/sql-pg would never give back a connection that arrived after its wait was interrupted.
+ */
 const fromClient = (sql: SqlClient.SqlClient): Effect.Effect<Held, SqlError> =>
   Effect.gen(function* () {
     const scope = yield* Scope.make()
@@ -264,7 +270,7 @@ export const transact = <A, StoreError>(
     Effect.gen(function* () {
       const fail = (e: unknown) => Effect.fail(toError(classify(e)))
       const acquired = yield* Effect.exit(
-        restore(source.pool === undefined ? fromClient(source.sql) : fromPool(source.pool))
+        source.pool === undefined ? fromClient(source.sql) : restore(fromPool(source.pool))
       )
       if (Exit.isFailure(acquired)) {
         if (Cause.isInterruptedOnly(acquired.cause))
