@@ -34,7 +34,15 @@ export { WakeUps, type WakeTopic, type Subscription } from "./ports/WakeUps.js"
 export * as Runner from "./runtime/Runner.js"
 export * as Metrics from "./runtime/Metrics.js"
 export type { RecurringJob } from "./runtime/ScheduledSource.js"
-export { HandlerTimeoutError, type Handler, type HandlerOptions } from "./runtime/Handler.js"
+export {
+  HandlerTimeoutError,
+  type Handler,
+  type HandlerOptions,
+  type HandlerTransaction,
+  type TransactionalHandler,
+  type TransactionalOptions
+} from "./runtime/Handler.js"
+export type { Transaction, Transacted, TransactOptions, QueryResult } from "./ports/Transaction.js"
 export * as PgJobStore from "./adapters/postgres/PgJobStore.js"
 export * as PgSettings from "./adapters/postgres/PgSettings.js"
 export { migrate, MigrationError } from "./adapters/postgres/migrations.js"

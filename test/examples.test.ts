@@ -163,6 +163,37 @@ describe("examples", () => {
     expect(run.stdout).toContain("hello, clock (attempt 1)")
   })
 
+  it(
+    "transactional.ts: a failed attempt's ledger row is rolled back with it; one row per successful charge",
+    { timeout: 90_000 },
+    async () => {
+      const run = await runCommand(
+        process.execPath,
+        ["--conditions=kairos-source", "--import", "tsx", "examples/transactional.ts"],
+        { cwd: projectRoot, encoding: "utf8", env: { ...process.env, DATABASE_URL: "" }, timeout: 80_000 }
+      )
+      expect(run.stderr).toBe("")
+      expect(run.status).toBe(0)
+      // The README shows this output.
+      expect(run.stdout).toBe(
+        [
+          "charged A-1: 1200 cents (attempt 1)",
+          "charged B-2: 800 cents (attempt 2)",
+          "executions:",
+          "  A-1  ok",
+          "  B-2  error  card network timeout",
+          "  B-2  ok",
+          "  C-3  error  refused: -500 cents",
+          "  C-3  error  refused: -500 cents",
+          "ledger:",
+          "  A-1  1200",
+          "  B-2  800",
+          ""
+        ].join("\n")
+      )
+    }
+  )
+
   it("enqueue.sql runs as written against the tables", { timeout: 60_000 }, async () => {
     const db = await migratedSchema("enqueuesql")
     try {

@@ -17,19 +17,26 @@ import { now } from "../ports/Clock.js"
 import { layerPlain, type PlainLogger } from "../ports/Logger.js"
 import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
-import type { HandlerOptions } from "../runtime/Handler.js"
+import type { Handler, HandlerOptions, HandlerTransaction, TransactionalOptions } from "../runtime/Handler.js"
 import { NotFoundError } from "../runtime/Admin.js"
 import * as Admin from "../runtime/Admin.js"
 import { type RecurringJob, Runner, type RunnerStats } from "../runtime/Runner.js"
 
 /** A running kairos instance with a Promise API. */
 export interface Kairos {
-  /** Registers the handler of a task type: an async (or plain) function; a throw is a recorded failure. */
-  readonly register: (
-    taskType: string,
-    handler: (job: Job, signal: AbortSignal) => unknown,
-    options?: HandlerOptions
-  ) => Promise<void>
+  /**
+   * Registers the handler of a task type: an async (or plain) function; a throw is a recorded failure. With
+   * `{ transactional: true }` its second argument is the transaction it runs in (`tx.query(text, values)` resolves
+   * to `{ rows }`, `tx.signal` is the execution's abort signal), and its success is recorded in that transaction.
+   */
+  readonly register: {
+    (
+      taskType: string,
+      handler: (job: Job, tx: HandlerTransaction) => unknown,
+      options: TransactionalOptions
+    ): Promise<void>
+    (taskType: string, handler: (job: Job, signal: AbortSignal) => unknown, options?: HandlerOptions): Promise<void>
+  }
   /** Upserts recurring jobs by name. */
   readonly defineJobs: (jobs: ReadonlyArray<RecurringJob>) => Promise<ReadonlyArray<ScheduledJob>>
   /** Adds a queue item. */
@@ -151,7 +158,12 @@ export const create = async (options: Options): Promise<Kairos> => {
         )
   )
   return {
-    register: (taskType, handler, handlerOptions) => run(runner.register(taskType, handler, handlerOptions)),
+    // One function for both forms: the runner tells them apart by the options, and passes the second argument.
+    register: (
+      taskType: string,
+      handler: (job: Job, second: AbortSignal & HandlerTransaction) => unknown,
+      handlerOptions?: HandlerOptions | TransactionalOptions
+    ) => run(runner.register(taskType, handler as Handler<unknown>, handlerOptions as HandlerOptions)),
     defineJobs: (jobs) => run(runner.defineJobs(jobs)),
     enqueue: (input) =>
       run(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueue(input, at)))),

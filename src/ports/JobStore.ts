@@ -9,6 +9,7 @@ import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
+import type { Transact } from "./Transaction.js"
 
 /** A JobStore failure. `Conflict`: a run for that (job, slot, attempt) exists already. */
 export class JobStoreError extends Data.TaggedError("JobStoreError")<{
@@ -155,6 +156,11 @@ export class JobStore extends Context.Tag("kairos/JobStore")<
      * as it is. Wakes the runners. Returns how many went back.
      */
     readonly handBackRuns: (leases: ReadonlyArray<Lease>, now: Date) => Effect.Effect<number, JobStoreError>
+    /**
+     * A transactional execution (see Transaction): `run` inside one transaction of the store's database, then the
+     * completion `record` makes of its value in that same transaction, fenced by its lease as `completeRuns` is.
+     */
+    readonly transact: Transact<RunCompletion, JobStoreError>
     /** Records a failure, fenced by the lease; false (and nothing written) when the lease was lost. */
     readonly markFailed: (lease: Lease, error: string, now: Date) => Effect.Effect<boolean, JobStoreError>
     /** Sets each job's `next_run_at`, in one statement. */

@@ -10,6 +10,7 @@ import type * as Option from "effect/Option"
 import type { QueueItem } from "../domain/QueueItem.js"
 import type { InvalidRetryError } from "../domain/errors.js"
 import type * as Retry from "../domain/Retry.js"
+import type { Transact } from "./Transaction.js"
 
 /** A QueueStore failure. */
 export class QueueStoreError extends Data.TaggedError("QueueStoreError")<{
@@ -141,6 +142,12 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       { readonly recorded: ReadonlyArray<boolean>; readonly claims: ReadonlyArray<QueueClaim> },
       QueueStoreError
     >
+    /**
+     * A transactional execution (see Transaction): `run` inside one transaction of the store's database, then the
+     * record `record` makes of its value (its `processed_items` row, the item deleted or pending again) in that same
+     * transaction, fenced by the execution's lease token as `recordResults` is.
+     */
+    readonly transact: Transact<RecordInput, QueueStoreError>
     /** Takes back executions whose lease expired (and, with `owner`, that owner's own); returns how many. */
     readonly recoverStuck: (now: Date, owner?: string) => Effect.Effect<number, QueueStoreError>
     /**

@@ -12,6 +12,7 @@ import * as Exit from "effect/Exit"
 import type { Job } from "../domain/Job.js"
 import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
+import type { Transaction } from "../ports/Transaction.js"
 
 /**
  * A handler for one task type. It receives the job and an `AbortSignal` that fires when the execution times out or
@@ -21,6 +22,25 @@ import * as Result from "../domain/Result.js"
 export type Handler<A = unknown, E = unknown, R = never> = (
   job: Job,
   signal: AbortSignal
+) => Effect.Effect<A, E, R> | PromiseLike<A> | A
+
+/**
+ * What a transactional handler gets as its second argument: the transaction it runs in (`tx.query(text, values)`
+ * resolves to `{ rows }`), and the execution's `AbortSignal` (`tx.signal`), which fires when it times out, loses its
+ * lease or is forced to stop (the transaction is then rolled back, and later statements refused).
+ */
+export interface HandlerTransaction extends Transaction {
+  readonly signal: AbortSignal
+}
+
+/**
+ * A handler registered with `{ transactional: true }`: it runs inside one transaction of kairos's own database, and
+ * its success is recorded in that same transaction (see `HandlerOptions.transactional`). An Effect handler uses its
+ * `SqlClient` as usual: inside the handler it is the transaction. Other code uses `tx`.
+ */
+export type TransactionalHandler<A = unknown, E = unknown, R = never> = (
+  job: Job,
+  tx: HandlerTransaction
 ) => Effect.Effect<A, E, R> | PromiseLike<A> | A
 
 /** Options of a registered handler. */
@@ -35,6 +55,23 @@ export interface HandlerOptions {
    */
   readonly retry?: Retry.Input | undefined
 }
+
+/** The options of a transactional handler (see `TransactionalHandler`). */
+export interface TransactionalOptions extends HandlerOptions {
+  /**
+   * Runs each execution inside one transaction of kairos's own database, and records its success in that same
+   * transaction, fenced by the execution's lease: the handler's writes and the record commit together, or neither
+   * does. A lease lost while it runs (a frozen worker, another instance took the work over) rolls it all back; a
+   * failure rolls back the handler's writes and is recorded (and retried) in a transaction of its own; a timeout
+   * cancels the statement in flight and rolls back. The memory stores have no database: there the handler runs, its
+   * record is made at once (fenced), and `tx.query` is refused.
+   */
+  readonly transactional: true
+}
+
+/** Whether options registered with a handler make it transactional. */
+export const isTransactional = (options: HandlerOptions | TransactionalOptions | undefined): boolean =>
+  (options as Partial<TransactionalOptions> | undefined)?.transactional === true
 
 /** An execution ran past its timeout and was interrupted. */
 export class HandlerTimeoutError extends Data.TaggedError("HandlerTimeoutError")<{
@@ -151,3 +188,42 @@ const awaitResult = (
     ),
     toResult
   )
+
+/**
+ * Calls a transactional handler for one execution, as an Effect to run inside its transaction (see the lanes'
+ * transactional path): whatever it returns, throws, rejects or fails with becomes its `Result`. Interrupted (its
+ * timeout, a lost lease, a forced stop), `controller` is aborted; a pending promise runs on unobserved, and what it
+ * sends through `tx` afterwards is refused by the store.
+ */
+export const invokeInTransaction = (
+  handler: Handler<unknown, unknown, never>,
+  job: Job,
+  tx: HandlerTransaction,
+  controller: AbortController
+): Effect.Effect<Result.Result> =>
+  Effect.suspend(() => {
+    let out: unknown
+    let effect: boolean
+    let promise: boolean
+    try {
+      out = (handler as unknown as TransactionalHandler<unknown, unknown, never>)(job, tx)
+      effect = isEffect(out)
+      promise = !effect && isPromiseLike(out)
+    } catch (e) {
+      return Effect.succeed(Result.failure(e))
+    }
+    if (effect) return awaitResult(out as Effect.Effect<unknown, unknown>, controller)
+    if (!promise) return Effect.succeed(Result.fromReturned(out))
+    const pending = out as PromiseLike<unknown>
+    return Effect.async<Result.Result>((resume) => {
+      try {
+        pending.then(
+          (value) => resume(Effect.succeed(Result.fromReturned(value))),
+          (error: unknown) => resume(Effect.succeed(Result.failure(error)))
+        )
+      } catch (e) {
+        resume(Effect.succeed(Result.failure(e)))
+      }
+      return Effect.sync(() => controller.abort(interruptedError()))
+    })
+  })

@@ -16,8 +16,17 @@ import type * as Retry from "../domain/Retry.js"
 import * as Result from "../domain/Result.js"
 import type { LeaseTimes } from "../domain/SchedulerConfig.js"
 import type { Task, Worker } from "./Capacity.js"
-import { type Handler, HandlerTimeoutError, invoke, PendingEffect, PendingPromise, timedOut } from "./Handler.js"
+import {
+  type Handler,
+  HandlerTimeoutError,
+  invoke,
+  invokeInTransaction,
+  PendingEffect,
+  PendingPromise,
+  timedOut
+} from "./Handler.js"
 import type { Claimed, ClaimRequest, Finished, Holdings, WorkSource } from "./WorkSource.js"
+import type { Transacted, Transaction } from "../ports/Transaction.js"
 
 /**
  * How one execution ended, for a listener (the CLI prints a line per execution): ok, failed (`error` says why), or
@@ -41,6 +50,8 @@ export interface Registered {
   readonly takesSignal: boolean
   /** The task type's retry policy for queue items; absent: attempted once. */
   readonly retry: Retry.Policy | undefined
+  /** Each execution runs inside a transaction of the store's, its success recorded in it (see `transact`). */
+  readonly transactional: boolean
 }
 
 /**
@@ -179,6 +190,12 @@ class Execution<C extends Claimed> implements Task {
   running = true
   lost = false
   interrupted = false
+  /**
+   * A transactional execution whose handler succeeded, being recorded and committed: its transaction holds its
+   * lease's row from its record until its COMMIT, so no one can take it over meanwhile, and a renewal would only
+   * wait for the commit. The lease keeper and the lease watch leave it alone.
+   */
+  committing = false
   constructor(
     readonly lane: SourceLane<C, { readonly message: string }>,
     readonly claim: C,
@@ -327,24 +344,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     worker: Worker
   ): false {
     const job = entry.claim.job
-    const run = pending.effect.pipe(
-      Effect.annotateLogs({ kind: this.kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt }),
-      // The handler's failure is already a Result here: say it on the span, which would otherwise end "ok".
-      Effect.tap((result) =>
-        Result.isFailure(result)
-          ? Effect.annotateCurrentSpan({ "kairos.outcome": "failed", "kairos.error": result.message })
-          : Effect.annotateCurrentSpan("kairos.outcome", "ok")
-      ),
-      // A span per execution of an Effect handler: exported by whatever Tracer the application installs.
-      Effect.withSpan("kairos.execute", {
-        attributes: {
-          "kairos.kind": this.kind,
-          "kairos.task_type": job.taskType,
-          "kairos.id": job.id,
-          "kairos.name": job.name,
-          "kairos.attempt": job.attempt
-        }
-      }),
+    const run = traced(this.kind, job, pending.effect).pipe(
       Effect.onExit((exit) =>
         Effect.sync(() =>
           Exit.isSuccess(exit)
@@ -367,6 +367,123 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     return false
   }
 
+  // A transactional handler runs in a fiber of its own, inside its store's transaction (`WorkSource.transact`), whatever
+  // kind of handler it is. The fiber is interrupted as an Effect handler's is (its timeout, a lost lease, a forced
+  // stop): that reaches the handler only, and the store rolls back. Once the handler returned, its record and COMMIT
+  // are not interrupted, and how they ended is settled from inside (an interruption asked for meanwhile comes after).
+  runTransactional(entry: Execution<C>, handler: Registered, startedAt: number, worker: Worker): false {
+    const job = entry.claim.job
+    const controller = new AbortController()
+    const body = (tx: Transaction) =>
+      traced(
+        this.kind,
+        job,
+        invokeInTransaction(handler.run, job, { query: tx.query, signal: controller.signal }, controller)
+      ).pipe(
+        Effect.map((result): Finished<C> => {
+          // The handler returned: its timeout no longer applies; a success is recorded, then committed.
+          entry.deadline = Number.POSITIVE_INFINITY
+          if (!result.failed) entry.committing = true
+          return { claim: entry.claim, result, startedAt: new Date(startedAt), finishedAt: new Date(worker.now()) }
+        })
+      )
+    const run = Effect.uninterruptibleMask((restore) =>
+      this.source
+        .transact(entry.claim, (tx) => restore(body(tx)), { timeoutMs: handler.timeoutMs })
+        .pipe(
+          Effect.exit,
+          Effect.flatMap((exit) => this.settleTransaction(entry, exit, handler, startedAt, worker))
+        )
+    )
+    entry.controller = controller
+    entry.handler = handler
+    const fiber = worker.fork(run)
+    if (entry.running) {
+      entry.fiber = fiber
+      entry.deadline = startedAt + handler.timeoutMs
+      this.context.deadline(entry.deadline)
+    }
+    fiber.addObserver(() => worker.done())
+    return false
+  }
+
+  // How a transactional execution ended: committed with its record (nothing left for the writer), refused (its lease
+  // was lost: everything rolled back), or a failure for the writer to record in a transaction of its own — the
+  // handler's, its timeout, or the transaction's own (it could not begin, record or commit).
+  settleTransaction(
+    entry: Execution<C>,
+    exit: Exit.Exit<Transacted<Finished<C>>, E>,
+    handler: Registered,
+    startedAt: number,
+    worker: Worker
+  ): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      entry.committing = false
+      if (Exit.isSuccess(exit)) {
+        const { value } = exit.value
+        switch (exit.value._tag) {
+          case "Committed":
+            this.committed(entry, value)
+            return Effect.void
+          case "RolledBack":
+            this.finish(entry, value.result, startedAt, value.finishedAt.getTime())
+            return Effect.void
+          case "Refused":
+            this.forget(entry)
+            entry.lost = true
+            this.abandon(entry)
+            return Effect.logWarning(
+              "result refused: the execution's lease was lost; its transaction was rolled back, the handler's writes with it"
+            ).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
+        }
+      }
+      const cause = exit.cause
+      if (Cause.isInterruptedOnly(cause)) {
+        if (entry.timedOut)
+          this.finish(entry, timedOut(entry.claim.job.taskType, handler.timeout), startedAt, worker.now())
+        else this.abandon(entry)
+        return Effect.void
+      }
+      const failure = Cause.failureOption(cause)
+      const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
+      this.finish(
+        entry,
+        Result.failure(
+          error,
+          `the handler's transaction failed: ${error instanceof Error ? error.message : Result.errorMessage(error)}`
+        ),
+        startedAt,
+        worker.now()
+      )
+      return Effect.void
+    })
+  }
+
+  // Its lease is no longer this lane's to renew (a lost one may already be gone).
+  forget(entry: Execution<C>): void {
+    if (this.active.get(entry.claim.key) === entry) this.active.delete(entry.claim.key)
+  }
+
+  // A transactional execution committed with its record: what the writer does after a write, for this one.
+  committed(entry: Execution<C>, finished: Finished<C>): void {
+    const context = this.context
+    entry.running = false
+    entry.fiber = undefined
+    this.forget(entry)
+    context.stopped(finished.finishedAt.getTime() - finished.startedAt.getTime())
+    context.ended(finished.result, false)
+    // What it freed (a sequential type's next item, a job's next run) may be claimable now.
+    context.written(false)
+    if (context.executed !== undefined) {
+      context.executed({
+        job: entry.claim.job,
+        outcome: "ok",
+        error: undefined,
+        durationMs: finished.finishedAt.getTime() - finished.startedAt.getTime()
+      })
+    }
+  }
+
   // Runs an execution on a worker; true when it ended before returning (see `Task.run`).
   execute(entry: Execution<C>, worker: Worker): boolean {
     const job = entry.claim.job
@@ -379,6 +496,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     const handler = context.handler(job.taskType)
     context.started()
     const startedAt = worker.now()
+    if (handler?.transactional === true) return this.runTransactional(entry, handler, startedAt, worker)
     const out = handler === undefined ? unknownTaskType(job.taskType) : invoke(handler.run, job, handler.takesSignal)
     if (out instanceof PendingPromise) return this.awaitPromise(entry, out, handler!, startedAt, worker)
     if (out instanceof PendingEffect) return this.runEffect(entry, out, handler!, startedAt, worker)
@@ -501,7 +619,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     for (const entry of this.active.values()) {
       if ((entry.settle !== undefined || entry.fiber !== undefined) && entry.deadline < earliest)
         earliest = entry.deadline
-      if (entry.running && entry.leaseDeadline < earliest) earliest = entry.leaseDeadline
+      if (entry.running && !entry.committing && entry.leaseDeadline < earliest) earliest = entry.leaseDeadline
     }
     return earliest
   }
@@ -516,7 +634,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
     return Effect.gen(this, function* () {
       const unconfirmed: Array<Job> = []
       for (const entry of [...this.active.values()]) {
-        if (entry.running && entry.leaseDeadline <= nowMs) {
+        if (entry.running && !entry.committing && entry.leaseDeadline <= nowMs) {
           unconfirmed.push(entry.claim.job)
           yield* this.loseLease(entry)
         } else if (entry.deadline <= nowMs) {
@@ -542,7 +660,7 @@ const renewRound = <C extends Claimed, E extends { readonly message: string }>(
   now: Date
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const entries = [...lane.active.values()]
+    const entries = [...lane.active.values()].filter((e) => !e.committing)
     if (entries.length === 0) return
     const lease = lane.context.lease
     const held = yield* lane.source
@@ -563,6 +681,8 @@ const renewRound = <C extends Claimed, E extends { readonly message: string }>(
     let aborted = 0
     for (const entry of entries) {
       if (lane.active.get(entry.claim.key) !== entry) continue
+      // Committing since the round began: its renewal met its record's row lock, and found the row gone after COMMIT.
+      if (entry.committing) continue
       if (held.has(entry.claim.key)) {
         entry.leaseDeadline = leaseDeadline
         continue
@@ -687,6 +807,28 @@ const logRefused = <C extends Claimed>(kind: string, refused: ReadonlyArray<Fini
     )
   )
 }
+
+/** An execution's handler effect, traced: its log lines annotated, and a span of its own with its outcome. */
+const traced = (kind: JobKind, job: Job, effect: Effect.Effect<Result.Result>): Effect.Effect<Result.Result> =>
+  effect.pipe(
+    Effect.annotateLogs({ kind, taskType: job.taskType, jobId: job.id, attempt: job.attempt }),
+    // The handler's failure is already a Result here: say it on the span, which would otherwise end "ok".
+    Effect.tap((result) =>
+      Result.isFailure(result)
+        ? Effect.annotateCurrentSpan({ "kairos.outcome": "failed", "kairos.error": result.message })
+        : Effect.annotateCurrentSpan("kairos.outcome", "ok")
+    ),
+    // A span per execution of an Effect handler: exported by whatever Tracer the application installs.
+    Effect.withSpan("kairos.execute", {
+      attributes: {
+        "kairos.kind": kind,
+        "kairos.task_type": job.taskType,
+        "kairos.id": job.id,
+        "kairos.name": job.name,
+        "kairos.attempt": job.attempt
+      }
+    })
+  )
 
 /** Wires a source into the pipeline. */
 export const makeLane = <C extends Claimed, E extends { readonly message: string }>(

@@ -216,6 +216,8 @@ export const make = (options: {
           (held) => new Set(claims.flatMap((c, i) => (held[i] === true ? [c.key] : [])))
         ),
       complete,
+      transact: (_claim, run, options) =>
+        store.transact(run, (finished) => (finished.result.failed ? undefined : toRecord(finished)), options),
       // A sequential execution's result frees its type: the type's next item is claimed in the same round trip, so
       // a chain of sequential items does not wait for a tick (and its read of the switches) per item (see
       // `writeAndClaim`).

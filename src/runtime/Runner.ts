@@ -30,7 +30,14 @@ import { QueueStore } from "../ports/QueueStore.js"
 import { Settings } from "../ports/Settings.js"
 import { WakeUps } from "../ports/WakeUps.js"
 import { WorkerRegistry } from "../ports/WorkerRegistry.js"
-import { type Handler, type HandlerOptions, isEffect } from "./Handler.js"
+import {
+  type Handler,
+  type HandlerOptions,
+  isEffect,
+  isTransactional,
+  type TransactionalHandler,
+  type TransactionalOptions
+} from "./Handler.js"
 import * as Capacity from "./Capacity.js"
 import * as Heartbeat from "./Heartbeat.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
@@ -76,13 +83,21 @@ export class Runner extends Context.Tag("kairos/Runner")<
   {
     /**
      * Registers the handler of a task type. Registering a type again replaces its handler (and logs a warning).
-     * Fails, registering nothing, when `options.retry` is not a valid policy.
+     * Fails, registering nothing, when `options.retry` is not a valid policy. With `{ transactional: true }` the
+     * handler runs inside a transaction of the store's, its success recorded in it (see `HandlerOptions`).
      */
-    readonly register: <A, E = never, R = never>(
-      taskType: string,
-      handler: Handler<A, E, R>,
-      options?: HandlerOptions
-    ) => Effect.Effect<void, InvalidRetryError, R>
+    readonly register: {
+      <A, E = never, R = never>(
+        taskType: string,
+        handler: TransactionalHandler<A, E, R>,
+        options: TransactionalOptions
+      ): Effect.Effect<void, InvalidRetryError, R>
+      <A, E = never, R = never>(
+        taskType: string,
+        handler: Handler<A, E, R>,
+        options?: HandlerOptions
+      ): Effect.Effect<void, InvalidRetryError, R>
+    }
     /** Ticks now and then every interval, in a fiber of the runner's scope. Does nothing when disabled by config. */
     readonly start: Effect.Effect<void>
     /** Stops claiming, waits for running handlers up to the grace period, then interrupts them. */
@@ -321,13 +336,15 @@ export const make = (
 const register = <A, E = never, R = never>(
   parts: Parts,
   taskType: string,
-  handler: Handler<A, E, R>,
-  options?: HandlerOptions
+  handler: Handler<A, E, R> | TransactionalHandler<A, E, R>,
+  options?: HandlerOptions | TransactionalOptions
 ): Effect.Effect<void, InvalidRetryError, R> =>
   Effect.gen(function* () {
     const context = yield* Effect.context<R>()
+    // A transactional handler's second argument is its transaction (see Pipeline), typed as such at `register`.
+    const call = handler as Handler<A, E, R>
     const run: Handler<unknown, unknown, never> = (job, abort) => {
-      const out = handler(job, abort)
+      const out = call(job, abort)
       return isEffect(out) ? Effect.provide(out as Effect.Effect<A, E, R>, context) : out
     }
     const takesSignal = handler.length >= 2
@@ -337,7 +354,15 @@ const register = <A, E = never, R = never>(
     if (parts.handlers.has(taskType)) {
       yield* Effect.logWarning(`handler for task type "${taskType}" registered again: the new one replaces it`)
     }
-    parts.handlers.set(taskType, { run, timeout, timeoutMs: Duration.toMillis(timeout), takesSignal, retry })
+    const transactional = isTransactional(options)
+    parts.handlers.set(taskType, {
+      run,
+      timeout,
+      timeoutMs: Duration.toMillis(timeout),
+      takesSignal,
+      retry,
+      transactional
+    })
     parts.heartbeat.handlersChanged.raise()
   })
 

@@ -13,6 +13,7 @@ import * as Schedule from "../domain/Schedule.js"
 import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
 import { attemptAfterLoss, retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type DueJob, JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
+import type { Transaction, TransactOptions } from "../ports/Transaction.js"
 import type { Claimed, Finished, Holdings, WorkSource } from "./WorkSource.js"
 
 /** A claimed run of a scheduled job. */
@@ -269,19 +270,23 @@ const upsertDefined = (
     return stored
   })
 
+/** How a successful run is recorded: with its output. */
+const successOf = ({ claim, finishedAt, result, startedAt }: Finished<ClaimedRun>): RunCompletion => ({
+  lease: claim.lease,
+  slot: slotOf(claim.run),
+  now: finishedAt,
+  startedAt,
+  outcome: { _tag: "Succeeded", output: result.failed ? "{}" : Result.encodeOutput(result.output) }
+})
+
 /** How finished runs are recorded: a success with its output, or a failure with its retry (jittered) if any. */
 const completionsOf = (config: SchedulerConfig, finished: ReadonlyArray<Finished<ClaimedRun>>) =>
   Effect.gen(function* () {
     const completions: Array<RunCompletion> = []
-    for (const { claim, finishedAt, result, startedAt } of finished) {
+    for (const done of finished) {
+      const { claim, finishedAt, result, startedAt } = done
       if (!result.failed) {
-        completions.push({
-          lease: claim.lease,
-          slot: slotOf(claim.run),
-          now: finishedAt,
-          startedAt,
-          outcome: { _tag: "Succeeded", output: Result.encodeOutput(result.output) }
-        })
+        completions.push(successOf(done))
         continue
       }
       const jitter = yield* Random.nextRange(0.9, 1.1)
@@ -300,6 +305,13 @@ const completionsOf = (config: SchedulerConfig, finished: ReadonlyArray<Finished
     return completions
   })
 
+/** A transactional run: its success recorded in its transaction; a failure handed back, for `complete`. */
+const transactRun = (
+  store: JobStore["Type"],
+  run: (tx: Transaction) => Effect.Effect<Finished<ClaimedRun>>,
+  options: TransactOptions
+) => store.transact(run, (finished) => (finished.result.failed ? undefined : successOf(finished)), options)
+
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
@@ -314,13 +326,11 @@ export const make = (options: {
     // freed worker wakes it, and a tick with room looks at once).
     let waitingUntil = 0
 
-    const claimInTransaction = (
-      now: Date,
-      limit: number,
-      taskTypes: ReadonlyArray<string>,
-      lateAfterMs: number,
-      holdings: () => Holdings<ClaimedRun> | undefined
-    ) => claimDue({ config, owner, store }, now, limit, taskTypes, lateAfterMs, holdings)
+    const deps = { config, owner, store }
+    // Something finished: the job tables need a look at the next claim.
+    const lookAgain = Effect.sync(() => {
+      checkAt = 0
+    })
 
     const source: WorkSource<ClaimedRun, JobStoreError> = {
       kind: "scheduled",
@@ -334,7 +344,8 @@ export const make = (options: {
           }
           const intervalMs = Duration.toMillis(request.interval)
           const claimStart = performance.now()
-          const { waiting, ...report } = yield* claimInTransaction(
+          const { waiting, ...report } = yield* claimDue(
+            deps,
             request.now,
             request.limit,
             request.taskTypes,
@@ -377,6 +388,7 @@ export const make = (options: {
           const completions = yield* completionsOf(config, finished)
           return yield* store.completeRuns(completions)
         }),
+      transact: (_claim, run, options) => Effect.ensuring(transactRun(store, run, options), lookAgain),
       // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
       release: (interrupted, now) =>
         Effect.gen(function* () {

@@ -8,6 +8,7 @@ import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type { Job, JobKind } from "../domain/Job.js"
 import type * as Result from "../domain/Result.js"
+import type { Transacted, Transaction, TransactOptions } from "../ports/Transaction.js"
 
 /** One claimed execution, as a source hands it over: a key unique among this runner's executions, and its job. */
 export interface Claimed {
@@ -100,6 +101,17 @@ export interface WorkSource<C extends Claimed, E> {
         E
       >)
     | undefined
+  /**
+   * A transactional execution (see ports/Transaction): `run` (the handler) inside one transaction of the source's
+   * store; a success is recorded in that same transaction, fenced by the execution's lease, and commits with what the
+   * handler wrote (or nothing does); a failure is rolled back and handed back (`RolledBack`), to be recorded with the
+   * other results, in a transaction of its own.
+   */
+  readonly transact: (
+    claim: C,
+    run: (tx: Transaction) => Effect.Effect<Finished<C>>,
+    options: TransactOptions
+  ) => Effect.Effect<Transacted<Finished<C>>, E>
   /**
    * Whether this execution, once it succeeded, frees nothing but what `completeAndClaim` claims again along with its
    * result (the next item of a sequential type): the runner then needs no tick for it.

@@ -228,6 +228,11 @@ describe("kairos commands", () => {
       /^kairos: --tasks test\/fixtures\/bad-retry-tasks\.ts: "t": invalid retry: attempts must be a whole number from 1 to 1000, got 0\n$/
     ],
     [
+      "a --tasks module whose transactional is not a boolean",
+      ["worker", "--tasks", "test/fixtures/bad-transactional-tasks.ts"],
+      /^kairos: --tasks test\/fixtures\/bad-transactional-tasks\.ts: "t": transactional must be true or false\n$/
+    ],
+    [
       "--backoff without --retry",
       ["enqueue", "t", "--backoff", "30s"],
       /^kairos: --backoff needs --retry: how many attempts a run may take\n$/

@@ -98,6 +98,59 @@ describe("kairos worker", () => {
   )
 
   it(
+    "worker: a tasks module's { handler, transactional: true } writes through tx, committed with its record or not at all",
+    { timeout: 90_000 },
+    async () => {
+      const own = await migratedSchema("cli_tx")
+      await own.query(`CREATE TABLE $schema.ledger (note text)`)
+      const table = `"${own.schema}".ledger`
+      const [ok, failed] = (
+        await own.query<{ id: string }>(
+          `INSERT INTO $schema.queue_items (task_type, payload) VALUES ('ledger', $1), ('ledger', $2)
+           RETURNING id::text AS id`,
+          [JSON.stringify({ table, note: "kept" }), JSON.stringify({ table, note: "rolled back", fail: true })]
+        )
+      ).map((r) => r.id)
+      const worker = live([
+        "worker",
+        "--tasks",
+        "test/fixtures/tx-tasks.ts",
+        "--database-url",
+        url,
+        "--schema",
+        own.schema
+      ])
+      try {
+        await worker.waitFor(new RegExp(`^Completed ledger item ${ok} \\(attempt 1\\) in \\d+ms$`, "m"))
+        await worker.waitFor(
+          new RegExp(
+            `^Failed ledger item ${failed} \\(attempt 1\\) after \\d+ms: failed after writing rolled back$`,
+            "m"
+          )
+        )
+        // A failure is recorded with the other results, a moment after its line.
+        await until(
+          async () => (await own.query(`SELECT 1 FROM $schema.processed_items`)).length === 2,
+          10_000,
+          "both executions recorded"
+        )
+        expect(await own.query(`SELECT note FROM $schema.ledger`)).toEqual([{ note: "kept" }])
+        expect(
+          await own.query(`SELECT queue_item_id::text AS item, status FROM $schema.processed_items ORDER BY id`)
+        ).toEqual(
+          expect.arrayContaining([
+            { item: ok, status: "ok" },
+            { item: failed, status: "error" }
+          ])
+        )
+      } finally {
+        worker.child.kill("SIGKILL")
+        await own.close()
+      }
+    }
+  )
+
+  it(
     "worker: a line per execution and handler logs; the first SIGINT says what it waits for, the second forces",
     { timeout: 90_000 },
     async () => {

@@ -506,6 +506,65 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       })
     )
 
+    it.effect("transact: a run's success commits with its value, fenced by its lease; a lost lease refuses it", () =>
+      Effect.gen(function* () {
+        const store = yield* JobStore
+        const job = yield* addJob()
+        const options = { timeoutMs: 60_000 }
+        const { lease } = yield* start(job.id, at(60), { owner: "a", leaseUntil: at(90) })
+        const completion = (l: Lease, output: string) => ({
+          lease: l,
+          slot: slot(job.id, at(60)),
+          outcome: { _tag: "Succeeded" as const, output },
+          now: at(70),
+          startedAt: at(61)
+        })
+        const stranger: Lease = { runId: lease.runId, token: "not-the-token" }
+        expect(
+          yield* store.transact(
+            () => Effect.succeed("x"),
+            () => completion(stranger, "{}"),
+            options
+          )
+        ).toEqual({
+          _tag: "Refused",
+          value: "x"
+        })
+        expect(
+          yield* store.transact(
+            () => Effect.succeed("y"),
+            () => undefined,
+            options
+          )
+        ).toEqual({
+          _tag: "RolledBack",
+          value: "y"
+        })
+        expect((yield* runsOf(job.id))[0]).toMatchObject({ status: "running" })
+        expect(
+          yield* store.transact(
+            () => Effect.succeed("z"),
+            (v) => completion(lease, `{"v":"${v}"}`),
+            options
+          )
+        ).toEqual({ _tag: "Committed", value: "z" })
+        const [stored] = yield* runsOf(job.id)
+        expect(stored).toMatchObject({ status: "success", output: `{"v":"z"}`, leaseUntil: null })
+        expect(iso(stored!.startedAt)).toBe(iso(at(61)))
+        // Finished: its own lease records nothing more.
+        expect(
+          yield* store.transact(
+            () => Effect.succeed(0),
+            () => completion(lease, "{}"),
+            options
+          )
+        ).toEqual({
+          _tag: "Refused",
+          value: 0
+        })
+      })
+    )
+
     it.effect("completeRuns writes the handler's start over the claim's started_at, and keeps it without one", () =>
       Effect.gen(function* () {
         const store = yield* JobStore

@@ -920,6 +920,104 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps
           yield* q.recordResults(next.map((c) => done(c, at(9000), at(9001))))
         })
     )
+    it.effect("transact: the run's value and its record commit together, fenced by the execution's lease", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("transact")
+        const options = { timeoutMs: 60_000 }
+        // A run-once item (its lease on its row), one that runs twice (a lease of its own per execution), and a
+        // sequential one.
+        const once = yield* q.enqueue({ taskType: t, payload: "once", thread: 1 }, T0)
+        const twice = yield* q.enqueue({ taskType: t, payload: "twice", thread: 1, maxRuns: 2 }, T0)
+        const seq = yield* q.enqueue({ taskType: t, payload: "seq", thread: 0 }, T0)
+        const claims = yield* q.claimBatch(claimOpts([t], 10))
+        expect(claims.map((c) => c.item.payload).sort()).toEqual(["once", "seq", "twice", "twice"])
+        for (const claim of claims) {
+          const out = yield* q.transact(
+            () => Effect.succeed(claim.item.payload),
+            (value) => (value === claim.item.payload ? done(claim) : undefined),
+            options
+          )
+          expect(out).toEqual({ _tag: "Committed", value: claim.item.payload })
+        }
+        const log = (yield* recentProcessed(10)).filter((p) => p.taskType === t)
+        expect(log.map((p) => [p.queueItemId, p.status]).sort()).toEqual(
+          [
+            [once.id, "ok"],
+            [seq.id, "ok"],
+            [twice.id, "ok"],
+            [twice.id, "ok"]
+          ].sort()
+        )
+        // Every run used: nothing left to claim; recording any of them again is refused.
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        expect(yield* q.recordResults(claims.map((c) => done(c)))).toEqual([false, false, false, false])
+      })
+    )
+
+    it.effect(
+      "transact: a lost lease refuses the record (Refused); undefined rolls back (RolledBack); a death passes",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const t = type("transact-refused")
+          const options = { timeoutMs: 60_000 }
+          const cancelled = yield* q.enqueue({ taskType: t, payload: "cancelled", thread: 1 }, T0)
+          const [lost] = yield* q.claimBatch(claimOpts([t], 1))
+          expect(yield* q.cancel(cancelled.id)).toEqual(Option.some("processing"))
+          expect(
+            yield* q.transact(
+              () => Effect.succeed(1),
+              () => done(lost!),
+              options
+            )
+          ).toEqual({
+            _tag: "Refused",
+            value: 1
+          })
+          // Taken back from an owner whose lease expired, and claimed by another: the first owner's record is refused.
+          yield* q.enqueue({ taskType: t, payload: "taken", thread: 1 }, T0)
+          const [first] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(0)))
+          expect(yield* q.recoverStuck(at(31))).toBeGreaterThanOrEqual(1)
+          const [second] = yield* q.claimBatch(claimOpts([t], 1, "w2", at(31)))
+          expect(second!.item.id).toBe(first!.item.id)
+          expect(
+            yield* q.transact(
+              () => Effect.succeed(2),
+              () => done(first!),
+              options
+            )
+          ).toEqual({
+            _tag: "Refused",
+            value: 2
+          })
+          // Not to be recorded here (a failure: the runner records it with its other results).
+          expect(
+            yield* q.transact(
+              () => Effect.succeed(3),
+              () => undefined,
+              options
+            )
+          ).toEqual({
+            _tag: "RolledBack",
+            value: 3
+          })
+          // A run that dies: its cause comes back, nothing recorded.
+          const died = yield* Effect.exit(
+            q.transact(
+              () => Effect.die("boom"),
+              () => done(second!),
+              options
+            )
+          )
+          expect(died._tag).toBe("Failure")
+          expect((yield* recentProcessed(10)).filter((p) => p.taskType === t)).toEqual([])
+          // The second owner still holds its lease, and records as usual.
+          expect(yield* q.recordResults([done(second!, at(31), at(32), "failed elsewhere")])).toEqual([true])
+          expect((yield* recentProcessed(10)).filter((p) => p.taskType === t).map((p) => p.status)).toEqual(["error"])
+        })
+    )
+
     // Last: it prunes the whole (shared) log.
     it.effect(
       "pruneProcessed deletes the oldest executions beyond keepLast and before olderThan, in bounded batches",

@@ -2,7 +2,9 @@
  * kairos through a transaction pooler with nothing configured in it: PgBouncer (Debian's, 1.18 on Debian 12) in
  * transaction mode, `auth_type = trust`, no `ignore_startup_parameters`, no `max_prepared_statements`, in front of
  * the test database. Here: the session limits, the queue and job contract suites, wake-ups with and without a direct
- * URL (the runner's and the dashboard's), what a refused connection says, and a drain by three worker processes.
+ * URL (the runner's and the dashboard's), what a refused connection says, a drain by three worker processes, and
+ * transactional handlers (a timeout's cancel through the pooler; a drain whose writes commit exactly once with their
+ * records while the server's backends are killed under it).
  * Integration: real processes and a real PgBouncer (see test/support/pgbouncer.ts); skipped, saying so, where
  * pgbouncer is not installed, and failing instead with KAIROS_REQUIRE_PGBOUNCER=1 (CI).
  */
@@ -14,10 +16,12 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import * as PgJobStore from "../../src/adapters/postgres/PgJobStore.js"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
+import * as PgSettings from "../../src/adapters/postgres/PgSettings.js"
+import * as PgWorkerRegistry from "../../src/adapters/postgres/PgWorkerRegistry.js"
 import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import type { PgPool } from "../../src/adapters/postgres/PgPrepared.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
-import { Kairos, WakeUps } from "../../src/index.js"
+import { Kairos, QueueStore, Runner, WakeUps } from "../../src/index.js"
 import { suite as jobStoreSuite } from "../contracts/JobStoreContract.js"
 import { suite as queueStoreSuite } from "../contracts/QueueStoreContract.js"
 import { startDashboard } from "../dashboard/support.js"
@@ -27,7 +31,7 @@ import { pgbouncerTests } from "../support/pgbouncerTests.js"
 import { inspectorLayer, queueInspector } from "../support/pgStores.js"
 import { projectRoot, run as runCommand } from "../support/process.js"
 import { sessionLimitTests } from "../support/sessionLimits.js"
-import { killAll, migratedSchema, startProcess, type TestDb, until, type Worker } from "../support/workers.js"
+import { killAll, migratedSchema, sleep, startProcess, type TestDb, until, type Worker } from "../support/workers.js"
 
 let bouncer: PgBouncer | undefined
 /** The pooled URL: the test database through PgBouncer. */
@@ -210,6 +214,161 @@ pgbouncerTests("kairos through PgBouncer in transaction mode, nothing configured
         /^kairos: 127\.0\.0\.1:\d+\/\w+ refused the connection: unsupported startup parameter: options \(/
       )
       expect(run.stderr).not.toContain("is Postgres running")
+    })
+  })
+
+  describe("transactional handlers through PgBouncer", () => {
+    it("a timeout cancels the handler's statement through the pooler and rolls its transaction back", async () => {
+      const stores = pooledStores("btx", (schema) =>
+        Layer.mergeAll(
+          PgJobStore.layer({ schema }),
+          PgQueueStore.layer({ schema }),
+          PgSettings.layer({ schema }),
+          PgWorkerRegistry.layer({ schema })
+        )
+      )
+      const outcome = await Effect.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const schema = yield* TestSchema
+          const runner = yield* Runner.Runner
+          const queue = yield* QueueStore
+          const table = `"${schema}".effects`
+          yield* sql`CREATE TABLE ${sql.literal(table)} (item text, note text)`
+          yield* runner.register(
+            "fx-slow",
+            (job) =>
+              Effect.gen(function* () {
+                const sql = yield* SqlClient.SqlClient
+                yield* sql`INSERT INTO ${sql.literal(table)} VALUES (${job.id}, 'effect')`
+                yield* sql`SELECT pg_sleep(30), 'bouncer-fx-marker'`
+              }),
+            { transactional: true, timeout: "1 second" }
+          )
+          yield* runner.register(
+            "tx-slow",
+            async (job, tx) => {
+              await tx.query(`INSERT INTO ${table} VALUES ($1, 'promise')`, [job.id])
+              await tx.query("SELECT pg_sleep(30), 'bouncer-tx-marker'")
+            },
+            { transactional: true, timeout: "1 second" }
+          )
+          yield* runner.register(
+            "tx-fine",
+            async (job, tx) => {
+              await tx.query(`INSERT INTO ${table} VALUES ($1, 'fine')`, [job.id])
+            },
+            { transactional: true }
+          )
+          yield* runner.start
+          const started = Date.now()
+          for (const type of ["fx-slow", "tx-slow", "tx-fine"])
+            yield* queue.enqueue({ taskType: type, payload: "" }, new Date())
+          const processed = sql<{ task_type: string; status: string; error_msg: string }>`
+            SELECT task_type, status, error_msg FROM ${sql(`${schema}.processed_items`)} ORDER BY task_type`
+          let rows = yield* processed
+          while (rows.length < 3 && Date.now() - started < 20_000) {
+            yield* Effect.sleep("100 millis")
+            rows = yield* processed
+          }
+          const tookMs = Date.now() - started
+          const effects = yield* sql<{ note: string }>`SELECT note FROM ${sql.literal(table)}`
+          return { rows, tookMs, effects }
+        }).pipe(
+          Effect.provide(Runner.layer({ workers: 4, interval: "200 millis" }).pipe(Layer.provideMerge(stores))),
+          Effect.scoped
+        )
+      )
+      expect(outcome.rows).toEqual([
+        { task_type: "fx-slow", status: "error", error_msg: "timed out after 1s: the handler was interrupted" },
+        { task_type: "tx-fine", status: "ok", error_msg: "" },
+        { task_type: "tx-slow", status: "error", error_msg: "timed out after 1s: the handler was interrupted" }
+      ])
+      expect(outcome.effects).toEqual([{ note: "fine" }])
+      // Cancelled on the server through the pooler (the protocol's cancel request): recorded long before 30 s, and
+      // nothing left sleeping on the server.
+      expect(outcome.tookMs).toBeLessThan(15_000)
+      const direct = new pg.Pool({ connectionString: databaseUrl(), max: 1 })
+      try {
+        const { rows } = await direct.query(
+          `SELECT pid FROM pg_stat_activity WHERE query LIKE '%bouncer-__-marker%' AND pid <> pg_backend_pid()`
+        )
+        expect(rows).toEqual([])
+      } finally {
+        await direct.end()
+      }
+    })
+
+    describe("worker processes", () => {
+      let db: TestDb | undefined
+      let workers: Array<Worker> = []
+      afterEach(async () => {
+        killAll(workers)
+        workers = []
+        await db?.close()
+        db = undefined
+      })
+
+      it(
+        "two workers through the pooler drain transactional items while server backends are killed: one row per success",
+        { timeout: 120_000 },
+        async () => {
+          db = await migratedSchema("btxdrain")
+          await db.query(`CREATE TABLE $schema.tx_effects (id bigserial PRIMARY KEY, item_id bigint NOT NULL,
+            attempt int NOT NULL, pid int NOT NULL, kind text NOT NULL)`)
+          await db.query(`CREATE TABLE $schema.tx_job_effects (id bigserial PRIMARY KEY, run_id bigint, pid int)`)
+          const config = { workers: 6, batchSize: 20, interval: "500 millis", leaseDuration: "3 seconds" }
+          const start = () =>
+            startProcess(
+              "test/fixtures/job-worker.ts",
+              [JSON.stringify({ config, transactional: true, maxConnections: 8 })],
+              { DATABASE_URL: pooled(), DIRECT_URL: databaseUrl(), KAIROS_SCHEMA: db!.schema }
+            )
+          workers = [start(), start()]
+          await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
+          await db.query(
+            `INSERT INTO $schema.queue_items (task_type, payload, max_runs, thread)
+             SELECT CASE WHEN i % 2 = 0 THEN 'tx-effect' ELSE 'tx-promise' END, (50 * (i % 5))::text,
+               CASE WHEN i % 5 = 0 THEN 2 ELSE 1 END, 1
+             FROM generate_series(1, 300) i`
+          )
+          // The server's backends behind the pooler, killed now and then (a transaction's first).
+          let killed = 0
+          const drained = async () =>
+            (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0
+          while (!(await drained()) && killed < 40) {
+            await sleep(250)
+            const [victim] = await db.query<{ pid: number }>(
+              `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
+                 AND backend_type = 'client backend' AND application_name <> 'kairos-test'
+                 AND query NOT LIKE '%LISTEN%' AND xact_start IS NOT NULL
+               ORDER BY random() LIMIT 1`
+            )
+            if (victim === undefined) continue
+            await db.query(`SELECT pg_terminate_backend($1)`, [victim.pid])
+            killed++
+          }
+          await until(drained, 60_000, "the queue to drain")
+          expect(killed).toBeGreaterThan(0)
+          const mismatches = await db.query(
+            `WITH e AS (SELECT item_id, count(*)::int AS rows FROM $schema.tx_effects GROUP BY 1),
+               p AS (SELECT queue_item_id AS item_id, count(*) FILTER (WHERE status = 'ok')::int AS ok
+                     FROM $schema.processed_items GROUP BY 1)
+             SELECT coalesce(e.item_id, p.item_id)::text AS item, coalesce(e.rows, 0) AS rows, coalesce(p.ok, 0) AS ok
+             FROM e FULL JOIN p ON p.item_id = e.item_id WHERE coalesce(e.rows, 0) <> coalesce(p.ok, 0)`
+          )
+          expect(mismatches).toEqual([])
+          const [counts] = await db.query<{ executions: number; ok: number; rows: number }>(
+            `SELECT (SELECT count(*)::int FROM $schema.processed_items) AS executions,
+               (SELECT count(*)::int FROM $schema.processed_items WHERE status = 'ok') AS ok,
+               (SELECT count(*)::int FROM $schema.tx_effects) AS rows`
+          )
+          // Every run recorded once (300 items, 60 of them twice), most of them successes.
+          expect(counts!.executions).toBe(360)
+          expect(counts!.ok).toBeGreaterThan(250)
+          expect(counts!.rows).toBe(counts!.ok)
+        }
+      )
     })
   })
 

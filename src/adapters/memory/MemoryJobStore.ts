@@ -11,7 +11,15 @@ import * as Option from "effect/Option"
 import * as Schedule from "../../domain/Schedule.js"
 import type { JobRun, OverlapPolicy, ScheduledJob } from "../../domain/ScheduledJob.js"
 import { now as clockNow } from "../../ports/Clock.js"
-import { type Lease, JobStore, JobStoreError, type RunSlot, type RunWithJob } from "../../ports/JobStore.js"
+import {
+  type Lease,
+  JobStore,
+  JobStoreError,
+  type RunCompletion,
+  type RunSlot,
+  type RunWithJob
+} from "../../ports/JobStore.js"
+import { transactWith } from "./MemoryTransaction.js"
 
 /** A job to add to the memory store. */
 export interface FakeJobInput {
@@ -252,6 +260,7 @@ export const make: Effect.Effect<{ readonly store: JobStore["Type"]; readonly fa
             })
           )
         ),
+      transact: transactWith((completions: ReadonlyArray<RunCompletion>) => store.completeRuns(completions)),
       handBackRuns: (leases, now) =>
         Effect.sync(() => {
           let n = 0

@@ -34,6 +34,7 @@ import {
   type RecordInput
 } from "../../ports/QueueStore.js"
 import { layer as databaseLayer, MemoryDatabase } from "./MemoryDatabase.js"
+import { transactWith } from "./MemoryTransaction.js"
 
 interface Row {
   item: QueueItem
@@ -256,6 +257,7 @@ export const make: Effect.Effect<
         })
       ),
     recordResults: (results) => Effect.sync(() => recordBatch(results)),
+    transact: transactWith((results: ReadonlyArray<RecordInput>) => Effect.sync(() => recordBatch(results))),
     nextLeaseExpiry: (exceptOwner) =>
       Effect.sync(() => {
         const times = leases.filter((l) => l.owner !== exceptOwner).map((l) => l.leaseUntil.getTime())

@@ -6,6 +6,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { JobRun } from "../../domain/ScheduledJob.js"
 import { JobStore, type RunSlot } from "../../ports/JobStore.js"
+import { transactWith } from "./MemoryTransaction.js"
 
 const row = (slot: RunSlot, status: JobRun["status"], now: Date): JobRun => ({
   id: "0",
@@ -41,6 +42,7 @@ export const store: JobStore["Type"] = JobStore.of({
   scheduleRetry: (slot, _dueAt, now) => Effect.succeed(row(slot, "pending", now)),
   renewLeases: (leases) => Effect.succeed(leases.map((l) => l.runId)),
   completeRuns: (completions) => Effect.succeed(completions.map(() => true)),
+  transact: transactWith((completions: ReadonlyArray<unknown>) => Effect.succeed(completions.map(() => true))),
   handBackRuns: (leases) => Effect.succeed(leases.length),
   markFailed: () => Effect.succeed(true),
   advanceJobs: () => Effect.void,

@@ -16,6 +16,9 @@ import { type JobDefinition, JobStore, JobStoreError, type RunSlot } from "../..
 import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, type RunRow, toJob, toRun } from "./jobRows.js"
 import { mapPgErrors, type PgFailure, transactionWith } from "./PgErrors.js"
 import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
+import { PgPool } from "./PgPrepared.js"
+import * as PgTransaction from "./PgTransaction.js"
+import type * as Pg from "pg"
 
 const toStoreError = (f: PgFailure): JobStoreError =>
   new JobStoreError({ reason: f.reason === "Invalid" ? "Unknown" : f.reason, message: f.message, cause: f.cause })
@@ -36,8 +39,18 @@ const lockConflictRetries = Schedule.exponential("20 millis").pipe(
 const retryLockConflicts = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.retry(self, { while: isLockConflict, schedule: lockConflictRetries })
 
-/** Builds the Postgres JobStore over the SqlClient in context. */
-export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], never, SqlClient.SqlClient> =>
+/** What `make` takes. */
+export interface Options extends PgOptions {
+  /**
+   * The node-postgres pool under the client in context, when kairos built it (`PgKairos.clientLayer` provides it as
+   * `PgPool`): transactional executions take their connections from it (see PgTransaction). Without it they reserve
+   * them through the client.
+   */
+  readonly pool?: Pg.Pool | undefined
+}
+
+/** Builds the Postgres JobStore over the SqlClient in context (and `options.pool`, when given). */
+export const make = (options: Options = {}): Effect.Effect<JobStore["Type"], never, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const schema = schemaName(options)
     // Our own column names, whatever name transforms the user's client applies.
@@ -126,7 +139,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
                 AS x(id, next_run_at)
               WHERE j.id = x.id`.pipe(Effect.asVoid, orStoreError)
 
-    return JobStore.of({
+    const store: JobStore["Type"] = JobStore.of({
       transaction,
 
       listDue: (now, limit, taskTypes) =>
@@ -249,6 +262,21 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
       },
 
       // started_at cleared too: a pending run has not started (startRetry writes it again).
+      // A transactional execution's completion (see PgTransaction): the same fenced statements, on its transaction.
+      transact: (run, record, transactOptions) =>
+        PgTransaction.transact(
+          { pool: options.pool, sql },
+          run,
+          (value) => {
+            const completion = record(value)
+            return completion === undefined
+              ? undefined
+              : Effect.map(store.completeRuns([completion]), ([held]) => held === true)
+          },
+          transactOptions,
+          toStoreError
+        ),
+
       handBackRuns: (leases, now) =>
         leases.length === 0
           ? Effect.succeed(0)
@@ -372,8 +400,22 @@ export const make = (options: PgOptions = {}): Effect.Effect<JobStore["Type"], n
         )
       }
     })
+    return store
   })
 
-/** The Postgres JobStore as a layer over a SqlClient (e.g. `PgClient.layer({ url })`). */
-export const layer = (options: PgOptions = {}): Layer.Layer<JobStore, never, SqlClient.SqlClient> =>
+/**
+ * The Postgres JobStore as a layer over kairos's own client (`PgKairos.clientLayer`: its pool is `PgPool`, which
+ * serves transactional executions — see `Options.pool`).
+ */
+export const layer = (options: PgOptions = {}): Layer.Layer<JobStore, never, SqlClient.SqlClient | PgPool> =>
+  Layer.effect(
+    JobStore,
+    Effect.flatMap(PgPool, (pool) => make({ ...options, pool }))
+  )
+
+/**
+ * The Postgres JobStore as a layer over any SqlClient (e.g. `PgClient.layer({ url })`): a transactional execution
+ * then runs in a transaction of that client (see `Options.pool`).
+ */
+export const layerOverClient = (options: PgOptions = {}): Layer.Layer<JobStore, never, SqlClient.SqlClient> =>
   Layer.effect(JobStore, make(options))

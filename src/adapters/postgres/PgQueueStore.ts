@@ -36,7 +36,8 @@ import {
 import type * as Pg from "pg"
 import { arrayLiteral, type Element } from "./PgArrays.js"
 import { isoString } from "./PgTimes.js"
-import { mapPgErrors } from "./PgErrors.js"
+import { mapPgErrors, type PgFailure } from "./PgErrors.js"
+import * as PgTransaction from "./PgTransaction.js"
 import { PgPool } from "./PgPrepared.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
@@ -90,15 +91,15 @@ interface ClaimRow extends ItemColumns {
   readonly attempt: number
 }
 
+const toStoreError = (f: PgFailure) =>
+  new QueueStoreError({
+    reason: f.reason === "Decode" ? "Decode" : f.reason === "Unavailable" ? "Unavailable" : "Unknown",
+    message: f.message,
+    cause: f.cause
+  })
+
 // Every failure, defects included (a ROLLBACK that fails on a dead connection is one), becomes a QueueStoreError.
-const orStoreError = mapPgErrors(
-  (f) =>
-    new QueueStoreError({
-      reason: f.reason === "Decode" ? "Decode" : f.reason === "Unavailable" ? "Unavailable" : "Unknown",
-      message: f.message,
-      cause: f.cause
-    })
-)
+const orStoreError = mapPgErrors(toStoreError)
 
 /** What `make` takes. */
 export interface Options extends PgOptions {
@@ -573,8 +574,22 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         })
       }).pipe(orStoreError)
 
+    // A transactional execution's record (see PgTransaction): the same fenced statements, on its transaction.
+    const transact: QueueStore["Type"]["transact"] = (run, record, transactOptions) =>
+      PgTransaction.transact(
+        { pool: options.pool, sql },
+        run,
+        (value) => {
+          const input = record(value)
+          return input === undefined ? undefined : Effect.map(recordResults([input]), ([held]) => held === true)
+        },
+        transactOptions,
+        toStoreError
+      )
+
     return QueueStore.of({
       recordResults,
+      transact,
       recordAndClaim,
       enqueueMany,
       enqueue,

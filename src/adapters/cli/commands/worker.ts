@@ -18,7 +18,7 @@ import * as DurationInput from "../../../domain/DurationInput.js"
 import * as Retry from "../../../domain/Retry.js"
 import * as Schedule from "../../../domain/Schedule.js"
 import * as PgKairos from "../../../layers/PgKairos.js"
-import type { Handler, HandlerOptions } from "../../../runtime/Handler.js"
+import type { Handler, HandlerOptions, TransactionalOptions } from "../../../runtime/Handler.js"
 import * as Runner from "../../../runtime/Runner.js"
 import { QueueStore } from "../../../ports/QueueStore.js"
 import { importTasks } from "../importTasks.js"
@@ -219,7 +219,7 @@ export const workerCommand = Command.make(
       yield* Effect.gen(function* () {
         const runner = yield* Runner.Runner
         for (const [taskType, task] of Object.entries(mod.handlers))
-          yield* runner.register(taskType, task.handler, task.options)
+          yield* runner.register(taskType, task.handler, task.options as HandlerOptions)
         if (mod.schedules.length > 0) yield* runner.defineJobs(mod.schedules)
         yield* runner.start
         const types = Object.keys(mod.handlers)
@@ -302,8 +302,9 @@ export const workerCommand = Command.make(
 
 /** A task type of a tasks module: its handler and, when it has them, its options. */
 interface Task {
+  /** Called with the job and, as its second argument, the signal, or a transactional handler's transaction. */
   readonly handler: Handler<unknown, unknown, never>
-  readonly options: HandlerOptions | undefined
+  readonly options: HandlerOptions | TransactionalOptions | undefined
 }
 
 export const loadTasks = (
@@ -323,9 +324,9 @@ export const loadTasks = (
       // The file exists: what failed is inside it (an import it makes, a syntax error, a throw at load).
       catch: (e) => new CliError({ message: `--tasks ${file}: ${describe(e)}` })
     })
-    // Each task is a handler, or { handler, retry?, timeout? } for a task type with options of its own.
+    // Each task is a handler, or { handler, retry?, timeout?, transactional? } for a task type with options of its own.
     const tasks = mod.default
-    const usage = `--tasks ${file}: its default export must be { taskType: handler, ... } (or { taskType: { handler, retry, timeout } }) with at least one handler`
+    const usage = `--tasks ${file}: its default export must be { taskType: handler, ... } (or { taskType: { handler, retry, timeout, transactional } }) with at least one handler`
     if (tasks === null || typeof tasks !== "object" || Object.keys(tasks).length === 0)
       return yield* Effect.fail(new CliError({ message: usage }))
     const handlers: Record<string, Task> = {}
@@ -337,7 +338,11 @@ export const loadTasks = (
       const handler = (task as { handler?: unknown } | null)?.handler
       if (typeof handler !== "function")
         return yield* Effect.fail(new CliError({ message: `${usage}; "${taskType}" is neither` }))
-      const { retry, timeout } = task as HandlerOptions
+      const { retry, timeout, transactional } = task as Partial<TransactionalOptions>
+      if (transactional !== undefined && typeof transactional !== "boolean")
+        return yield* Effect.fail(
+          new CliError({ message: `--tasks ${file}: "${taskType}": transactional must be true or false` })
+        )
       if (retry !== undefined) {
         const checked = Retry.parse(retry)
         if (Either.isLeft(checked))
@@ -345,7 +350,10 @@ export const loadTasks = (
             new CliError({ message: `--tasks ${file}: "${taskType}": ${checked.left.message}` })
           )
       }
-      handlers[taskType] = { handler: handler as Handler<unknown, unknown, never>, options: { retry, timeout } }
+      handlers[taskType] = {
+        handler: handler as Handler<unknown, unknown, never>,
+        options: transactional === true ? { retry, timeout, transactional } : { retry, timeout }
+      }
     }
     const schedules = mod.schedules ?? []
     if (!Array.isArray(schedules))
