@@ -14,7 +14,7 @@
  */
 import os from "node:os"
 import type { Context, Figures } from "../lib/types.js"
-import { machineBusyMs, now, quoteIdent, sleep, waitFor } from "../lib/util.js"
+import { machineBusyMs, now, quoteIdent, serverCpuMs, sleep, waitFor } from "../lib/util.js"
 import { DEFAULTS, queueEmpty, withKairos } from "./kairos.js"
 import { spawnWorker, stopWorker } from "./kairos-only.js"
 
@@ -50,6 +50,11 @@ export interface Tenth {
   readonly deadRows: number
   readonly vacuums: number
   readonly autovacuums: number
+  /** Over this tenth, per item: the CPU time of the Postgres server's processes (all of them, vacuums included;
+   * NaN when the server is not on this machine) and of the worker process, in ms. The claims' walk shows up in
+   * the server's, whatever else the machine runs. */
+  readonly serverCpu: number
+  readonly workerCpu: number
 }
 
 export interface BacklogOutcome {
@@ -72,6 +77,7 @@ export interface BacklogOutcome {
 interface Sample {
   readonly t: number
   readonly ok: number
+  readonly cpuMs: number
   readonly claimCount: number
   readonly claimSum: number
 }
@@ -160,13 +166,26 @@ export const drainBacklog = (ctx: Context, options: BacklogOptions): Promise<Bac
         child.send("stats")
         const m = await child.next("stats")
         const c = claimTotals(m)
-        return { t: now(), ok: Number(m["ok"]), claimCount: c.count, claimSum: c.sum }
+        return { t: now(), ok: Number(m["ok"]), cpuMs: Number(m["cpuMs"]), claimCount: c.count, claimSum: c.sum }
       }
       const loadBefore = os.loadavg()[0]!
       const busy0 = machineBusyMs()
-      const atStart: Array<{ pages: number; ms: number; dead: number; vacuums: number; autovacuums: number }> = []
-      const look = async () => ({ ...(await probe()), ...(await tableStats()) })
-      atStart.push(await look())
+      interface Look {
+        readonly pages: number
+        readonly ms: number
+        readonly dead: number
+        readonly vacuums: number
+        readonly autovacuums: number
+        readonly server: number | undefined
+        readonly sample: Sample
+      }
+      const atStart: Array<Look> = []
+      const look = async (at: Sample): Promise<Look> => ({
+        sample: at,
+        server: await serverCpuMs(ctx.admin),
+        ...(await probe()),
+        ...(await tableStats())
+      })
       let draining = true
       const benchVacuums = (async () => {
         if (options.benchVacuumAt === undefined) return
@@ -176,16 +195,18 @@ export const drainBacklog = (ctx: Context, options: BacklogOptions): Promise<Bac
             await ctx.admin.query(`VACUUM (INDEX_CLEANUP ON) ${s}.queue_items`)
         }
       })()
+      const first = await sample()
+      atStart.push(await look(first))
       const t0 = now()
       child.send("start")
-      const samples: Array<Sample> = [{ t: t0, ok: 0, claimCount: 0, claimSum: 0 }]
+      const samples: Array<Sample> = [{ ...first, t: t0 }]
       let capped = false
       while (true) {
         await sleep(100)
         const got = await sample()
         samples.push(got)
         // A look at the start of each tenth (the probe itself walks the index once, as a claim would).
-        while (atStart.length < 10 && got.ok >= (atStart.length * n) / 10) atStart.push(await look())
+        while (atStart.length < 10 && got.ok >= (atStart.length * n) / 10) atStart.push(await look(got))
         if (got.ok >= n) break
         if (now() - t0 > options.capMs) {
           capped = true
@@ -198,6 +219,7 @@ export const drainBacklog = (ctx: Context, options: BacklogOptions): Promise<Bac
       await benchVacuums
       const busy = machineBusyMs()
       const end = await tableStats()
+      const ended = await look(await sample())
       const bounds = Array.from({ length: 11 }, (_, k) => (k === 0 ? t0 : crossing(samples, (k * n) / 10)))
       const last = samples[samples.length - 1]!
       const tenths: Array<Tenth> = []
@@ -207,7 +229,12 @@ export const drainBacklog = (ctx: Context, options: BacklogOptions): Promise<Bac
         const b = at(samples, bounds[k + 1]!)
         const secs = (bounds[k + 1]! - bounds[k]!) / 1000
         const look = atStart[k]!
+        const next = atStart[k + 1] ?? ended
+        const done = next.sample.ok - look.sample.ok
         tenths.push({
+          serverCpu:
+            look.server === undefined || next.server === undefined ? Number.NaN : (next.server - look.server) / done,
+          workerCpu: (next.sample.cpuMs - look.sample.cpuMs) / done,
           rate: n / 10 / secs,
           seconds: secs,
           claims: b.claimCount - a.claimCount,
@@ -248,13 +275,15 @@ export const drainBacklog = (ctx: Context, options: BacklogOptions): Promise<Bac
 export const tenthsTable = (o: BacklogOutcome): string => {
   const f0 = (x: number) => (Number.isFinite(x) ? Math.round(x).toLocaleString("en-US") : "—")
   const f2 = (x: number) => (Number.isFinite(x) ? x.toFixed(2) : "—")
+  const f3 = (x: number) => (Number.isFinite(x) ? x.toFixed(3) : "—")
   const lines = [
-    "| tenth | items/s | s | claims | ms/claim | pages/claim scan at start | dead rows at start | vacuums (manual / auto) at start |",
-    "|--:|--:|--:|--:|--:|--:|--:|--:|"
+    "| tenth | items/s | s | claims | ms/claim | server CPU ms/item | worker CPU ms/item | pages/claim scan at start | dead rows at start | vacuums (manual / auto) at start |",
+    "|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
   ]
   o.tenths.forEach((t, k) =>
     lines.push(
-      `| ${k + 1} | ${f0(t.rate)} | ${t.seconds.toFixed(1)} | ${f0(t.claims)} | ${f2(t.claimMs)} | ${f0(t.probePages)} ` +
+      `| ${k + 1} | ${f0(t.rate)} | ${t.seconds.toFixed(1)} | ${f0(t.claims)} | ${f2(t.claimMs)} | ` +
+        `${f3(t.serverCpu)} | ${f3(t.workerCpu)} | ${f0(t.probePages)} ` +
         `(${f2(t.probeMs)} ms) | ${f0(t.deadRows)} | ${t.vacuums} / ${t.autovacuums} |`
     )
   )
@@ -270,10 +299,19 @@ export const summary = (o: BacklogOutcome): string => {
     `${o.items.toLocaleString("en-US")} items: first tenth ${r(first?.rate)}/s (${first?.claimMs.toFixed(2) ?? "—"} ms/claim), ` +
     `last tenth ${r(last?.rate)}/s (${last?.claimMs.toFixed(2) ?? "—"} ms/claim), last/first ${o.ratio.toFixed(2)}, ` +
     `${o.seconds.toFixed(1)} s in all (${r(o.items / o.seconds)}/s)${o.capped ? " CUT AT THE CAP" : ""}; ` +
+    (Number.isFinite(first?.serverCpu ?? Number.NaN)
+      ? `server CPU ${first!.serverCpu.toFixed(3)} → ${last!.serverCpu.toFixed(3)} ms/item; `
+      : "") +
     `vacuums of queue_items during the drain: ${o.vacuums} manual, ${o.autovacuums} auto; ${o.check}; ` +
     `machine ${o.busyCores === undefined ? "?" : o.busyCores.toFixed(2)} cores busy, load ${o.loadBefore.toFixed(2)} before`
   )
 }
+
+const tenthDetail = (t: Tenth | undefined): string | undefined =>
+  t === undefined
+    ? undefined
+    : `${t.claimMs.toFixed(2)} ms/claim` +
+      (Number.isFinite(t.serverCpu) ? `, server CPU ${t.serverCpu.toFixed(3)} ms/item` : "")
 
 /** The figures `npm run bench` keeps. */
 export const figures = (o: BacklogOutcome): Figures => {
@@ -283,12 +321,12 @@ export const figures = (o: BacklogOutcome): Figures => {
   return {
     "backlog.first": {
       value: first?.rate ?? Number.NaN,
-      detail: `${first?.claimMs.toFixed(2) ?? "—"} ms/claim`
+      detail: tenthDetail(first)
     },
     "backlog.last": {
       value: last?.rate ?? Number.NaN,
       capped: o.capped,
-      detail: `${last?.claimMs.toFixed(2) ?? "—"} ms/claim`
+      detail: tenthDetail(last)
     },
     "backlog.ratio": { value: o.ratio, capped: o.capped },
     "backlog.seconds": { value: o.seconds, capped: o.capped, detail }

@@ -2,8 +2,8 @@
  * The runner: a loop that claims due work from its sources (scheduled runs, queue items) up to the free capacity,
  * runs handlers on its workers, and sleeps until the next slot, retry or poll — or until woken. Around it, long-lived
  * fibers, each a module of its own: the lease keeper (one renewal round for every execution), the results writer,
- * the timeout watch, the loop's alarm, the heartbeat and retention. None of them ends on any cause while the runner
- * runs. Composed here as a scoped service: closing its scope stops it.
+ * the timeout watch, the loop's alarm, the heartbeat, retention and the queue's vacuum. None of them ends on any cause
+ * while the runner runs. Composed here as a scoped service: closing its scope stops it.
  */
 import * as Duration from "effect/Duration"
 import * as Context from "effect/Context"

@@ -11,7 +11,7 @@
 
       -- Who vacuums the queue now, and until when no other instance starts: a lease in a row, since a vacuum runs
       -- outside any transaction and a session's advisory lock does not hold behind a transaction pooler.
-      CREATE TABLE {{schema}}.kairos_maintenance (
+      CREATE TABLE IF NOT EXISTS {{schema}}.kairos_maintenance (
         task   text PRIMARY KEY,
         holder text,
         until  timestamptz NOT NULL
