@@ -29,6 +29,9 @@
  *   rss      a worker process's RSS after a 20,000- and after a 200,000-item drain
  *   scale    the drain with 1, 2 and 4 worker processes (bench/kairos-worker.ts) on one database, once each
  *            process has drained 5,000 items from its cold start (that cold drain's rate is shown beside it)
+ *   backlog  a long backlog (1,000,000 items; 50,000 with --quick) queued at once and drained by one worker
+ *            process at concurrency 20, batch 20: the first and the last tenth's rates, their ratio and the total
+ *            (bench/systems/backlog.ts; `npm run bench:backlog` prints every tenth)
  */
 import { execFileSync } from "node:child_process"
 import fs from "node:fs/promises"
@@ -44,6 +47,7 @@ import * as floor from "./systems/floor.js"
 import * as graphile from "./systems/graphile.js"
 import * as kairos from "./systems/kairos.js"
 import * as kairosOnly from "./systems/kairos-only.js"
+import * as backlog from "./systems/backlog.js"
 import * as pgboss from "./systems/pgboss.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -56,7 +60,7 @@ const USAGE = `usage: npm run bench [-- options]
 
   --quick            1 round, small sizes (under two minutes; CI runs it)
   --rounds N         rounds to take medians over (default 3; 1 with --quick)
-  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale (default all)
+  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale, backlog (default all)
   --systems S,...    kairos, graphile-worker, pg-boss, floor (default all)
   --no-json          do not write bench/results/<timestamp>.json
   --help             this text
@@ -89,7 +93,7 @@ if (args.help === true) {
 
 const quick = args.quick === true
 const rounds = Number(args.rounds ?? (quick ? 1 : 3))
-const GROUPS = ["bulk", "single", "drain", "pickup", "cron", "claim", "rss", "scale"] as const
+const GROUPS = ["bulk", "single", "drain", "pickup", "cron", "claim", "rss", "scale", "backlog"] as const
 type Group = (typeof GROUPS)[number]
 const only = new Set<string>(args.only?.split(",").map((s) => s.trim()) ?? GROUPS)
 for (const g of only) if (!(GROUPS as ReadonlyArray<string>).includes(g)) throw new Error(`--only: unknown ${g}`)
@@ -107,7 +111,8 @@ const kairosOnlySizes = quick
       rssFirst: 2_000,
       rssTotal: 20_000,
       procs: [1, 2],
-      warmPerProc: 1_000
+      warmPerProc: 1_000,
+      backlog: 50_000
     }
   : {
       cronJobs: 10_000,
@@ -117,7 +122,8 @@ const kairosOnlySizes = quick
       rssFirst: 20_000,
       rssTotal: 200_000,
       procs: [1, 2, 4],
-      warmPerProc: 5_000
+      warmPerProc: 5_000,
+      backlog: 1_000_000
     }
 
 const ALL: ReadonlyArray<System> = [kairos.system, graphile.system, pgboss.system, floor.system]
@@ -258,6 +264,22 @@ const main = async (url: string, embedded: boolean) => {
           await attempt("claim", () =>
             kairosOnly.claimCost(ctx, kairosOnlySizes.claimRows, kairosOnlySizes.claimBacklog)
           )
+        )
+      }
+      if (r === 0 && wanted("backlog") && systems.includes(kairos.system)) {
+        Object.assign(
+          alone,
+          await attempt("backlog", async () => {
+            const outcome = await backlog.drainBacklog(ctx, {
+              items: kairosOnlySizes.backlog,
+              workers: 20,
+              batchSize: 20,
+              maxConnections: 10,
+              capMs: Math.max(120_000, kairosOnlySizes.backlog * 2)
+            })
+            log(`  ${backlog.summary(outcome)}`)
+            return backlog.figures(outcome)
+          })
         )
       }
       if (r === 0 && wanted("rss") && systems.includes(kairos.system)) {

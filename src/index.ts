@@ -27,7 +27,14 @@ export {
   type JobDefinition
 } from "./ports/JobStore.js"
 export { Settings, SettingsError, SettingKeys, SettingsWriter, type Switches } from "./ports/Settings.js"
-export { QueueStore, QueueStoreError, type EnqueueInput, type QueueClaim } from "./ports/QueueStore.js"
+export {
+  QueueStore,
+  QueueStoreError,
+  type EnqueueInput,
+  type QueueClaim,
+  type VacuumOutcome,
+  type VacuumRequest
+} from "./ports/QueueStore.js"
 export { Semaphore, SemaphoreError, SemaphoreKey, Green, Red, type SemaphoreOptions } from "./ports/Semaphore.js"
 export { WorkerRegistry, WorkerRegistryError, type WorkerInfo } from "./ports/WorkerRegistry.js"
 export { WakeUps, type WakeTopic, type Subscription } from "./ports/WakeUps.js"

@@ -30,7 +30,7 @@ export const medians = (
   return Object.fromEntries([...names].map((n) => [n, mediansOf(rounds.map((r) => r[n] ?? {}))]))
 }
 
-type Unit = "/s" | "ms" | "s" | "count" | "MB" | "%"
+type Unit = "/s" | "ms" | "s" | "count" | "MB" | "%" | "×"
 const format = (unit: Unit, f: Figure | undefined): string => {
   if (f === undefined) return "—"
   const mark = f.capped === true ? "*" : ""
@@ -45,6 +45,8 @@ const format = (unit: Unit, f: Figure | undefined): string => {
       return `${fmtInt(f.value)}${mark}`
     case "MB":
       return fmtNum(f.value, 1)
+    case "×":
+      return `${fmtNum(f.value, 2)}${mark}`
     case "%": {
       const pct = Math.round(f.value)
       return `${pct > 0 ? "+" : ""}${pct === 0 ? 0 : pct} %`
@@ -182,6 +184,7 @@ export const render = (options: {
     readonly rssFirst: number
     readonly rssTotal: number
     readonly procs: ReadonlyArray<number>
+    readonly backlog: number
   }
   readonly rounds: number
 }): string => {
@@ -246,6 +249,11 @@ export const render = (options: {
   for (const p of ko.procs) {
     put(`drain of ${n} with ${p} worker process${p === 1 ? "" : "es"} (items/s)`, "/s", a(`scale.${p}`))
   }
+  const backlog = ko.backlog.toLocaleString("en-US")
+  put(`backlog of ${backlog} drained by one worker: first tenth (items/s)`, "/s", a("backlog.first"))
+  put(`… last tenth (items/s)`, "/s", a("backlog.last"))
+  put(`… last tenth / first tenth`, "×", a("backlog.ratio"))
+  put(`… the whole drain (s)`, "s", a("backlog.seconds"))
   if (aloneRows.length > 0) {
     lines.push("")
     lines.push("| kairos alone | figure |")

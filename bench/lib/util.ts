@@ -2,7 +2,7 @@
  * Small helpers shared by the benchmark: timing, statistics, waiting, and the admin connection used to create,
  * inspect and drop each system's schema.
  */
-import { readFileSync } from "node:fs"
+import { readdirSync, readFileSync } from "node:fs"
 import pg from "pg"
 
 export const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms))
@@ -166,6 +166,41 @@ export const machineBusyMs = (): number | undefined => {
     const [, ...fields] = readFileSync("/proc/stat", "utf8").split("\n")[0]!.trim().split(/\s+/)
     const [user, nice, system, , , irq, softirq, steal] = fields.map(Number)
     return ((user! + nice! + system! + irq! + softirq! + steal!) * 1000) / 100 // USER_HZ is 100 on Linux
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The CPU time (user + system, ms) of every process of the Postgres server `db` connects to — the postmaster and
+ * all its children: backends, autovacuum, checkpointer… — read from /proc (Linux, the server on this machine), or
+ * undefined when it cannot be read there. It counts what the server does for anyone: on a server others use too,
+ * their work as well.
+ */
+export const serverCpuMs = async (db: pg.Pool): Promise<number | undefined> => {
+  try {
+    const { rows } = await db.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")
+    const statOf = (pid: string | number) => {
+      const text = readFileSync(`/proc/${pid}/stat`, "utf8")
+      // Fields after the command name (which may hold spaces, in parentheses): state is field 3.
+      const rest = text.slice(text.lastIndexOf(")") + 2).split(" ")
+      return { comm: text.slice(text.indexOf("(") + 1, text.lastIndexOf(")")), ppid: rest[1]!, cpu: rest }
+    }
+    const backend = statOf(rows[0]!.pid)
+    if (!backend.comm.startsWith("postgres")) return undefined
+    const postmaster = backend.ppid
+    let ticks = 0
+    for (const entry of readdirSync("/proc")) {
+      if (!/^\d+$/.test(entry)) continue
+      try {
+        const s = statOf(entry)
+        // utime and stime are fields 14 and 15 (11 and 12 after the state).
+        if (entry === postmaster || s.ppid === postmaster) ticks += Number(s.cpu[11]) + Number(s.cpu[12])
+      } catch {
+        // The process ended meanwhile.
+      }
+    }
+    return (ticks * 1000) / 100 // USER_HZ is 100 on Linux
   } catch {
     return undefined
   }

@@ -170,13 +170,18 @@ export const claimCost = (ctx: Context, rows: number, backlogRows: number, claim
 }
 
 /** A child process running bench/kairos-worker.ts. */
-interface Child {
+export interface Child {
   readonly proc: ChildProcess
   readonly next: (event: string) => Promise<Record<string, unknown>>
   readonly send: (cmd: string) => void
 }
 
-const spawnWorker = async (ctx: Context, config: KairosConfig, schema: string): Promise<Child> => {
+export const spawnWorker = async (
+  ctx: Context,
+  config: KairosConfig,
+  schema: string,
+  env: Readonly<Record<string, string>> = {}
+): Promise<Child> => {
   // The compiled worker beside this compiled file (npm run bench), else the sources through tsx.
   const compiled = import.meta.url.endsWith(".js")
   const args = compiled
@@ -191,7 +196,8 @@ const spawnWorker = async (ctx: Context, config: KairosConfig, schema: string): 
       KAIROS_SCHEMA: schema,
       KAIROS_WORKERS: String(config.workers ?? ""),
       KAIROS_BATCH: String(config.batchSize ?? ""),
-      KAIROS_POOL: String(config.maxConnections ?? "")
+      KAIROS_POOL: String(config.maxConnections ?? ""),
+      ...env
     }
   })
   const waiting = new Map<string, Array<(m: Record<string, unknown>) => void>>()
@@ -217,7 +223,7 @@ const spawnWorker = async (ctx: Context, config: KairosConfig, schema: string): 
   return child
 }
 
-const stopWorker = async (child: Child) => {
+export const stopWorker = async (child: Child) => {
   if (child.proc.exitCode !== null) return
   const gone = new Promise<void>((resolve) => child.proc.on("exit", () => resolve()))
   child.send("stop")

@@ -49,6 +49,13 @@ export interface SchedulerConfigInput {
    */
   readonly heartbeatInterval?: DurationInput.Input | undefined
   /**
+   * Dead rows in one of the queue's tables past which a started runner vacuums it (Postgres: a claim walks past the
+   * dead index entries of everything drained since the table's last vacuum, and autovacuum comes at most once a
+   * minute). One instance at a time, and only one whose role may (the tables' owner): another says once why not.
+   * 0 turns it off. Default 20,000.
+   */
+  readonly vacuumDeadRows?: number | undefined
+  /**
    * What a started runner prunes, every `every` (default 10 minutes), in batches of 1,000 that never block claims:
    * `processedItems` (the execution log, kept for ever by default) and `jobRuns` (finished runs, kept for ever by
    * default), each by `maxAge` and/or `keepLast`. See domain/Retention.
@@ -77,6 +84,7 @@ export interface SchedulerConfig {
   readonly leaseDuration: Duration.Duration
   readonly missedSlots: MissedSlotPolicy
   readonly heartbeatInterval: Duration.Duration
+  readonly vacuumDeadRows: number
   readonly retention: {
     readonly processedItems: Retention.Policy | undefined
     readonly jobRuns: Retention.Policy | undefined
@@ -99,6 +107,7 @@ export const defaults: SchedulerConfig = {
   leaseDuration: Duration.seconds(30),
   missedSlots: "latest",
   heartbeatInterval: Duration.seconds(30),
+  vacuumDeadRows: 20_000,
   retention: { processedItems: undefined, jobRuns: undefined, every: Duration.minutes(10) }
 }
 
@@ -143,6 +152,7 @@ export const withDefaults = (input: SchedulerConfigInput = {}): SchedulerConfig 
   leaseDuration: positiveDuration(input.leaseDuration, defaults.leaseDuration),
   missedSlots: input.missedSlots === "skip" ? "skip" : defaults.missedSlots,
   heartbeatInterval: positiveDuration(input.heartbeatInterval, defaults.heartbeatInterval),
+  vacuumDeadRows: nonNegativeInt(input.vacuumDeadRows, defaults.vacuumDeadRows),
   retention: {
     // Leniently too: a policy that does not decode prunes nothing (validate refuses it).
     processedItems: Either.getOrUndefined(

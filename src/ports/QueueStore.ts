@@ -84,6 +84,37 @@ export interface ExecutionResult {
 export const durationMs = (result: ExecutionResult): number =>
   Math.max(0, result.finishedAt.getTime() - result.startedAt.getTime())
 
+/** What `vacuum` takes. */
+export interface VacuumRequest {
+  /** The instance asking: it holds the schema's vacuum lease while it vacuums. */
+  readonly owner: string
+  readonly now: Date
+  /** A table is vacuumed once its store counts more dead rows than this. */
+  readonly deadRows: number
+  /** How long the lease is held at most (a vacuum that has not ended by then is taken to have died with its owner). */
+  readonly leaseMs: number
+  /** How long after a vacuum ends the next may start, whatever the dead rows (the counts lag behind). */
+  readonly gapMs: number
+}
+
+/** A table a `vacuum` call vacuumed: the dead rows it had, and how long the vacuum took. */
+export interface Vacuumed {
+  readonly table: string
+  readonly deadRows: number
+  readonly ms: number
+}
+
+/**
+ * What a `vacuum` call did. `Clean`: no table had more dead rows than asked (the store has none: memory); `Busy`:
+ * another instance vacuums, or one did less than `gapMs` ago; `Vacuumed`: these tables; `NotPermitted`: this role may
+ * not vacuum them (not their owner), `reason` saying so in a sentence.
+ */
+export type VacuumOutcome =
+  | { readonly _tag: "Clean"; readonly deadRows: number }
+  | { readonly _tag: "Busy" }
+  | { readonly _tag: "Vacuumed"; readonly tables: ReadonlyArray<Vacuumed> }
+  | { readonly _tag: "NotPermitted"; readonly reason: string }
+
 /** The queue store. Every method that depends on time takes `now` from the Clock port. */
 export class QueueStore extends Context.Tag("kairos/QueueStore")<
   QueueStore,
@@ -189,5 +220,11 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
      * how many rows went. The only deletion the log allows; a batch with neither an age nor a count deletes nothing.
      */
     readonly pruneProcessed: (batch: PruneBatch) => Effect.Effect<number, QueueStoreError>
+    /**
+     * Removes the dead rows that executions leave in the queue's tables once there are more than
+     * `request.deadRows` (a claim walks past every dead index entry of the items drained since the table's last
+     * vacuum), by one instance at a time. A store without dead rows does nothing (`Clean`).
+     */
+    readonly vacuum: (request: VacuumRequest) => Effect.Effect<VacuumOutcome, QueueStoreError>
   }
 >() {}

@@ -2,8 +2,8 @@
  * The runner: a loop that claims due work from its sources (scheduled runs, queue items) up to the free capacity,
  * runs handlers on its workers, and sleeps until the next slot, retry or poll — or until woken. Around it, long-lived
  * fibers, each a module of its own: the lease keeper (one renewal round for every execution), the results writer,
- * the timeout watch, the loop's alarm, the heartbeat and retention. None of them ends on any cause while the runner
- * runs. Composed here as a scoped service: closing its scope stops it.
+ * the timeout watch, the loop's alarm, the heartbeat, retention and the queue's vacuum. None of them ends on any cause
+ * while the runner runs. Composed here as a scoped service: closing its scope stops it.
  */
 import * as Duration from "effect/Duration"
 import * as Context from "effect/Context"
@@ -47,6 +47,7 @@ import { type ExecutionReport, type Lane, type LaneContext, makeLane, type Regis
 import type { ClaimRequest } from "./WorkSource.js"
 import * as QueueSource from "./QueueSource.js"
 import * as RetentionRound from "./RetentionRound.js"
+import * as VacuumRound from "./VacuumRound.js"
 import * as ResultsWriter from "./ResultsWriter.js"
 import * as ScheduledSource from "./ScheduledSource.js"
 import { supervised } from "./Supervised.js"
@@ -385,7 +386,7 @@ const lastWordAtExit =
     }
   }
 
-/** Starts the loop and the fibers that run only once started (heartbeat, retention). */
+/** Starts the loop and the fibers that run only once started (heartbeat, retention, the queue's vacuum). */
 const start = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
     const { config, loop, queueStore, scope, state, switches, wakeUps } = parts
@@ -420,6 +421,15 @@ const start = (parts: Parts): Effect.Effect<void> =>
     yield* Effect.forkIn(supervised("heartbeat", parts.heartbeat.round), scope)
     if (RetentionRound.isActive(config))
       yield* Effect.forkIn(supervised("retention", RetentionRound.round(config, queueStore, parts.jobStore)), scope)
+    if (config.vacuumDeadRows > 0) {
+      const vacuum = VacuumRound.make({
+        config,
+        queueStore,
+        owner: parts.owner,
+        finished: () => parts.stats.ok + parts.stats.failed
+      })
+      yield* Effect.forkIn(supervised("queue vacuum", vacuum.round), scope)
+    }
     // Not in the scope: its finalizers run in reverse order, so a loop forked into it here would be interrupted
     // before `stop` (registered earlier) runs — mid-tick, after a claim committed and before its executions
     // started, leaving them leased and never run. `stop`, the scope's finalizer, ends the loop instead.

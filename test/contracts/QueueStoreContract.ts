@@ -1018,6 +1018,23 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps
         })
     )
 
+    it.effect(
+      "vacuum does nothing below its threshold, and past it vacuums or finds another doing so, never failing",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const t = type("vacuum")
+          yield* q.enqueue({ taskType: t, payload: "v" }, T0)
+          const [claim] = yield* q.claimBatch(claimOpts([t]))
+          expect(yield* q.recordResults([done(claim!)])).toEqual([true])
+          const request = { owner: "contract", now: T0, leaseMs: 120_000, gapMs: 1_000 }
+          expect(yield* q.vacuum({ ...request, deadRows: 1e12 })).toMatchObject({ _tag: "Clean" })
+          // Memory has no dead rows (Clean); Postgres vacuums what its statistics count by now, through a
+          // transaction pooler too (a VACUUM outside any transaction).
+          const outcome = yield* q.vacuum({ ...request, deadRows: 0 })
+          expect(["Clean", "Busy", "Vacuumed"]).toContain(outcome._tag)
+        })
+    )
     // Last: it prunes the whole (shared) log.
     it.effect(
       "pruneProcessed deletes the oldest executions beyond keepLast and before olderThan, in bounded batches",

@@ -8,6 +8,7 @@ import { spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import pg from "pg"
+import { migrationNames } from "../../src/adapters/postgres/migrations.js"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 import { exited, projectRoot } from "../support/process.js"
 import { bin, kairos, live } from "../support/cli.js"
@@ -47,6 +48,10 @@ const refusal = (role: string, text: string): Promise<string> =>
     (e: { code?: string }) => e.code ?? "no code"
   )
 
+/** The newest migration, and the one before it. */
+const newest = migrationNames[migrationNames.length - 1]!
+const previous = migrationNames[migrationNames.length - 2]!
+
 const cli = (role: string, args: ReadonlyArray<string>) =>
   kairos([...args, "--database-url", as(role), "--schema", schema])
 
@@ -80,7 +85,7 @@ describe("a least-privilege role", () => {
       expect(early.code).toBe(1)
       expect(early.stderr).toMatch(
         new RegExp(
-          `^kairos: schema "${schema}" has no kairos tables and this kairos needs 0018_prune_as_owner, but role "${app}" may not migrate it: run \`kairos migrate\` as the schema's owner \\(.*permission denied.*\\)\\n$`
+          `^kairos: schema "${schema}" has no kairos tables and this kairos needs ${newest}, but role "${app}" may not migrate it: run \`kairos migrate\` as the schema's owner \\(.*permission denied.*\\)\\n$`
         )
       )
 
@@ -192,17 +197,17 @@ describe("a least-privilege role", () => {
       expect(truncate.stderr).toMatch(/^kairos: .*permission denied/)
 
       // A schema behind this kairos (its newest migration's row gone, as on an older release): one line, no loop.
-      await sqlAs(undefined, `DELETE FROM ${schema}.kairos_migrations WHERE migration_id = 18`)
+      await sqlAs(undefined, `DELETE FROM ${schema}.kairos_migrations WHERE migration_id = ${migrationNames.length}`)
       const behind = await cli(app, ["worker", "--tasks", "examples/tasks.ts"])
       expect(behind.code).toBe(1)
       expect(behind.stderr).toMatch(
         new RegExp(
-          `^kairos: schema "${schema}" is at 0017_record_successes_first and this kairos needs 0018_prune_as_owner, but role "${app}" may not migrate it: run \`kairos migrate\` as the schema's owner`
+          `^kairos: schema "${schema}" is at ${previous} and this kairos needs ${newest}, but role "${app}" may not migrate it: run \`kairos migrate\` as the schema's owner`
         )
       )
       expect(behind.stderr.split("\n")).toHaveLength(2)
       // Its owner can: what the role was granted on later objects comes from the owner's default privileges.
-      expect((await cli(owner, ["migrate"])).stdout).toBe("applied 0018_prune_as_owner\n")
+      expect((await cli(owner, ["migrate"])).stdout).toBe(`applied ${newest}\n`)
       expect((await cli(app, ["migrate"])).code).toBe(0)
     }
   )

@@ -39,6 +39,13 @@ export const describeSchema = (schema: string) =>
       WHERE n.nspname = ${schema} AND NOT tg.tgisinternal ORDER BY c.relname, tg.tgname`
     lines.push("", "TRIGGERS")
     for (const t of triggers) lines.push(`  ${t.def}`)
+    // Table settings (migration 0019's autovacuum settings of the queue's tables).
+    const storage = yield* sql<{ t: string; options: ReadonlyArray<string> }>`
+      SELECT c.relname AS t, c.reloptions AS options
+      FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+      WHERE n.nspname = ${schema} AND c.relkind = 'r' AND c.reloptions IS NOT NULL ORDER BY c.relname`
+    lines.push("", "STORAGE")
+    for (const t of storage) lines.push(`  ${t.t}: ${[...t.options].sort().join(", ")}`)
     const functions = yield* sql<{ name: string; def: string }>`
       SELECT p.proname AS name, pg_get_functiondef(p.oid) AS def
       FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace

@@ -352,7 +352,9 @@ export const make: Effect.Effect<
         )
         for (let i = log.length - 1; i >= 0; i--) if (doomed.has(log[i]!)) log.splice(i, 1)
         return doomed.size
-      })
+      }),
+    // Memory keeps no dead rows: there is never anything to vacuum.
+    vacuum: () => Effect.succeed({ _tag: "Clean", deadRows: 0 } as const)
   })
 
   const memory = MemoryQueue.of({

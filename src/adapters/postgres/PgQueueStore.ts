@@ -39,6 +39,7 @@ import { isoString } from "./PgTimes.js"
 import { mapPgErrors, type PgFailure } from "./PgErrors.js"
 import * as PgTransaction from "./PgTransaction.js"
 import { PgPool } from "./PgPrepared.js"
+import * as PgVacuum from "./PgVacuum.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
 const ItemRow = Schema.Struct({
@@ -126,6 +127,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     // The statements run per execution, prepared once per connection (see PgPrepared). Schema names are plain
     // lower-case identifiers (schemaName checks), so they are written into the text as they are.
     const prepare = yield* PgPrepared.make(options.pool)
+    const vacuum = PgVacuum.make(sql, schema)
     // A name in the schema, as statement text.
     const fn = (name: string) => `"${schema}".${name}`
     const claimed =
@@ -741,7 +743,9 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
               ${olderThan ?? null}::timestamptz, ${keepLast ?? null}::bigint, ${limit}::int) AS n`.pipe(
               Effect.map((rows) => rows[0]?.n ?? 0),
               orStoreError
-            )
+            ),
+
+      vacuum: (request) => orStoreError(vacuum(request))
     })
   })
 

@@ -125,7 +125,8 @@ export const migrationNames = [
   "0015_lighter_row_lease_records",
   "0016_sequential_row_leases",
   "0017_record_successes_first",
-  "0018_prune_as_owner"
+  "0018_prune_as_owner",
+  "0019_vacuum_the_queue"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */

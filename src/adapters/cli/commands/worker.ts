@@ -156,6 +156,13 @@ export const workerCommand = Command.make(
       Options.withDescription("most queue items started per poll interval; 0: no limit (default 0)"),
       Options.withDefault(0)
     ),
+    vacuumDeadRows: Options.integer("vacuum-dead-rows").pipe(
+      Options.withPseudoName("N"),
+      Options.withDescription(
+        "vacuum the queue's tables once Postgres counts more dead rows in one than this, one worker at a time and only as their owner; 0: never, leaving them to autovacuum (default 20000)"
+      ),
+      Options.withDefault(20_000)
+    ),
     timeout: duration("timeout", "how long one execution may run before it is interrupted and fails (default 15m)"),
     lease: duration(
       "lease",
@@ -205,6 +212,7 @@ export const workerCommand = Command.make(
         interval,
         batchSize: c.batch,
         rateLimit: c.rateLimit,
+        vacuumDeadRows: c.vacuumDeadRows,
         timeout,
         leaseDuration,
         gracePeriod,

@@ -1,0 +1,88 @@
+/**
+ * The queue's vacuum, while a started runner executes work: every second in which it finished executions, it asks
+ * the store to vacuum the queue's tables if their dead rows passed `vacuumDeadRows` (the store decides, and lets one
+ * instance at a time do it: see the Postgres adapter's PgVacuum). A role that may not vacuum them is told once and
+ * asks no more; a failure (the database away) is logged once until a round succeeds again.
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
+import { now as clockNow } from "../ports/Clock.js"
+import type { QueueStore } from "../ports/QueueStore.js"
+
+/** How often the dead rows are looked at, while executions finish. */
+export const CHECK_EVERY = Duration.seconds(1)
+/** The longest one vacuum holds the schema's vacuum lease (one whose owner died frees it then). */
+export const LEASE = Duration.minutes(2)
+/** The pause after a vacuum before the next may start: the dead-row counts lag behind by up to a second. */
+export const GAP = Duration.seconds(1)
+
+export interface VacuumRound {
+  /** One round: a second's sleep, then a look at the dead rows when executions finished meanwhile. */
+  readonly round: Effect.Effect<void>
+}
+
+export const make = (options: {
+  readonly config: SchedulerConfig
+  readonly queueStore: QueueStore["Type"]
+  readonly owner: string
+  /** Executions this runner finished so far (any kind): no look while it finishes none. */
+  readonly finished: () => number
+}): VacuumRound => {
+  const { config, owner, queueStore } = options
+  let seen = options.finished()
+  let refused = false
+  let failing = false
+  const look = Effect.gen(function* () {
+    const outcome = yield* queueStore.vacuum({
+      owner,
+      now: yield* clockNow,
+      deadRows: config.vacuumDeadRows,
+      leaseMs: Duration.toMillis(LEASE),
+      gapMs: Duration.toMillis(GAP)
+    })
+    if (failing) {
+      failing = false
+      yield* Effect.logInfo("queue vacuum: the dead rows can be read again")
+    }
+    switch (outcome._tag) {
+      case "NotPermitted":
+        refused = true
+        yield* Effect.logWarning(
+          `queue vacuum: ${outcome.reason}; this worker leaves the queue's dead rows to autovacuum (a long ` +
+            `backlog then drains slower as it goes): run a worker as the owner, or see docs/operations.md`
+        )
+        return
+      case "Vacuumed":
+        for (const t of outcome.tables)
+          yield* Effect.logInfo(
+            `queue vacuum: vacuumed ${t.table} (${Math.round(t.deadRows).toLocaleString("en-US")} dead rows) ` +
+              `in ${Math.round(t.ms)} ms`
+          )
+        return
+      default:
+        return
+    }
+  }).pipe(
+    Effect.catchAll((e) =>
+      failing
+        ? Effect.void
+        : Effect.zipRight(
+            Effect.sync(() => {
+              failing = true
+            }),
+            Effect.logWarning(`queue vacuum failed (trying again while work runs): ${e.message}`)
+          )
+    )
+  )
+  const round = Effect.gen(function* () {
+    // Refused: nothing more to ask (the role does not change while the runner runs).
+    if (refused) return yield* Effect.never
+    yield* Effect.sleep(CHECK_EVERY)
+    const finished = options.finished()
+    if (finished === seen) return
+    seen = finished
+    yield* look
+  })
+  return { round }
+}
