@@ -355,7 +355,19 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
         )
       )
     )
-    entry.controller = pending.controller
+    return this.fork(entry, handler, pending.controller, run, startedAt, worker)
+  }
+
+  // Runs an execution's fiber on its worker: its timeout is armed while it runs, and the worker goes on when it ends.
+  private fork(
+    entry: Execution<C>,
+    handler: Registered,
+    controller: AbortController | undefined,
+    run: Effect.Effect<void>,
+    startedAt: number,
+    worker: Worker
+  ): false {
+    entry.controller = controller
     entry.handler = handler
     const fiber = worker.fork(run)
     if (entry.running) {
@@ -395,16 +407,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
           Effect.flatMap((exit) => this.settleTransaction(entry, exit, handler, startedAt, worker))
         )
     )
-    entry.controller = controller
-    entry.handler = handler
-    const fiber = worker.fork(run)
-    if (entry.running) {
-      entry.fiber = fiber
-      entry.deadline = startedAt + handler.timeoutMs
-      this.context.deadline(entry.deadline)
-    }
-    fiber.addObserver(() => worker.done())
-    return false
+    return this.fork(entry, handler, controller, run, startedAt, worker)
   }
 
   // How a transactional execution ended: committed with its record (nothing left for the writer), refused (its lease

@@ -47,6 +47,7 @@ import { type ExecutionReport, type Lane, type LaneContext, makeLane, type Regis
 import type { ClaimRequest } from "./WorkSource.js"
 import * as QueueSource from "./QueueSource.js"
 import * as RetentionRound from "./RetentionRound.js"
+import * as Signal from "./Signal.js"
 import * as VacuumRound from "./VacuumRound.js"
 import * as ResultsWriter from "./ResultsWriter.js"
 import * as ScheduledSource from "./ScheduledSource.js"
@@ -166,6 +167,8 @@ interface Parts {
   readonly capacity: Capacity.Capacity
   /** Plain counters: they change once per execution, on the hot path. */
   readonly stats: { started: number; ok: number; failed: number }
+  /** Raised when an execution ends: the queue's vacuum round looks at the dead rows then (see VacuumRound). */
+  readonly executionEnded: Signal.Signal
   readonly state: { stopping: boolean; loopFiber: Fiber.RuntimeFiber<never, never> | undefined }
   readonly lanes: ReadonlyArray<Lane<Loop.TickError>>
   readonly scheduled: ScheduledSource.ScheduledSource
@@ -186,7 +189,7 @@ const laneContext = (
     readonly onExecution: RunnerOptions["onExecution"]
   }
 ): LaneContext => {
-  const { capacity, handlers, loop, state, stats, switches, writer } = parts
+  const { capacity, executionEnded, handlers, loop, state, stats, switches, writer } = parts
   const released = (chained: boolean) => {
     // The buffer ran low: claim more, unless all this could free is claimed again with its result (a chain).
     if (capacity.ended() && loop.needsTick(chained)) loop.wake.raise()
@@ -204,6 +207,7 @@ const laneContext = (
       // Interrupted (a forced stop, a lost lease) counts as a failure too: every failure is counted.
       if (result === undefined || result.failed) stats.failed++
       else stats.ok++
+      executionEnded.raise()
       released(chained)
     },
     dropped: () => released(false),
@@ -289,7 +293,15 @@ export const make = (
       definedTypes: new Set<string>(),
       capacity
     }
-    const shared = { ...core, stats: { started: 0, ok: 0, failed: 0 }, state, loop, switches, writer }
+    const shared = {
+      ...core,
+      stats: { started: 0, ok: 0, failed: 0 },
+      executionEnded: Signal.make(),
+      state,
+      loop,
+      switches,
+      writer
+    }
     const context = laneContext(shared, {
       lease,
       keeper,
@@ -426,7 +438,7 @@ const start = (parts: Parts): Effect.Effect<void> =>
         config,
         queueStore,
         owner: parts.owner,
-        finished: () => parts.stats.ok + parts.stats.failed
+        executionEnded: parts.executionEnded
       })
       yield* Effect.forkIn(supervised("queue vacuum", vacuum.round), scope)
     }

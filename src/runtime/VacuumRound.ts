@@ -1,5 +1,5 @@
 /**
- * The queue's vacuum, while a started runner executes work: every second in which it finished executions, it asks
+ * The queue's vacuum, while a started runner executes work: when executions end, at most once a second, it asks
  * the store to vacuum the queue's tables if their dead rows passed `vacuumDeadRows` (the store decides, and lets one
  * instance at a time do it: see the Postgres adapter's PgVacuum). A role that may not vacuum them is told once and
  * asks no more; a failure (the database away) is logged once until a round succeeds again.
@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import type { SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { now as clockNow } from "../ports/Clock.js"
 import type { QueueStore } from "../ports/QueueStore.js"
+import type * as Signal from "./Signal.js"
 
 /** How often the dead rows are looked at, while executions finish. */
 export const CHECK_EVERY = Duration.seconds(1)
@@ -18,7 +19,7 @@ export const LEASE = Duration.minutes(2)
 export const GAP = Duration.seconds(1)
 
 export interface VacuumRound {
-  /** One round: a second's sleep, then a look at the dead rows when executions finished meanwhile. */
+  /** One round: waits for an execution to end, looks at the dead rows, then lets a second pass. */
   readonly round: Effect.Effect<void>
 }
 
@@ -26,11 +27,10 @@ export const make = (options: {
   readonly config: SchedulerConfig
   readonly queueStore: QueueStore["Type"]
   readonly owner: string
-  /** Executions this runner finished so far (any kind): no look while it finishes none. */
-  readonly finished: () => number
+  /** Raised when an execution ends (any kind): no look while none ends. */
+  readonly executionEnded: Signal.Signal
 }): VacuumRound => {
-  const { config, owner, queueStore } = options
-  let seen = options.finished()
+  const { config, executionEnded, owner, queueStore } = options
   let refused = false
   let failing = false
   const look = Effect.gen(function* () {
@@ -78,11 +78,10 @@ export const make = (options: {
   const round = Effect.gen(function* () {
     // Refused: nothing more to ask (the role does not change while the runner runs).
     if (refused) return yield* Effect.never
-    yield* Effect.sleep(CHECK_EVERY)
-    const finished = options.finished()
-    if (finished === seen) return
-    seen = finished
+    // Idle until an execution ends (a runner with nothing to do wakes for nothing), then at most one look a second.
+    yield* executionEnded.take
     yield* look
+    yield* Effect.sleep(CHECK_EVERY)
   })
   return { round }
 }

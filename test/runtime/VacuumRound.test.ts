@@ -1,12 +1,13 @@
 /**
  * The runner's queue vacuum round under the test clock, over a store whose `vacuum` answers what the test scripts:
- * it looks once a second while executions finish and never while none do, says once why a role may not vacuum and
+ * it looks when executions end, at most once a second and never while none do, says once why a role may not vacuum and
  * then asks no more, and logs a failing database once until it answers again (the round itself never ends).
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Fiber, Logger, TestClock } from "effect"
 import { withDefaults } from "../../src/domain/SchedulerConfig.js"
 import { QueueStoreError, type QueueStore, type VacuumOutcome, type VacuumRequest } from "../../src/ports/QueueStore.js"
+import * as Signal from "../../src/runtime/Signal.js"
 import * as VacuumRound from "../../src/runtime/VacuumRound.js"
 import { supervised } from "../../src/runtime/Supervised.js"
 
@@ -16,7 +17,7 @@ type Answer = VacuumOutcome | "fail" | "die"
 const scripted = (answers: ReadonlyArray<Answer>, deadRows = 20_000) => {
   const calls: Array<VacuumRequest> = []
   const lines: Array<string> = []
-  let finished = 0
+  const executionEnded = Signal.make()
   const store = {
     vacuum: (request: VacuumRequest) =>
       Effect.suspend(() => {
@@ -32,7 +33,7 @@ const scripted = (answers: ReadonlyArray<Answer>, deadRows = 20_000) => {
     config: withDefaults({ vacuumDeadRows: deadRows }),
     queueStore: store,
     owner: "me",
-    finished: () => finished
+    executionEnded
   })
   const logger = Logger.make(({ logLevel, message }) => {
     lines.push(`${logLevel.label} ${Array.isArray(message) ? message.join(" ") : String(message)}`)
@@ -46,7 +47,7 @@ const scripted = (answers: ReadonlyArray<Answer>, deadRows = 20_000) => {
     lines,
     run,
     finish: (n: number) => {
-      finished += n
+      for (let i = 0; i < n; i++) executionEnded.raise()
     }
   }
 }
@@ -67,11 +68,13 @@ describe("the queue vacuum round", () => {
       const fiber = yield* s.run
       yield* seconds(s, 5, 0)
       expect(s.calls).toHaveLength(0)
+      // Ends at 5, 6 and 7 s: a look at once at each, and one more at 8 s for the ends of 7 s that came after its look
+      // (a look a second at most, none lost).
       yield* seconds(s, 3, 10)
-      expect(s.calls).toHaveLength(3)
+      expect(s.calls.map((c) => c.now.getTime())).toEqual([5000, 6000, 7000, 8000])
       expect(s.calls[0]).toMatchObject({ owner: "me", deadRows: 5_000, leaseMs: 120_000, gapMs: 1_000 })
       yield* seconds(s, 4, 0)
-      expect(s.calls).toHaveLength(3)
+      expect(s.calls).toHaveLength(4)
       expect(s.lines).toEqual([])
       yield* Fiber.interrupt(fiber)
     })
