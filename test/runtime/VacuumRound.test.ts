@@ -69,7 +69,7 @@ describe("the queue vacuum round", () => {
       expect(s.calls).toHaveLength(0)
       yield* seconds(s, 3, 10)
       expect(s.calls).toHaveLength(3)
-      expect(s.calls[0]).toMatchObject({ owner: "me", deadRows: 5_000, leaseMs: 120_000, gapMs: 1_000 })
+      expect(s.calls[0]).toMatchObject({ owner: "me", deadRows: 5_000, leaseMs: 120_000, gapMs: 1_000, gapFactor: 4 })
       yield* seconds(s, 4, 0)
       expect(s.calls).toHaveLength(3)
       expect(s.lines).toEqual([])

@@ -6,7 +6,9 @@
  * dead entries; this vacuums once the dead rows pass a threshold instead.
  *
  * - The dead rows come from Postgres's statistics (`pg_stat_get_dead_tuples`, a read of shared memory); they lag
- *   behind by up to a second, hence the gap between two vacuums.
+ *   behind by up to a second, hence the gap between two vacuums. A vacuum reads every index of its table whole, so
+ *   its cost grows with the queue's length: the gap after one is also a multiple of how long it took (vacuuming
+ *   then takes a bounded share of the time, however long the queue).
  * - One instance at a time, through a lease in `kairos_maintenance` (a row: a vacuum runs outside any transaction,
  *   and a session's advisory lock does not hold behind a transaction pooler). A vacuum that dies with its owner
  *   frees the lease when it expires.
@@ -90,7 +92,8 @@ export const make = (sql: SqlClient.SqlClient, schema: string) => {
       if (taken.length === 0) return { _tag: "Busy" } satisfies VacuumOutcome
       const started = performance.now()
       const release = Effect.suspend(() => {
-        const next = new Date(request.now.getTime() + (performance.now() - started) + request.gapMs)
+        const took = performance.now() - started
+        const next = new Date(request.now.getTime() + took + Math.max(request.gapMs, took * request.gapFactor))
         return sql`UPDATE ${sql.literal(maintenance)} SET holder = NULL, until = ${next}
           WHERE task = 'vacuum' AND holder = ${request.owner}`
       })
