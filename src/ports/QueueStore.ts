@@ -93,8 +93,13 @@ export interface VacuumRequest {
   readonly deadRows: number
   /** How long the lease is held at most (a vacuum that has not ended by then is taken to have died with its owner). */
   readonly leaseMs: number
-  /** How long after a vacuum ends the next may start, whatever the dead rows (the counts lag behind). */
+  /**
+   * How long after a vacuum ends the next may start, whatever the dead rows (the counts lag behind): at least
+   * `gapMs`, and at least `gapFactor` times as long as that vacuum took (a long queue's vacuum reads all its indexes:
+   * with 4, vacuuming takes at most a fifth of the time, however long the queue).
+   */
   readonly gapMs: number
+  readonly gapFactor: number
 }
 
 /** A table a `vacuum` call vacuumed: the dead rows it had, and how long the vacuum took. */

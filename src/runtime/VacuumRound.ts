@@ -15,8 +15,13 @@ import type * as Signal from "./Signal.js"
 export const CHECK_EVERY = Duration.seconds(1)
 /** The longest one vacuum holds the schema's vacuum lease (one whose owner died frees it then). */
 export const LEASE = Duration.minutes(2)
-/** The pause after a vacuum before the next may start: the dead-row counts lag behind by up to a second. */
+/**
+ * The pause after a vacuum before the next may start: at least a second (the dead-row counts lag behind by up to a
+ * second), and four times as long as the vacuum took (a long queue's vacuum costs more: vacuuming then takes at most
+ * a fifth of the time).
+ */
 export const GAP = Duration.seconds(1)
+export const GAP_FACTOR = 4
 
 export interface VacuumRound {
   /** One round: waits for an execution to end, looks at the dead rows, then lets a second pass. */
@@ -39,7 +44,8 @@ export const make = (options: {
       now: yield* clockNow,
       deadRows: config.vacuumDeadRows,
       leaseMs: Duration.toMillis(LEASE),
-      gapMs: Duration.toMillis(GAP)
+      gapMs: Duration.toMillis(GAP),
+      gapFactor: GAP_FACTOR
     })
     if (failing) {
       failing = false

@@ -1027,7 +1027,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps
           yield* q.enqueue({ taskType: t, payload: "v" }, T0)
           const [claim] = yield* q.claimBatch(claimOpts([t]))
           expect(yield* q.recordResults([done(claim!)])).toEqual([true])
-          const request = { owner: "contract", now: T0, leaseMs: 120_000, gapMs: 1_000 }
+          const request = { owner: "contract", now: T0, leaseMs: 120_000, gapMs: 1_000, gapFactor: 4 }
           expect(yield* q.vacuum({ ...request, deadRows: 1e12 })).toMatchObject({ _tag: "Clean" })
           // Memory has no dead rows (Clean); Postgres vacuums what its statistics count by now, through a
           // transaction pooler too (a VACUUM outside any transaction).

@@ -72,7 +72,7 @@ describe("the queue vacuum round", () => {
       // (a look a second at most, none lost).
       yield* seconds(s, 3, 10)
       expect(s.calls.map((c) => c.now.getTime())).toEqual([5000, 6000, 7000, 8000])
-      expect(s.calls[0]).toMatchObject({ owner: "me", deadRows: 5_000, leaseMs: 120_000, gapMs: 1_000 })
+      expect(s.calls[0]).toMatchObject({ owner: "me", deadRows: 5_000, leaseMs: 120_000, gapMs: 1_000, gapFactor: 4 })
       yield* seconds(s, 4, 0)
       expect(s.calls).toHaveLength(4)
       expect(s.lines).toEqual([])

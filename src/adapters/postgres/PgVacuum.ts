@@ -6,13 +6,17 @@
  * dead entries; this vacuums once the dead rows pass a threshold instead.
  *
  * - The dead rows come from Postgres's statistics (`pg_stat_get_dead_tuples`, a read of shared memory); they lag
- *   behind by up to a second, hence the gap between two vacuums.
+ *   behind by up to a second, hence the gap between two vacuums. A vacuum reads every index of its table whole, so
+ *   its cost grows with the queue's length: the gap after one is also a multiple of how long it took (vacuuming
+ *   then takes a bounded share of the time, however long the queue).
  * - One instance at a time, through a lease in `kairos_maintenance` (a row: a vacuum runs outside any transaction,
  *   and a session's advisory lock does not hold behind a transaction pooler). A vacuum that dies with its owner
  *   frees the lease when it expires.
- * - `VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED)`: the index is what claims walk, so it is always cleaned (Postgres may
- *   otherwise skip the indexes when few heap pages have dead rows), and a table another vacuum holds (autovacuum's)
- *   is skipped rather than waited for.
+ * - `VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED, PARALLEL 0)`: the index is what claims walk, so it is always cleaned
+ *   (Postgres may otherwise skip the indexes when few heap pages have dead rows); a table another vacuum holds
+ *   (autovacuum's) is skipped rather than waited for; and no parallel worker is started for the indexes (measured on
+ *   a queue of a million, after 15,000 items: 0.37 s with one, 0.23 s without, and less CPU in all; the drain needs
+ *   the cores).
  * - Only the table's owner (or the database's) may vacuum it on Postgres 15 and 16, and a role granted MAINTAIN on
  *   17: another role's VACUUM does nothing but warn. That is checked once, and such a store says so (`NotPermitted`)
  *   without trying.
@@ -90,14 +94,15 @@ export const make = (sql: SqlClient.SqlClient, schema: string) => {
       if (taken.length === 0) return { _tag: "Busy" } satisfies VacuumOutcome
       const started = performance.now()
       const release = Effect.suspend(() => {
-        const next = new Date(request.now.getTime() + (performance.now() - started) + request.gapMs)
+        const took = performance.now() - started
+        const next = new Date(request.now.getTime() + took + Math.max(request.gapMs, took * request.gapFactor))
         return sql`UPDATE ${sql.literal(maintenance)} SET holder = NULL, until = ${next}
           WHERE task = 'vacuum' AND holder = ${request.owner}`
       })
       const vacuumed = yield* Effect.forEach(due, (table) =>
         Effect.gen(function* () {
           const t0 = performance.now()
-          yield* sql.unsafe(`VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED) ${quoted}.${table.t}`)
+          yield* sql.unsafe(`VACUUM (INDEX_CLEANUP ON, SKIP_LOCKED, PARALLEL 0) ${quoted}.${table.t}`)
           return { table: table.t, deadRows: table.dead, ms: performance.now() - t0 }
         })
       ).pipe(Effect.ensuring(Effect.ignore(release)))
