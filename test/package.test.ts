@@ -330,7 +330,8 @@ describe("with the development tools installed", () => {
     }
   )
 
-  it("type-checks a TypeScript app against the published declarations", () => {
+  // tsc over Effect's declarations takes ~10 s of CPU: under a loaded CI it ran past the default 30 s.
+  it("type-checks a TypeScript app against the published declarations", { timeout: 120_000 }, () => {
     const check = `import { Effect } from "effect"
 import { Kairos, Runner, Schedule, type Job } from "kairos"
 import { FakeStore } from "kairos/testing"
