@@ -37,7 +37,11 @@ export const layerOptions = (url: string, schema: string, config: KairosConfig):
   ...(config.workers !== undefined ? { workers: config.workers } : {}),
   ...(config.batchSize !== undefined ? { batchSize: config.batchSize } : {}),
   ...(config.maxConnections !== undefined ? { maxConnections: config.maxConnections } : {}),
-  ...(config.namedStatements !== undefined ? { namedStatements: config.namedStatements } : {})
+  ...(config.namedStatements !== undefined ? { namedStatements: config.namedStatements } : {}),
+  // KAIROS_VACUUM_DEAD_ROWS=0 measures a drain without the runner's queue vacuum (what it costs a short drain).
+  ...(process.env["KAIROS_VACUUM_DEAD_ROWS"] !== undefined
+    ? { vacuumDeadRows: Number(process.env["KAIROS_VACUUM_DEAD_ROWS"]) }
+    : {})
 })
 
 /** A runtime over `PgKairos.layer` (migrating the schema), disposed and the schema dropped after `f`. */

@@ -60,8 +60,10 @@ export const make = (options: {
         )
         return
       case "Vacuumed":
+        // Debug, not info: on a long backlog a vacuum comes every second or two, routine upkeep a worker's log
+        // should not fill with; what needs a person (a role that may not, a failure) is a warning.
         for (const t of outcome.tables)
-          yield* Effect.logInfo(
+          yield* Effect.logDebug(
             `queue vacuum: vacuumed ${t.table} (${Math.round(t.deadRows).toLocaleString("en-US")} dead rows) ` +
               `in ${Math.round(t.ms)} ms`
           )

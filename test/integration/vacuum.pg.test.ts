@@ -9,7 +9,7 @@
  * sessions).
  */
 import { SqlClient } from "@effect/sql"
-import { Effect, Layer, Logger, ManagedRuntime } from "effect"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { randomBytes } from "node:crypto"
 import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -285,6 +285,7 @@ const drain = (url: string, until: (lines: ReadonlyArray<string>) => boolean) =>
       PgKairos.layer({ url, schema, migrate: false, workers: 20, vacuumDeadRows: 100, interval: "200 millis" })
     ),
     Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+    Logger.withMinimumLogLevel(LogLevel.Debug),
     Effect.scoped
   )
 }
@@ -303,7 +304,7 @@ describe("a runner's queue vacuum", () => {
     )
     expect(lines.filter((l) => l.includes("queue vacuum")).length).toBeGreaterThan(0)
     expect(lines.find((l) => l.includes("queue vacuum"))).toMatch(
-      /^INFO queue vacuum: vacuumed queue_items \([\d,]+ dead rows\) in \d+ ms$/
+      /^DEBUG queue vacuum: vacuumed queue_items \([\d,]+ dead rows\) in \d+ ms$/
     )
     expect((await stats()).vacuums).toBeGreaterThan(vacuums)
     expect((await query<{ n: number }>(`SELECT count(*)::int AS n FROM ${q}.processed_items`))[0]!.n).toBe(

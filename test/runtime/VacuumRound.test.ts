@@ -4,7 +4,7 @@
  * then asks no more, and logs a failing database once until it answers again (the round itself never ends).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Fiber, Logger, TestClock } from "effect"
+import { Effect, Fiber, Logger, LogLevel, TestClock } from "effect"
 import { withDefaults } from "../../src/domain/SchedulerConfig.js"
 import { QueueStoreError, type QueueStore, type VacuumOutcome, type VacuumRequest } from "../../src/ports/QueueStore.js"
 import * as Signal from "../../src/runtime/Signal.js"
@@ -40,6 +40,7 @@ const scripted = (answers: ReadonlyArray<Answer>, deadRows = 20_000) => {
   })
   const run = supervised("queue vacuum", round.round).pipe(
     Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+    Logger.withMinimumLogLevel(LogLevel.Debug),
     Effect.fork
   )
   return {
@@ -80,7 +81,7 @@ describe("the queue vacuum round", () => {
     })
   )
 
-  it.effect("logs each vacuum it made", () =>
+  it.effect("logs each vacuum it made, at debug level (routine upkeep)", () =>
     Effect.gen(function* () {
       const s = scripted([
         { _tag: "Busy" },
@@ -90,7 +91,7 @@ describe("the queue vacuum round", () => {
       const fiber = yield* s.run
       yield* seconds(s, 4, 1)
       expect(s.calls).toHaveLength(4)
-      expect(s.lines).toEqual(["INFO queue vacuum: vacuumed queue_items (21,234 dead rows) in 87 ms"])
+      expect(s.lines).toEqual(["DEBUG queue vacuum: vacuumed queue_items (21,234 dead rows) in 87 ms"])
       yield* Fiber.interrupt(fiber)
     })
   )
