@@ -194,7 +194,8 @@ export const migrations = (
 const headId = Number.parseInt(migrationNames[migrationNames.length - 1]!, 10)
 
 /** A migration's full name from its id, e.g. 17 -> `0017_record_successes_first`. */
-const nameOf = (id: number): string => migrationNames[id - 1] ?? String(id).padStart(4, "0")
+const nameOf = (id: number): string =>
+  migrationNames.find((name) => Number.parseInt(name, 10) === id) ?? String(id).padStart(4, "0")
 
 /** Postgres's SQLSTATE under a failure, if any. */
 const sqlStateOf = (cause: unknown): string | undefined => {
