@@ -10,7 +10,8 @@
  * 2. fairness: 1,000 groups of 100 items and one of 100,000 enqueued first, 5 per group: when do the small groups
  *    finish, and how much of the big one ran meanwhile (in plain queue order, all of it would run first).
  *
- * Figures are indicative (one machine, shared). `BENCH_SCALE=0.1` shrinks every count tenfold.
+ * Figures are indicative (one machine, shared). `BENCH_SCALE=0.1` shrinks every count tenfold;
+ * `BENCH_PARTS=runner,store,fairness` picks measures (default all).
  *
  *   npm run bench:limits          (DATABASE_URL, or a throwaway embedded Postgres)
  */
@@ -29,6 +30,8 @@ const schema = "kairos_bench_limits"
 const SCALE = Number(process.env["BENCH_SCALE"] ?? 1)
 const n = (count: number) => Math.max(1, Math.round(count * SCALE))
 const BATCH = 20
+/** `BENCH_PARTS=runner,store,fairness` (default all): which measures to take. */
+const PARTS = new Set((process.env["BENCH_PARTS"] ?? "runner,store,fairness").split(","))
 
 const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
@@ -82,81 +85,84 @@ const program = Effect.gen(function* () {
       : sql`INSERT INTO ${items} (task_type, payload, thread, group_key)
             SELECT ${taskType}, 'x', 1, 'g' || (i % ${groups}) FROM generate_series(1, ${count}) i`
 
-  console.log(`drains of ${n(20_000).toLocaleString("en")} no-op items, claims of ${BATCH} (indicative):`)
-  const cases = [
-    { name: "plain", limit: undefined, groups: 0 },
-    { name: "limited (10,000 at once: never binds)", limit: { concurrency: 10_000 }, groups: 0 },
-    { name: "2 per group, 20 groups", limit: { concurrency: 2, perGroup: true }, groups: 20 },
-    { name: "2 per group, 10,000 groups", limit: { concurrency: 2, perGroup: true }, groups: 10_000 }
-  ] as const
-  // Twice each, interleaved: the machine's drift shows as a spread within a case.
-  const results = new Map<string, Array<number>>()
-  for (let round = 0; round < 2; round++) {
-    for (const [i, c] of cases.entries()) {
-      const t = `drain${i}_${round}`
-      if (c.limit !== undefined) yield* limits.set({ taskType: t, ...c.limit })
-      yield* insert(t, n(20_000), c.groups)
-      yield* sql`ANALYZE ${items}`
-      const { done, ms } = yield* drain(t, c.limit !== undefined)
-      if (done !== n(20_000)) throw new Error(`${c.name}: drained ${done} of ${n(20_000)}`)
-      results.set(c.name, [...(results.get(c.name) ?? []), (done / ms) * 1000])
+  if (PARTS.has("store")) {
+    console.log(`drains of ${n(20_000).toLocaleString("en")} no-op items, claims of ${BATCH} (indicative):`)
+    const cases = [
+      { name: "plain", limit: undefined, groups: 0 },
+      { name: "limited (10,000 at once: never binds)", limit: { concurrency: 10_000 }, groups: 0 },
+      { name: "2 per group, 20 groups", limit: { concurrency: 2, perGroup: true }, groups: 20 },
+      { name: "2 per group, 10,000 groups", limit: { concurrency: 2, perGroup: true }, groups: 10_000 }
+    ] as const
+    // Twice each, interleaved: the machine's drift shows as a spread within a case.
+    const results = new Map<string, Array<number>>()
+    for (let round = 0; round < 2; round++) {
+      for (const [i, c] of cases.entries()) {
+        const t = `drain${i}_${round}`
+        if (c.limit !== undefined) yield* limits.set({ taskType: t, ...c.limit })
+        yield* insert(t, n(20_000), c.groups)
+        yield* sql`ANALYZE ${items}`
+        const { done, ms } = yield* drain(t, c.limit !== undefined)
+        if (done !== n(20_000)) throw new Error(`${c.name}: drained ${done} of ${n(20_000)}`)
+        results.set(c.name, [...(results.get(c.name) ?? []), (done / ms) * 1000])
+      }
+    }
+    const plain = Math.max(...results.get("plain")!)
+    for (const [name, rates] of results) {
+      const best = Math.max(...rates)
+      console.log(
+        `  ${name.padEnd(36)} ${rates.map((r) => r.toFixed(0).padStart(6)).join(" ")} items/s` +
+          (name === "plain" ? "" : `  (best ${((best / plain) * 100).toFixed(0)}% of plain)`)
+      )
     }
   }
-  const plain = Math.max(...results.get("plain")!)
-  for (const [name, rates] of results) {
-    const best = Math.max(...rates)
-    console.log(
-      `  ${name.padEnd(36)} ${rates.map((r) => r.toFixed(0).padStart(6)).join(" ")} items/s` +
-        (name === "plain" ? "" : `  (best ${((best / plain) * 100).toFixed(0)}% of plain)`)
-    )
-  }
-
-  // Fairness: the big group enqueued first, then the small ones.
-  const small = n(1_000)
-  const big = n(100_000)
-  const t = "fair"
-  yield* limits.set({ taskType: t, concurrency: 5, perGroup: true })
-  const groupOf = new Map<string, string>()
-  for (const r of yield* sql<{ id: string; group_key: string }>`
+  if (PARTS.has("fairness")) {
+    // Fairness: the big group enqueued first, then the small ones.
+    const small = n(1_000)
+    const big = n(100_000)
+    const t = "fair"
+    yield* limits.set({ taskType: t, concurrency: 5, perGroup: true })
+    const groupOf = new Map<string, string>()
+    for (const r of yield* sql<{ id: string; group_key: string }>`
     INSERT INTO ${items} (task_type, payload, thread, group_key) SELECT ${t}, 'x', 1, 'big' FROM generate_series(1, ${big})
     RETURNING id::text AS id, group_key`)
-    groupOf.set(r.id, r.group_key)
-  for (const r of yield* sql<{ id: string; group_key: string }>`
+      groupOf.set(r.id, r.group_key)
+    for (const r of yield* sql<{ id: string; group_key: string }>`
     INSERT INTO ${items} (task_type, payload, thread, group_key)
     SELECT ${t}, 'x', 1, 's' || lpad((i % ${small})::text, 5, '0') FROM generate_series(1, ${small * 100}) i
     RETURNING id::text AS id, group_key`)
-    groupOf.set(r.id, r.group_key)
-  yield* sql`ANALYZE ${items}`
-  const left = new Map<string, number>()
-  for (const g of groupOf.values()) if (g !== "big") left.set(g, (left.get(g) ?? 0) + 1)
-  let bigDone = 0
-  const finished: Array<number> = []
-  const start = performance.now()
-  const { done, ms } = yield* drain(
-    t,
-    true,
-    () => finished.length === small,
-    (c) => {
-      const g = groupOf.get(c.item.id)!
-      if (g === "big") bigDone++
-      else {
-        const rest = left.get(g)! - 1
-        left.set(g, rest)
-        if (rest === 0) finished.push(performance.now() - start)
+      groupOf.set(r.id, r.group_key)
+    yield* sql`ANALYZE ${items}`
+    const left = new Map<string, number>()
+    for (const g of groupOf.values()) if (g !== "big") left.set(g, (left.get(g) ?? 0) + 1)
+    let bigDone = 0
+    const finished: Array<number> = []
+    const start = performance.now()
+    const { done, ms } = yield* drain(
+      t,
+      true,
+      () => finished.length === small,
+      (c) => {
+        const g = groupOf.get(c.item.id)!
+        if (g === "big") bigDone++
+        else {
+          const rest = left.get(g)! - 1
+          left.set(g, rest)
+          if (rest === 0) finished.push(performance.now() - start)
+        }
       }
-    }
-  )
-  finished.sort((x, y) => x - y)
-  const at = (p: number) =>
-    (finished[Math.min(finished.length - 1, Math.floor(p * finished.length))]! / 1000).toFixed(1)
-  const perItem = ms / done
-  console.log(
-    `fairness: ${small.toLocaleString("en")} groups of 100 behind one of ${big.toLocaleString("en")} (5 per group): ` +
-      `the small groups finished at ${at(0.5)} s (median) … ${at(1)} s (last); ${bigDone.toLocaleString("en")} items ` +
-      `of the big group ran meanwhile (${((bigDone / (done || 1)) * 100).toFixed(0)}% of the executions). In plain ` +
-      `queue order the first small group would start after the big one: about ${((big * perItem) / 1000).toFixed(0)} s ` +
-      `at this rate (${(1000 / perItem).toFixed(0)} items/s).`
-  )
+    )
+    finished.sort((x, y) => x - y)
+    const at = (p: number) =>
+      (finished[Math.min(finished.length - 1, Math.floor(p * finished.length))]! / 1000).toFixed(1)
+    const perItem = ms / done
+    console.log(
+      `fairness: ${small.toLocaleString("en")} groups of 100 behind one of ${big.toLocaleString("en")} (5 per group): ` +
+        `the small groups finished at ${at(0.5)} s (median) … ${at(1)} s (last); ${bigDone.toLocaleString("en")} items ` +
+        `of the big group ran meanwhile (${((bigDone / (done || 1)) * 100).toFixed(0)}% of the executions). In plain ` +
+        `queue order the first small group would start after the big one: about ${((big * perItem) / 1000).toFixed(0)} s ` +
+        `at this rate (${(1000 / perItem).toFixed(0)} items/s).`
+    )
+  }
   yield* sql`DROP SCHEMA ${sql(schema)} CASCADE`
 })
 
@@ -236,7 +242,7 @@ const runnerDrains = async (url: string) => {
 }
 
 const main = async (url: string) => {
-  if (process.env["BENCH_ONLY_STORE"] === undefined) await runnerDrains(url)
+  if (PARTS.has("runner")) await runnerDrains(url)
   await Effect.runPromise(program.pipe(Effect.provide(PgClient.layer({ url: Redacted.make(url) })), Effect.scoped))
 }
 
