@@ -225,4 +225,58 @@ describe("flow control across processes", () => {
       await Promise.all(workers.map((w) => w.stop()))
     }
   )
+
+  it(
+    "a holder killed (SIGKILL) holds its slot until its lease expires; then everything runs, its item again once",
+    { timeout: 90_000 },
+    async () => {
+      db = await migratedSchema("limitskilled")
+      await db.query(`INSERT INTO $schema.queue_limits (task_type, concurrency) VALUES ('sleepy', 1)`)
+      const config = { interval: "300 millis", leaseDuration: "2 seconds" }
+      const victim = startWorker(db, { config })
+      workers = [victim]
+      await victim.waitFor((e) => e.event === "ready")
+      const [first] = await db.query<{ id: string }>(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('sleepy', '60000', 1) RETURNING id::text AS id`
+      )
+      await victim.waitFor((e) => e.event === "start" && e.item === first!.id)
+      victim.child.kill("SIGKILL")
+      await sleep(300)
+      const [lease] = await db.query<{ until: Date }>(
+        `SELECT lease_until AS until FROM $schema.queue_items WHERE id = $1`,
+        [first!.id]
+      )
+      const others = await db.query<{ id: string }>(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread) SELECT 'sleepy', '0', 1 FROM generate_series(1, 3)
+         RETURNING id::text AS id`
+      )
+      // The survivor finishes at once what the victim would have slept on for a minute.
+      const survivor = startWorker(db, { config, sleepFactor: 0 })
+      workers.push(survivor)
+      let maxLive = 0
+      await until(
+        async () => {
+          const rows = await liveLeases(db!, SKEW_MS)
+          maxLive = Math.max(
+            maxLive,
+            rows.reduce((n, r) => n + r.n, 0)
+          )
+          return (await db!.query(`SELECT 1 FROM $schema.queue_items`)).length === 0
+        },
+        60_000,
+        "the survivor to run everything"
+      )
+      const starts = survivor.events.filter((e) => e.event === "start")
+      expect(starts.map((e) => e["item"]).sort()).toEqual([first!.id, ...others.map((o) => o.id)].sort())
+      expect(Number(starts[0]!["at"])).toBeGreaterThanOrEqual(lease!.until.getTime() - SKEW_MS)
+      expect(maxLive).toBeLessThanOrEqual(1)
+      // The killed execution never counts: one row for its item, the survivor's.
+      const [n] = await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM $schema.processed_items WHERE queue_item_id = $1`,
+        [first!.id]
+      )
+      expect(n!.n).toBe(1)
+      await survivor.stop()
+    }
+  )
 })
