@@ -17,6 +17,8 @@ import { now } from "../ports/Clock.js"
 import { layerPlain, type PlainLogger } from "../ports/Logger.js"
 import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
+import type { FlowLimit, FlowLimitInput } from "../domain/Limits.js"
+import { Limits } from "../ports/Limits.js"
 import type { Handler, HandlerOptions, HandlerTransaction, TransactionalOptions } from "../runtime/Handler.js"
 import { NotFoundError } from "../runtime/Admin.js"
 import * as Admin from "../runtime/Admin.js"
@@ -71,6 +73,15 @@ export interface Kairos {
   readonly retry: (processedId: string) => Promise<QueueItem>
   /** Executions started, succeeded and failed so far. */
   readonly stats: () => Promise<RunnerStats>
+  /**
+   * Sets a task type's flow limits, replacing what it had, for every worker on the database (they hear of it at
+   * once): `{ taskType, concurrency?, perGroup?, rate?, per? }`. Rejects with InvalidLimitError when not valid.
+   */
+  readonly setLimit: (input: FlowLimitInput) => Promise<FlowLimit>
+  /** Removes a task type's flow limits; resolves to whether it had any. */
+  readonly clearLimit: (taskType: string) => Promise<boolean>
+  /** Every task type's flow limits. */
+  readonly limits: () => Promise<ReadonlyArray<FlowLimit>>
   /**
    * Resolves when the queue is empty (no item pending or processing, by any worker) and this instance runs
    * nothing; rejects after `timeout` (default: never). Items that repeat forever, or whose task type no worker
@@ -185,6 +196,9 @@ export const create = async (options: Options): Promise<Kairos> => {
     cancel: (itemId) => run(admin.cancel(itemId)),
     retry: (processedId) => run(admin.retry(processedId)),
     stats: () => run(runner.stats),
+    setLimit: (input) => run(Effect.flatMap(Limits, (limits) => limits.set(input))),
+    clearLimit: (taskType) => run(Effect.flatMap(Limits, (limits) => limits.clear(taskType))),
+    limits: () => run(Effect.flatMap(Limits, (limits) => limits.list)),
     drain: (drainOptions) => {
       const waitIdle = idle.pipe(
         // A database hiccup is not an answer: ask again.

@@ -16,6 +16,7 @@ import * as PgClock from "../adapters/postgres/PgClock.js"
 import { nameStatements, watchForDirect, PgPool } from "../adapters/postgres/PgPrepared.js"
 import { limitedClient, limitsOf } from "../adapters/postgres/PgSession.js"
 import * as PgJobStore from "../adapters/postgres/PgJobStore.js"
+import * as PgLimits from "../adapters/postgres/PgLimits.js"
 import * as PgQueueStore from "../adapters/postgres/PgQueueStore.js"
 import * as PgSemaphore from "../adapters/postgres/PgSemaphore.js"
 import * as PgSettings from "../adapters/postgres/PgSettings.js"
@@ -25,6 +26,7 @@ import { typeParsers } from "../adapters/postgres/PgTimes.js"
 import type { InvalidConfigError } from "../domain/errors.js"
 import { validate } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
+import type { Limits } from "../ports/Limits.js"
 import type { QueueStore } from "../ports/QueueStore.js"
 import type { Semaphore, SemaphoreError } from "../ports/Semaphore.js"
 import type { Settings, SettingsWriter } from "../ports/Settings.js"
@@ -156,6 +158,7 @@ export const layer = (
   | Semaphore
   | WorkerRegistry
   | WakeUps
+  | Limits
   | SqlClient.SqlClient
   | PgClient.PgClient,
   MigrationError | SqlError | ConfigError.ConfigError | InvalidConfigError | DatabaseConnectionError | SemaphoreError
@@ -189,7 +192,8 @@ export const layer = (
     PgQueueStore.layer({ schema }),
     PgSemaphore.layer({ schema, startGreen: options.startGreen }),
     PgWorkerRegistry.layer({ schema }),
-    PgWakeUps.layer({ schema, url: options.directUrl })
+    PgWakeUps.layer({ schema, url: options.directUrl }),
+    PgLimits.layer({ schema })
   )
   return Runner.layer(options).pipe(
     Layer.provideMerge(stores),

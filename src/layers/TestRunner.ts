@@ -14,6 +14,7 @@ import * as TestClock from "effect/TestClock"
 import * as FakeClock from "../adapters/memory/FakeClock.js"
 import * as MemoryDatabase from "../adapters/memory/MemoryDatabase.js"
 import * as MemoryJobStore from "../adapters/memory/MemoryJobStore.js"
+import * as MemoryLimits from "../adapters/memory/MemoryLimits.js"
 import * as MemoryQueueStore from "../adapters/memory/MemoryQueueStore.js"
 import * as MemorySemaphore from "../adapters/memory/MemorySemaphore.js"
 import * as MemorySettings from "../adapters/memory/MemorySettings.js"
@@ -22,6 +23,7 @@ import * as MemoryWorkerRegistry from "../adapters/memory/MemoryWorkerRegistry.j
 import type { InvalidConfigError } from "../domain/errors.js"
 import type { SchedulerConfigInput } from "../domain/SchedulerConfig.js"
 import type { JobStore } from "../ports/JobStore.js"
+import type { Limits } from "../ports/Limits.js"
 import type { QueueStore } from "../ports/QueueStore.js"
 import type { Semaphore, SemaphoreOptions } from "../ports/Semaphore.js"
 import type { Settings, SettingsWriter } from "../ports/Settings.js"
@@ -69,10 +71,12 @@ export const memoryPorts = (
   | Semaphore
   | WorkerRegistry
   | WakeUps
+  | Limits
 > =>
   Layer.mergeAll(
     MemoryJobStore.layer,
     MemoryQueueStore.layerFromDatabase,
+    MemoryLimits.layer,
     MemorySettings.layerFromDatabase,
     controlPorts(options)
   ).pipe(Layer.provideMerge(MemoryDatabase.layer(settings)))
@@ -96,7 +100,8 @@ export const layer = (
   | SettingsWriter
   | Semaphore
   | WorkerRegistry
-  | WakeUps,
+  | WakeUps
+  | Limits,
   InvalidConfigError
 > =>
   StopAtEnd.pipe(

@@ -39,6 +39,12 @@ export interface EnqueueInput {
    * without one the item is attempted once per run.
    */
   readonly retry?: Retry.Input | undefined
+  /**
+   * The item's group (column `group_key`) under its task type's flow limits (see domain/Limits): a limit per group
+   * bounds each group's executions, and 1 per group runs a group's items one at a time, in queue order. Absent or
+   * empty: no group.
+   */
+  readonly group?: string | undefined
 }
 
 /**
@@ -60,6 +66,12 @@ export interface ClaimOptions {
   readonly now: Date
   /** A forever-repeating item claimed now may not start again before this (the next poll interval). */
   readonly repeatAfter: Date
+  /**
+   * The task types among `taskTypes` that have flow limits (see ports/Limits), as the caller last read them: their
+   * executions are claimed under those limits. A store that reads its limits on every claim (memory) may ignore it;
+   * absent: none (the plain claim, which pays nothing for limits).
+   */
+  readonly limited?: ReadonlyArray<string> | undefined
 }
 
 /** One claimed execution of an item, fenced by its lease token. */

@@ -6,9 +6,11 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { unsafeMakeJob } from "../domain/Job.js"
+import * as Limits from "../domain/Limits.js"
 import type * as Retry from "../domain/Retry.js"
 import { leaseTimes, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
+import type { LimitsView } from "./LimitsView.js"
 import * as Metrics from "./Metrics.js"
 import type { Claimed, ClaimRequest, Finished, WorkSource } from "./WorkSource.js"
 
@@ -47,11 +49,12 @@ const writeAndClaim = (
     ) => Effect.Effect<ReadonlyArray<boolean>, QueueStoreError>
     readonly toRecord: (finished: Finished<ClaimedItem>) => RecordInput
     readonly rescueDue: (nowMs: number) => boolean
+    readonly limits: LimitsView | undefined
   },
   finished: ReadonlyArray<Finished<ClaimedItem>>,
   next: ClaimRequest
 ) => {
-  const { complete, config, owner, rescueDue, store, toRecord } = deps
+  const { complete, config, limits, owner, rescueDue, store, toRecord } = deps
   return Effect.gen(function* () {
     // Under a rate limit, starts are counted by the tick's claims only.
     if (config.rateLimit > 0 || next.limit <= 0 || next.taskTypes.length === 0)
@@ -69,7 +72,9 @@ const writeAndClaim = (
       owner,
       leaseUntil: next.leaseUntil,
       now: next.now,
-      repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval))
+      repeatAfter: new Date(next.now.getTime() + Duration.toMillis(next.interval)),
+      // The limits as the last tick read them: a change since woke the loop, whose tick reads it.
+      limited: limitedOf(limits?.last(), chain ? handled : next.taskTypes)
     })
     Metrics.recordClaim("queue", performance.now() - claimStart, "write")
     // Chained when every freed type got its next sequential item. One that got none may be empty, or its claim
@@ -92,6 +97,50 @@ const allowedStarts = (config: SchedulerConfig, starts: Array<number>, now: numb
   while (starts.length > 0 && starts[0]! <= now - intervalMs) starts.shift()
   return config.rateLimit - starts.length
 }
+
+/** The task types among `types` that have limits; undefined when none (the plain claim). */
+const limitedOf = (
+  limits: ReadonlyMap<string, Limits.FlowLimit> | undefined,
+  types: ReadonlyArray<string>
+): ReadonlyArray<string> | undefined => {
+  if (limits === undefined || limits.size === 0) return undefined
+  const limited = types.filter((t) => limits.has(t))
+  return limited.length === 0 ? undefined : limited
+}
+
+/**
+ * The earliest end of a rate window among the task types with a shared rate (see LimitsView), if any: a type held
+ * back by its rate has work again then.
+ */
+const rateWindowEnd = (
+  limits: LimitsView | undefined,
+  now: number,
+  taskTypes: ReadonlyArray<string>
+): number | undefined => {
+  const known = limits?.last()
+  if (known === undefined || known.size === 0) return undefined
+  let end: number | undefined
+  for (const t of taskTypes) {
+    const rate = known.get(t)?.rate
+    if (rate === null || rate === undefined) continue
+    const at = Limits.windowStart(rate, now) + rate.perMs
+    end = end === undefined ? at : Math.min(end, at)
+  }
+  return end
+}
+
+/** A finished execution as recorded, with its task type's retry policy. */
+const recordOf =
+  (retryOf: QueueSourceOptions["retryOf"]) =>
+  ({ claim, finishedAt, result, startedAt }: Finished<ClaimedItem>): RecordInput => ({
+    claim: claim.claim,
+    result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
+    retry: retryOf(claim.claim.item.taskType)
+  })
+
+/** The earlier of `due` and `atMs`. */
+const sooner = (due: Option.Option<Date>, atMs: number | undefined): Option.Option<Date> =>
+  atMs !== undefined && (Option.isNone(due) || atMs < due.value.getTime()) ? Option.some(new Date(atMs)) : due
 
 /** A claim as the pipeline runs it. */
 const toClaimed = (claim: QueueClaim): ClaimedItem => ({
@@ -117,14 +166,21 @@ const toClaimed = (claim: QueueClaim): ClaimedItem => ({
   })
 })
 
-export const make = (options: {
+/** What the queue's work source is made with. */
+export interface QueueSourceOptions {
   readonly config: SchedulerConfig
   readonly owner: string
   /** The retry policy registered for a task type, if any: recorded with each result of its items. */
   readonly retryOf: (taskType: string) => Retry.Policy | undefined
-}): Effect.Effect<WorkSource<ClaimedItem, QueueStoreError>, never, QueueStore> =>
+  /** The flow limits as the runner knows them (see LimitsView); absent: none. */
+  readonly limits?: LimitsView | undefined
+}
+
+export const make = (
+  options: QueueSourceOptions
+): Effect.Effect<WorkSource<ClaimedItem, QueueStoreError>, never, QueueStore> =>
   Effect.gen(function* () {
-    const { config, owner, retryOf } = options
+    const { config, limits, owner, retryOf } = options
     const store = yield* QueueStore
     const { freshnessMs } = leaseTimes(config)
     let lastRescue = Number.NEGATIVE_INFINITY
@@ -146,15 +202,10 @@ export const make = (options: {
     // The tick's claims take back expired leases (see `claim`); a write's claim never does (see `completeAndClaim`).
     const rescueDue = (now: number) => now - lastRescue >= freshnessMs || now >= expiryAt
 
-    const toRecord = ({ claim, finishedAt, result, startedAt }: Finished<ClaimedItem>): RecordInput => ({
-      claim: claim.claim,
-      result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
-      retry: retryOf(claim.claim.item.taskType)
-    })
-
+    const toRecord = recordOf(retryOf)
     const complete = (finished: ReadonlyArray<Finished<ClaimedItem>>) => store.recordResults(finished.map(toRecord))
 
-    const writeDeps = { config, store, owner, complete, toRecord, rescueDue }
+    const writeDeps = { config, store, owner, complete, toRecord, rescueDue, limits }
 
     return {
       kind: "queue",
@@ -175,6 +226,7 @@ export const make = (options: {
           idle = false
           drained = false
           if (limit <= 0 || request.taskTypes.length === 0) return { claimed: [], overlapped: 0, rescued }
+          const known = limits === undefined ? undefined : yield* limits.current(now, intervalMs)
           const claimStart = performance.now()
           const claims = yield* store.claimBatch({
             limit,
@@ -182,7 +234,8 @@ export const make = (options: {
             owner,
             leaseUntil: request.leaseUntil,
             now: request.now,
-            repeatAfter: new Date(now + intervalMs)
+            repeatAfter: new Date(now + intervalMs),
+            limited: limitedOf(known, request.taskTypes)
           })
           Metrics.recordClaim("queue", performance.now() - claimStart)
           if (config.rateLimit > 0) for (let i = 0; i < claims.length; i++) starts.push(now)
@@ -198,8 +251,11 @@ export const make = (options: {
         Effect.gen(function* () {
           if (config.rateLimit > 0 && starts.length >= config.rateLimit)
             return Option.some(new Date(starts[0]! + windowMs))
-          const due =
-            drained && taskTypes.length > 0 ? yield* store.nextRunAfter(taskTypes, claimedAt) : Option.none<Date>()
+          // A type held back by its shared rate: look again when the window ends.
+          const due = sooner(
+            drained && taskTypes.length > 0 ? yield* store.nextRunAfter(taskTypes, claimedAt) : Option.none<Date>(),
+            drained ? rateWindowEnd(limits, claimedAt.getTime(), taskTypes) : undefined
+          )
           if (!idle) return due
           const expiry = yield* store.nextLeaseExpiry(owner)
           if (Option.isNone(expiry)) return due

@@ -41,6 +41,7 @@ import {
 import * as Capacity from "./Capacity.js"
 import * as Heartbeat from "./Heartbeat.js"
 import * as LeaseKeeper from "./LeaseKeeper.js"
+import * as LimitsView from "./LimitsView.js"
 import * as Loop from "./Loop.js"
 import * as Metrics from "./Metrics.js"
 import { type ExecutionReport, type Lane, type LaneContext, makeLane, type Registered } from "./Pipeline.js"
@@ -174,13 +175,15 @@ interface Parts {
   readonly scheduled: ScheduledSource.ScheduledSource
   readonly loop: Loop.Loop
   readonly switches: Switches.Switches
+  /** The flow limits as this runner knows them (see LimitsView). */
+  readonly limits: LimitsView.LimitsView
   readonly writer: ResultsWriter.ResultsWriter
   readonly heartbeat: Heartbeat.Heartbeat
 }
 
 /** What the pipeline needs of the runner: plain calls on the hot path, each a signal raised or a counter moved. */
 const laneContext = (
-  parts: Omit<Parts, "lanes" | "scheduled" | "heartbeat">,
+  parts: Omit<Parts, "lanes" | "scheduled" | "heartbeat" | "limits">,
   more: {
     readonly lease: LaneContext["lease"]
     readonly keeper: LeaseKeeper.LeaseKeeper
@@ -311,12 +314,13 @@ export const make = (
     })
     const scheduled = yield* ScheduledSource.make({ config, owner })
     const retryOf = (taskType: string) => handlers.get(taskType)?.retry
+    const limits = yield* LimitsView.make
     lanes.push(
       makeLane(scheduled.source, context),
-      makeLane(yield* QueueSource.make({ config, owner, retryOf }), context)
+      makeLane(yield* QueueSource.make({ config, owner, retryOf, limits }), context)
     )
     const heartbeat = Heartbeat.make({ config, queueStore, workerRegistry, owner, taskTypes })
-    const parts: Parts = { ...shared, lanes, scheduled, heartbeat }
+    const parts: Parts = { ...shared, lanes, scheduled, heartbeat, limits }
     yield* Effect.forkIn(supervised("lease renewal", keeper.round), scope)
     yield* Effect.forkIn(supervised("results writer", writer.round), scope)
     yield* Effect.forkIn(supervised("timeout watch", watch.round), scope)
@@ -401,7 +405,7 @@ const lastWordAtExit =
 /** Starts the loop and the fibers that run only once started (heartbeat, retention, the queue's vacuum). */
 const start = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const { config, loop, queueStore, scope, state, switches, wakeUps } = parts
+    const { config, limits, loop, queueStore, scope, state, switches, wakeUps } = parts
     if (!config.enabled || state.loopFiber !== undefined || state.stopping) return
     for (const taskType of parts.definedTypes) {
       if (!parts.handlers.has(taskType)) {
@@ -421,7 +425,10 @@ const start = (parts: Parts): Effect.Effect<void> =>
           // they were last known to hold, and the settings.
           if (topic === "jobs") loop.lookEverywhere()
           loop.notQuiet()
-          if (topic !== "queue") switches.changed()
+          if (topic !== "queue") {
+            switches.changed()
+            limits.changed()
+          }
           loop.wake.raise()
         },
         // The database is reachable again: a backoff after failed ticks ends now.
@@ -430,6 +437,7 @@ const start = (parts: Parts): Effect.Effect<void> =>
       scope
     )
     switches.listening(subscription)
+    limits.listening(subscription)
     yield* Effect.forkIn(supervised("heartbeat", parts.heartbeat.round), scope)
     if (RetentionRound.isActive(config))
       yield* Effect.forkIn(supervised("retention", RetentionRound.round(config, queueStore, parts.jobStore)), scope)

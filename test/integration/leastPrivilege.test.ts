@@ -197,7 +197,10 @@ describe("a least-privilege role", () => {
       expect(truncate.stderr).toMatch(/^kairos: .*permission denied/)
 
       // A schema behind this kairos (its newest migration's row gone, as on an older release): one line, no loop.
-      await sqlAs(undefined, `DELETE FROM ${schema}.kairos_migrations WHERE migration_id = ${migrationNames.length}`)
+      await sqlAs(
+        undefined,
+        `DELETE FROM ${schema}.kairos_migrations WHERE migration_id = ${Number.parseInt(newest, 10)}`
+      )
       const behind = await cli(app, ["worker", "--tasks", "examples/tasks.ts"])
       expect(behind.code).toBe(1)
       expect(behind.stderr).toMatch(

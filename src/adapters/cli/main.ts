@@ -19,6 +19,7 @@ import { dashboardCommand } from "./commands/dashboard.js"
 import { dbCommand } from "./commands/db.js"
 import { grantCommand } from "./commands/grant.js"
 import { jobsCommand, runsCommand } from "./commands/jobs.js"
+import { limitsCommand } from "./commands/limits.js"
 import { migrateCommand } from "./commands/migrate.js"
 import {
   cancelCommand,
@@ -56,6 +57,7 @@ const root = Command.make("kairos").pipe(
     retryCommand,
     pruneCommand,
     statsCommand,
+    limitsCommand,
     dashboardCommand,
     dbCommand
   ])

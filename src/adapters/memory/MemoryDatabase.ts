@@ -11,6 +11,7 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as Scope from "effect/Scope"
+import type { FlowLimit } from "../../domain/Limits.js"
 import { SEMAPHORE_KEY, semaphoreFor, settingText } from "../../domain/SettingValues.js"
 import { SettingKeys } from "../../ports/Settings.js"
 import type { WakeTopic } from "../../ports/WakeUps.js"
@@ -29,12 +30,23 @@ export class MemoryDatabase extends Context.Tag("kairos/MemoryDatabase")<
     readonly set: (key: string, value: boolean | number | string | undefined) => Either.Either<void, string>
     /** The `scheduler_workers` rows, by id. */
     readonly workers: Map<string, WorkerInfo>
+    /** The `queue_limits` rows, by task type (MemoryLimits writes them; the queue's claim obeys them). */
+    readonly limits: Map<string, FlowLimit>
+    /** The `kairos_limit_state` rows, by task type: the current rate window and its starts, the rotation's cursor. */
+    readonly limitState: Map<string, LimitState>
     /** Notifies every listener, as a NOTIFY on the schema's channel does. */
     readonly notify: (topic: WakeTopic) => void
     /** Calls `listener` on every notification, until the scope closes. */
     readonly listen: (listener: (topic: WakeTopic) => void) => Effect.Effect<void, never, Scope.Scope>
   }
 >() {}
+
+/** A limited type's state, as its claims leave it. */
+export interface LimitState {
+  windowStart: number | null
+  windowStarts: number
+  groupCursor: string | null
+}
 
 /** A fresh database, its `scheduler_meta` starting from `initial` (written with the same rules as `set`). */
 export const make = (initial: Readonly<Record<string, boolean | number | string>> = {}): MemoryDatabase["Type"] => {
@@ -62,6 +74,8 @@ export const make = (initial: Readonly<Record<string, boolean | number | string>
     get: (key) => rows.get(key === SettingKeys.paused ? SEMAPHORE_KEY : key),
     set,
     workers: new Map(),
+    limits: new Map(),
+    limitState: new Map(),
     notify,
     listen: (listener) =>
       Effect.acquireRelease(

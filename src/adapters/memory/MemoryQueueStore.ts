@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
+import * as Limits from "../../domain/Limits.js"
 import * as Retention from "../../domain/Retention.js"
 import type { InvalidRetryError } from "../../domain/errors.js"
 import * as Retry from "../../domain/Retry.js"
@@ -48,6 +49,8 @@ interface Row {
   retry: Retry.Policy | null
   /** Failed attempts at the item's current run (see Retry.settle). */
   failures: number
+  /** The item's group (`group_key`), `null`: none. */
+  group: string | null
 }
 
 interface LeaseRow {
@@ -154,6 +157,7 @@ export const make: Effect.Effect<
   // A unique key already queued inserts nothing and returns that item, as the partial unique index does in Postgres.
   const insert = (input: EnqueueInput, now: Date, retry: Retry.Policy | null): QueueItem => {
     const uniqueKey = normalizeUniqueKey(input.uniqueKey)
+    const group = Limits.normalizeGroup(input.group)
     const existing = uniqueKey === null ? undefined : rows.find((r) => r.item.uniqueKey === uniqueKey)
     if (existing !== undefined) return existing.item
     const item: QueueItem = {
@@ -163,28 +167,66 @@ export const make: Effect.Effect<
       status: "pending",
       priority: normalizePriority(input.priority),
       maxRuns: normalizeMaxRuns(input.maxRuns),
-      thread: normalizeThread(input.thread),
+      thread: normalizeThread(Limits.threadFor(input.thread, group)),
       runAfter: normalizeRunAfter(input.runAfter),
       uniqueKey,
       createdAt: now,
       updatedAt: now
     }
-    rows.push({ item, seq: nextSeq++, inFlight: 0, runsDone: 0, runsStarted: 0, unfinished: 0, retry, failures: 0 })
+    rows.push({
+      item,
+      seq: nextSeq++,
+      inFlight: 0,
+      runsDone: 0,
+      runsStarted: 0,
+      unfinished: 0,
+      retry,
+      failures: 0,
+      group
+    })
     return item
   }
 
-  const claim = ({
-    leaseUntil,
-    limit,
-    now,
-    owner,
-    repeatAfter,
-    taskTypes
-  }: ClaimOptions): ReadonlyArray<QueueClaim> => {
-    const types = new Set(taskTypes)
-    const busySequential = new Set(
-      rows.filter((r) => r.item.thread === 0 && r.inFlight > 0).map((r) => r.item.taskType)
-    )
+  // `count` executions of a row (its item as it was before them), each with a lease of its own.
+  const take = (r: Row, count: number, { leaseUntil, now, owner, repeatAfter }: ClaimOptions): Array<QueueClaim> => {
+    const claims: Array<QueueClaim> = []
+    for (let i = 0; i < count; i++) {
+      const lease: LeaseRow = {
+        // As in Postgres: an execution of a run-once item holds its lease on the item's row, under the item's id
+        // negated (every execution of that item, one at a time, the same id; its token tells them apart); others
+        // hold a lease row of their own.
+        id: r.item.maxRuns === 1 ? `-${r.item.id}` : String(nextLease++),
+        itemId: r.item.id,
+        token: `q${nextToken++}-${Math.random().toString(36).slice(2)}`,
+        owner,
+        leaseUntil
+      }
+      leases.push(lease)
+      r.inFlight++
+      r.runsStarted++
+      setStatus(r, now)
+      claims.push({
+        item: r.item,
+        runsDone: r.runsDone,
+        attempt: r.runsStarted,
+        leaseId: lease.id,
+        token: lease.token
+      })
+    }
+    // A forever-repeating item waits for the next interval, behind its peers of equal priority.
+    if (r.item.maxRuns === FOREVER) {
+      r.item = { ...r.item, runAfter: repeatAfter }
+      r.seq = nextSeq++
+    }
+    return claims
+  }
+
+  const busySequentialTypes = () =>
+    new Set(rows.filter((r) => r.item.thread === 0 && r.inFlight > 0).map((r) => r.item.taskType))
+
+  const claimPlain = (types: ReadonlySet<string>, limit: number, options: ClaimOptions): Array<QueueClaim> => {
+    const { now } = options
+    const busySequential = busySequentialTypes()
     const candidates = rows.filter((r) => types.has(r.item.taskType) && claimable(r, now)).sort(order)
     const claims: Array<QueueClaim> = []
     let room = Math.max(0, Math.floor(limit))
@@ -195,36 +237,117 @@ export const make: Effect.Effect<
         busySequential.add(r.item.taskType)
       }
       const count = r.item.thread === 1 && r.item.maxRuns !== FOREVER ? Math.min(room, r.item.maxRuns - r.inFlight) : 1
-      for (let i = 0; i < count; i++) {
-        const lease: LeaseRow = {
-          // As in Postgres: an execution of a run-once item holds its lease on the item's row, under the item's id
-          // negated (every execution of that item, one at a time, the same id; its token tells them apart); others
-          // hold a lease row of their own.
-          id: r.item.maxRuns === 1 ? `-${r.item.id}` : String(nextLease++),
-          itemId: r.item.id,
-          token: `q${nextToken++}-${Math.random().toString(36).slice(2)}`,
-          owner,
-          leaseUntil
-        }
-        leases.push(lease)
-        r.inFlight++
-        r.runsStarted++
-        setStatus(r, now)
-        claims.push({
-          item: r.item,
-          runsDone: r.runsDone,
-          attempt: r.runsStarted,
-          leaseId: lease.id,
-          token: lease.token
-        })
-      }
-      // A forever-repeating item waits for the next interval, behind its peers of equal priority.
-      if (r.item.maxRuns === FOREVER) {
-        r.item = { ...r.item, runAfter: repeatAfter }
-        r.seq = nextSeq++
-      }
+      claims.push(...take(r, count, options))
       room -= count
     }
+    return claims
+  }
+
+  // The executions claimed under limits (`kairos_limit_slots`), by lease id and token: a slot counts while its lease
+  // lives (a lease past its time counts no more); the others are dropped at the type's next limited claim.
+  const slots = new Map<string, { readonly taskType: string; readonly group: string | null }>()
+  const slotKey = (leaseId: string, token: string) => `${leaseId}:${token}`
+  const liveSlots = (taskType: string, now: Date): Array<{ readonly group: string | null }> => {
+    const live = new Set(
+      leases.filter((l) => l.leaseUntil.getTime() >= now.getTime()).map((l) => slotKey(l.id, l.token))
+    )
+    const held: Array<{ readonly group: string | null }> = []
+    for (const [key, slot] of slots) {
+      if (slot.taskType !== taskType) continue
+      if (live.has(key)) held.push(slot)
+      else slots.delete(key)
+    }
+    return held
+  }
+  const slotted = (claims: Array<QueueClaim>, taskType: string, group: string | null, counted: boolean) => {
+    if (counted) for (const c of claims) slots.set(slotKey(c.leaseId, c.token), { taskType, group })
+    return claims
+  }
+
+  // A limited type's claim, as `kairos_claim_limited` (migration 0021) makes it: the rate window and the live leases
+  // bound what it may take; a limit per group serves the groups in rotation, in key order from after the last served.
+  const claimLimited = (limit: Limits.FlowLimit, room: number, options: ClaimOptions): Array<QueueClaim> => {
+    const { now } = options
+    const type = limit.taskType
+    const state = db.limitState.get(type) ?? { windowStart: null, windowStarts: 0, groupCursor: null }
+    let budget = room
+    let window: number | null = null
+    let used = 0
+    if (limit.rate !== null) {
+      window = Limits.windowStart(limit.rate, now.getTime())
+      used = state.windowStart === window ? state.windowStarts : 0
+      budget = Math.min(budget, limit.rate.limit - used)
+    }
+    const live = limit.concurrency === null ? [] : liveSlots(type, now)
+    if (limit.concurrency !== null && !limit.perGroup) budget = Math.min(budget, limit.concurrency - live.length)
+    if (budget <= 0) return []
+    let claims: Array<QueueClaim> = []
+    let cursor = state.groupCursor
+    if (!limit.perGroup || limit.concurrency === null)
+      claims = slotted(claimPlain(new Set([type]), budget, options), type, null, limit.concurrency !== null)
+    else {
+      const concurrency = limit.concurrency
+      const heldBy = new Map<string, number>()
+      for (const slot of live) if (slot.group !== null) heldBy.set(slot.group, (heldBy.get(slot.group) ?? 0) + 1)
+      let seqBusy = busySequentialTypes().has(type)
+      const groups = [...new Set(rows.flatMap((r) => (r.item.taskType === type && r.group !== null ? [r.group] : [])))]
+      groups.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))
+      const start = state.groupCursor
+      const rotation =
+        start === null ? groups : [...groups.filter((g) => g > start), ...groups.filter((g) => g <= start)]
+      for (const g of rotation) {
+        if (claims.length >= budget) break
+        cursor = g
+        const free = concurrency - (heldBy.get(g) ?? 0)
+        if (free <= 0) continue
+        const members = rows.filter((r) => r.item.taskType === type && r.group === g).sort(order)
+        if (concurrency === 1) {
+          // Ordered: only the group's head may start; one that runs or waits for its time holds the group.
+          const head = members[0]
+          if (head === undefined || head.inFlight > 0) continue
+          if (head.item.runAfter !== null && head.item.runAfter.getTime() > now.getTime()) continue
+          if (head.item.thread === 0 && seqBusy) continue
+          if (head.item.thread === 0) seqBusy = true
+          claims.push(...slotted(take(head, 1, options), type, g, true))
+        } else {
+          const due = members.filter(
+            (r) => r.inFlight === 0 && (r.item.runAfter === null || r.item.runAfter.getTime() <= now.getTime())
+          )
+          let left = Math.min(free, budget - claims.length)
+          for (const r of due) {
+            if (left <= 0) break
+            if (r.item.thread === 0 && seqBusy) continue
+            if (r.item.thread === 0) seqBusy = true
+            claims.push(...slotted(take(r, 1, options), type, g, true))
+            left--
+          }
+        }
+      }
+    }
+    if (limit.perGroup || (limit.rate !== null && claims.length > 0)) {
+      db.limitState.set(type, {
+        windowStart: limit.rate !== null ? window : state.windowStart,
+        windowStarts: limit.rate !== null ? used + claims.length : state.windowStarts,
+        groupCursor: limit.perGroup ? cursor : state.groupCursor
+      })
+    }
+    return claims
+  }
+
+  // The limits are read on every claim here (memory costs nothing to read), whatever `options.limited` says.
+  const claim = (options: ClaimOptions): ReadonlyArray<QueueClaim> => {
+    const types = [...new Set(options.taskTypes)]
+    const limited = types.filter((t) => db.limits.has(t)).sort()
+    const plain = new Set(types.filter((t) => !db.limits.has(t)))
+    let room = Math.max(0, Math.floor(options.limit))
+    const claims: Array<QueueClaim> = []
+    for (const t of limited) {
+      if (room <= 0) break
+      const taken = claimLimited(db.limits.get(t)!, room, options)
+      claims.push(...taken)
+      room -= taken.length
+    }
+    if (room > 0 && plain.size > 0) claims.push(...claimPlain(plain, room, options))
     return claims
   }
 

@@ -10,6 +10,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { InvalidRetryError } from "../../domain/errors.js"
+import { normalizeGroup, threadFor } from "../../domain/Limits.js"
 import * as Retry from "../../domain/Retry.js"
 import * as PgPrepared from "./PgPrepared.js"
 import {
@@ -158,6 +159,15 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         "$3::timestamptz, $4::timestamptz, $5::int, $6::text, $7::text, $8::timestamptz, $9::timestamptz, " +
         "$10::timestamptz, true)"
     )
+    // Flow control (migration 0021): the claim of task types that have limits, alone and along with a record.
+    const claimLimitedStatement = prepare<ClaimRow>(
+      `SELECT ${claimed} FROM ${fn("kairos_claim_limited")}($1::text[], $2::int, $3::text, $4::timestamptz, ` +
+        "$5::timestamptz, $6::timestamptz)"
+    )
+    const recordAndClaimLimitedStatement = prepare<ClaimRow & { recorded: string | null }>(
+      `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_limited")}(${resultParams}, ` +
+        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz)"
+    )
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
@@ -195,12 +205,42 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const claimRetried = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
       retryLostRace(claimOnce(options, limit, types))
 
+    // The task types to claim, split into those with limits (`options.limited`) and the rest.
+    const typesOf = (options: ClaimOptions) => {
+      const types = [...new Set(options.taskTypes)]
+      if (options.limited === undefined || options.limited.length === 0) return { plain: types, limited: [] }
+      const limited = new Set(options.limited)
+      return { plain: types.filter((t) => !limited.has(t)), limited: types.filter((t) => limited.has(t)) }
+    }
+
+    const claimLimited = (options: ClaimOptions, limit: number, types: ReadonlyArray<string>) =>
+      retryLostRace(
+        claimLimitedStatement([types, limit, options.owner, options.now, options.leaseUntil, options.repeatAfter])
+      )
+
+    // Limited types first (their share is bounded by their limits anyway), then the rest with what is left.
+    const claimSplit = (
+      options: ClaimOptions,
+      limit: number,
+      plain: ReadonlyArray<string>,
+      limited: ReadonlyArray<string>
+    ) =>
+      Effect.gen(function* () {
+        const claims: Array<QueueClaim> =
+          limited.length > 0 ? (yield* claimLimited(options, limit, limited)).map(toClaim) : []
+        const left = limit - claims.length
+        if (left > 0 && plain.length > 0)
+          for (const row of yield* claimRetried(options, left, plain)) claims.push(toClaim(row))
+        return claims
+      })
+
     const claimBatch = (options: ClaimOptions) =>
       Effect.gen(function* () {
         const limit = Math.max(0, Math.floor(options.limit))
-        const types = [...new Set(options.taskTypes)]
-        if (limit === 0 || types.length === 0) return []
-        return (yield* claimRetried(options, limit, types)).map(toClaim)
+        const { limited, plain } = typesOf(options)
+        if (limit === 0 || plain.length + limited.length === 0) return []
+        if (limited.length === 0) return (yield* claimRetried(options, limit, plain)).map(toClaim)
+        return yield* claimSplit(options, limit, plain, limited)
       }).pipe(orStoreError)
 
     type Recorded = RecordInput
@@ -367,10 +407,36 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       Effect.gen(function* () {
         const { recorded, repeats, rows: rowLeases, singles } = splitBatch(results)
         const limit = Math.max(0, Math.floor(options.limit))
-        const types = [...new Set(options.taskTypes)]
-        const claiming = limit > 0 && types.length > 0
+        const { limited, plain: types } = typesOf(options)
+        const claiming = limit > 0 && types.length + limited.length > 0
         const held = new Set<string>()
         if (repeats.length > 0) for (const r of yield* recordRepeats(repeats)) held.add(r.id)
+        if (claiming && limited.length > 0) {
+          // Types with limits: the run-once results and the limited claim in one statement, then the rest.
+          const once = [...rowLeases, ...singles]
+          if (once.length === 0)
+            return { recorded: recorded(held), claims: yield* claimSplit(options, limit, types, limited) }
+          const claims: Array<QueueClaim> = []
+          const rows = yield* retryLostRace(
+            recordAndClaimLimitedStatement([
+              ...resultArrays(once),
+              limited,
+              limit,
+              options.owner,
+              options.now,
+              options.leaseUntil,
+              options.repeatAfter
+            ])
+          )
+          for (const row of rows) {
+            if (row.recorded !== null) held.add(row.recorded)
+            else claims.push(toClaim(row))
+          }
+          const left = limit - claims.length
+          if (left > 0 && types.length > 0)
+            for (const row of yield* claimRetried(options, left, types)) claims.push(toClaim(row))
+          return { recorded: recorded(held), claims }
+        }
         if (!claiming || rowLeases.length + singles.length === 0) {
           if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
           if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
@@ -434,9 +500,9 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const MAX_KEY_ATTEMPTS = 10
     const insertText = (keyed: boolean) =>
       `INSERT INTO ${fn("queue_items")} (task_type, payload, priority, max_runs, thread, run_after, unique_key, ` +
-      "retry_attempts, retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at) " +
+      "retry_attempts, retry_backoff_ms, retry_exponential, retry_max_backoff_ms, created_at, updated_at, group_key) " +
       "VALUES ($1::text, $2::text, $3::int, $4::int, $5::int, $6::timestamptz, $7::text, $8::int, $9::bigint, " +
-      `$10::boolean, $11::bigint, $12::timestamptz, $12::timestamptz) ` +
+      `$10::boolean, $11::bigint, $12::timestamptz, $12::timestamptz, $13::text) ` +
       (keyed ? `${onKeyConflict} ` : "") +
       `RETURNING ${itemColumns}`
     const insertStatement = prepare<ItemRow>(insertText(false))
@@ -448,20 +514,22 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const enqueueValid = (input: EnqueueInput, retry: Retry.Policy | null, now: Date) =>
       Effect.gen(function* () {
         const key = normalizeUniqueKey(input.uniqueKey)
+        const group = normalizeGroup(input.group)
         for (let attempt = 1; ; attempt++) {
           const inserted = yield* (key === null ? insertStatement : insertKeyedStatement)([
             input.taskType,
             normalizePayload(input.payload),
             normalizePriority(input.priority),
             normalizeMaxRuns(input.maxRuns),
-            normalizeThread(input.thread),
+            normalizeThread(threadFor(input.thread, group)),
             normalizeRunAfter(input.runAfter),
             key,
             retry?.attempts ?? null,
             retry?.backoffMs ?? null,
             retry?.exponential ?? null,
             retry?.maxBackoffMs ?? null,
-            now
+            now,
+            group
           ])
           // The row was just written through the table's types and its normalising trigger: no decode needed.
           if (inserted.length > 0 || key === null) return toItem(inserted[0]!)
@@ -490,13 +558,14 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         ["payload", "text", inputs.map((i) => normalizePayload(i.payload))],
         ["priority", "int", inputs.map((i) => normalizePriority(i.priority))],
         ["max_runs", "int", inputs.map((i) => normalizeMaxRuns(i.maxRuns))],
-        ["thread", "int", inputs.map((i) => normalizeThread(i.thread))],
+        ["thread", "int", inputs.map((i) => normalizeThread(threadFor(i.thread, normalizeGroup(i.group))))],
         ["run_after", "timestamptz", inputs.map((i) => normalizeRunAfter(i.runAfter)?.toISOString() ?? null)],
         ["unique_key", "text", keys],
         ["retry_attempts", "int", policies.map((p) => p?.attempts ?? null)],
         ["retry_backoff_ms", "bigint", policies.map((p) => p?.backoffMs ?? null)],
         ["retry_exponential", "boolean", policies.map((p) => p?.exponential ?? null)],
-        ["retry_max_backoff_ms", "bigint", policies.map((p) => p?.maxBackoffMs ?? null)]
+        ["retry_max_backoff_ms", "bigint", policies.map((p) => p?.maxBackoffMs ?? null)],
+        ["group_key", "text", inputs.map((i) => normalizeGroup(i.group))]
       ]
       // task_type always goes as an array: unnest needs one, and it gives the row count.
       const uniform = (name: string, values: ReadonlyArray<unknown>) =>

@@ -126,7 +126,8 @@ export const migrationNames = [
   "0016_sequential_row_leases",
   "0017_record_successes_first",
   "0018_prune_as_owner",
-  "0019_vacuum_the_queue"
+  "0019_vacuum_the_queue",
+  "0021_flow_control"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */
@@ -193,7 +194,8 @@ export const migrations = (
 const headId = Number.parseInt(migrationNames[migrationNames.length - 1]!, 10)
 
 /** A migration's full name from its id, e.g. 17 -> `0017_record_successes_first`. */
-const nameOf = (id: number): string => migrationNames[id - 1] ?? String(id).padStart(4, "0")
+const nameOf = (id: number): string =>
+  migrationNames.find((name) => Number.parseInt(name, 10) === id) ?? String(id).padStart(4, "0")
 
 /** Postgres's SQLSTATE under a failure, if any. */
 const sqlStateOf = (cause: unknown): string | undefined => {

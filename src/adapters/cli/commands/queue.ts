@@ -42,9 +42,16 @@ export const enqueueCommand = Command.make(
     ),
     thread: Options.choice("thread", ["0", "1"]).pipe(
       Options.withDescription(
-        "0: items of this task type run one at a time, in order, across all workers; 1: side by side (default 0)"
+        "0: items of this task type run one at a time, in order, across all workers; 1: side by side (default 0; 1 with --group)"
       ),
-      Options.withDefault("0" as const)
+      Options.optional
+    ),
+    group: Options.text("group").pipe(
+      Options.withPseudoName("KEY"),
+      Options.withDescription(
+        "the item's group, for its task type's limits per group (`kairos limits set <type> --concurrency 1 --per-group` runs each group's items one at a time, in order)"
+      ),
+      Options.optional
     ),
     runAfter: Options.text("run-after").pipe(
       Options.withPseudoName("10m|TIME"),
@@ -95,7 +102,8 @@ export const enqueueCommand = Command.make(
               payload: Option.getOrElse(c.payload, () => ""),
               priority: c.priority,
               maxRuns: c.maxRuns,
-              thread: Number(c.thread),
+              thread: Option.getOrUndefined(Option.map(c.thread, Number)),
+              group: Option.getOrUndefined(c.group),
               runAfter,
               uniqueKey: Option.getOrUndefined(c.uniqueKey),
               retry
@@ -108,6 +116,7 @@ export const enqueueCommand = Command.make(
             `${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread}` +
             (item.runAfter === null ? "" : `, run after ${item.runAfter.toISOString()}`) +
             (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`) +
+            (Option.isNone(c.group) || c.group.value === "" ? "" : `, group ${escapeControls(c.group.value)}`) +
             (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`)
           yield* output(c, `${existing ? "already queued" : "enqueued"} ${item.id} (${details})`, {
             ...snakeKeys(item),

@@ -1,0 +1,289 @@
+/**
+ * Flow control's contract: the Limits port and the claim under limits (a concurrency limit per task type or per
+ * group, ordered groups, a shared rate), one suite run against the memory adapters and Postgres. Each test uses task
+ * types of its own.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Deferred, Effect, Either, type Layer, Option } from "effect"
+import { InvalidLimitError, Limits, QueueStore, type QueueClaim, WakeUps } from "../../src/index.js"
+
+const T0 = new Date("2026-01-01T00:00:00Z")
+const at = (s: number) => new Date(T0.getTime() + s * 1000)
+const type = (label: string) => `${label}-${Math.random().toString(36).slice(2, 10)}`
+/** Claim options at `now` for limited types: leases for 30 s. */
+const claimOpts = (taskTypes: ReadonlyArray<string>, limit = 10, now = at(0), owner = "w1") => ({
+  limit,
+  taskTypes,
+  owner,
+  leaseUntil: new Date(now.getTime() + 30_000),
+  now,
+  repeatAfter: new Date(now.getTime() + 10_000),
+  limited: taskTypes
+})
+const done = (claim: QueueClaim, error?: string, finishedAt = at(1)) => ({
+  claim,
+  result: { startedAt: at(0), finishedAt, error }
+})
+const payloads = (claims: ReadonlyArray<QueueClaim>) => claims.map((c) => c.item.payload).sort()
+
+export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits | WakeUps, unknown>) =>
+  layer(portsLayer, { timeout: "60 seconds", excludeTestServices: true })(`Limits contract: ${name}`, (it) => {
+    it.effect("set, list and clear a type's limits; a change wakes the runners", () =>
+      Effect.gen(function* () {
+        const limits = yield* Limits
+        const t = type("crud")
+        const woken = yield* Deferred.make<void>()
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const wakeUps = yield* WakeUps
+            yield* wakeUps.subscribe((topic) => {
+              if (topic === "settings") Deferred.unsafeDone(woken, Effect.void)
+            })
+            const set = yield* limits.set({ taskType: t, concurrency: 3, rate: 10, per: "1 minute" })
+            expect(set).toEqual({ taskType: t, concurrency: 3, perGroup: false, rate: { limit: 10, perMs: 60_000 } })
+            yield* Deferred.await(woken).pipe(
+              Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => "no wake-up" })
+            )
+          })
+        )
+        expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
+          { taskType: t, concurrency: 3, perGroup: false, rate: { limit: 10, perMs: 60_000 } }
+        ])
+        // Set again: replaced whole.
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
+        expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
+          { taskType: t, concurrency: 1, perGroup: true, rate: null }
+        ])
+        expect(yield* limits.clear(t)).toBe(true)
+        expect(yield* limits.clear(t)).toBe(false)
+        expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([])
+      })
+    )
+
+    it.effect("a limit that cannot be stored is one InvalidLimitError naming its field, and changes nothing", () =>
+      Effect.gen(function* () {
+        const limits = yield* Limits
+        const t = type("bad")
+        const cases = [
+          [{ taskType: t, concurrency: 0 }, "concurrency"],
+          [{ taskType: t, concurrency: 1.5 }, "concurrency"],
+          [{ taskType: t, rate: -1 }, "rate"],
+          [{ taskType: t, rate: 5, per: "soon" }, "per"],
+          [{ taskType: t, per: "1s", concurrency: 2 }, "per"],
+          [{ taskType: t, perGroup: true }, "perGroup"],
+          [{ taskType: t }, "concurrency"],
+          [{ taskType: "", concurrency: 1 }, "taskType"]
+        ] as const
+        for (const [input, field] of cases) {
+          const result = yield* Effect.either(limits.set(input as Parameters<typeof limits.set>[0]))
+          expect(Either.isLeft(result), JSON.stringify(input)).toBe(true)
+          const error = Either.getLeft(result).pipe(Option.getOrThrow)
+          expect(error).toBeInstanceOf(InvalidLimitError)
+          expect((error as InvalidLimitError).field).toBe(field)
+        }
+        expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([])
+      })
+    )
+
+    it.effect("a concurrency limit bounds the executions holding a lease; a finished one frees its slot", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("conc")
+        yield* limits.set({ taskType: t, concurrency: 3 })
+        yield* q.enqueueMany(
+          Array.from({ length: 8 }, (_, i) => ({ taskType: t, payload: `p${i}`, thread: 1 })),
+          T0
+        )
+        const first = yield* q.claimBatch(claimOpts([t], 10))
+        expect(first).toHaveLength(3)
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        // One finishes: one more, claimed along with its record too.
+        const { claims, recorded } = yield* q.recordAndClaim([done(first[0]!)], claimOpts([t], 10))
+        expect(recorded).toEqual([true])
+        expect(claims).toHaveLength(1)
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        // Raised live: the new bound holds at the next claim.
+        yield* limits.set({ taskType: t, concurrency: 5 })
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toHaveLength(2)
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("a holder whose lease expired holds no slot: the limit frees it at the lease's end", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("expiry")
+        yield* limits.set({ taskType: t, concurrency: 2 })
+        yield* q.enqueueMany(
+          Array.from({ length: 5 }, (_, i) => ({ taskType: t, payload: `p${i}`, thread: 1, maxRuns: 1 })),
+          T0
+        )
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(0), "dead"))).toHaveLength(2)
+        // Still leased (30 s): nothing.
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(29), "live"))).toEqual([])
+        // Past the dead owner's leases: two slots, without any rescue first.
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(31), "live"))).toHaveLength(2)
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("sequential items (thread 0) stay one at a time under a larger limit", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("seq")
+        yield* limits.set({ taskType: t, concurrency: 3 })
+        yield* q.enqueueMany(
+          Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `s${i}`, thread: 0 })),
+          T0
+        )
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toHaveLength(1)
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("an item with a group is concurrent unless it sets thread; the group is stored", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("grp-thread")
+        expect((yield* q.enqueue({ taskType: t, payload: "a", group: "g" }, T0)).thread).toBe(1)
+        expect((yield* q.enqueue({ taskType: t, payload: "b", group: "g", thread: 0 }, T0)).thread).toBe(0)
+        expect((yield* q.enqueue({ taskType: t, payload: "c" }, T0)).thread).toBe(0)
+      })
+    )
+
+    it.effect("1 per group: each group's head runs, in priority then enqueue order; the groups side by side", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("ordered")
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
+        yield* q.enqueueMany(
+          [
+            { taskType: t, payload: "a1", group: "a" },
+            { taskType: t, payload: "a2", group: "a" },
+            { taskType: t, payload: "b1", group: "b" },
+            { taskType: t, payload: "a0", group: "a", priority: 5 },
+            { taskType: t, payload: "b2", group: "b" }
+          ],
+          T0
+        )
+        const order: Array<string> = []
+        let claims = yield* q.claimBatch(claimOpts([t], 10))
+        expect(payloads(claims)).toEqual(["a0", "b1"])
+        for (let round = 0; round < 5 && claims.length > 0; round++) {
+          for (const c of claims) order.push(c.item.payload!)
+          // Nothing more while each group's head runs.
+          expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+          const next = yield* q.recordAndClaim(
+            claims.map((c) => done(c)),
+            claimOpts([t], 10)
+          )
+          claims = next.claims
+        }
+        expect(order.filter((p) => p.startsWith("a"))).toEqual(["a0", "a1", "a2"])
+        expect(order.filter((p) => p.startsWith("b"))).toEqual(["b1", "b2"])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("1 per group: a head waiting for its retry holds its group until it is cancelled", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("held")
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
+        const head = yield* q.enqueue(
+          { taskType: t, payload: "head", group: "g", retry: { attempts: 3, backoff: "1 minute" } },
+          T0
+        )
+        yield* q.enqueue({ taskType: t, payload: "next", group: "g" }, T0)
+        yield* q.enqueue({ taskType: t, payload: "other", group: "h" }, T0)
+        const claims = yield* q.claimBatch(claimOpts([t], 10))
+        expect(payloads(claims)).toEqual(["head", "other"])
+        const failed = claims.find((c) => c.item.payload === "head")!
+        expect(yield* q.recordResults([done(failed, "boom")])).toEqual([true])
+        // The head waits a minute for its retry: its follower waits too.
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(2)))).toEqual([])
+        expect(yield* q.cancel(head.id)).toEqual(Option.some("pending"))
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10, at(2))))).toEqual(["next"])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("N per group bounds each group; the groups share the claim", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("per-group")
+        yield* limits.set({ taskType: t, concurrency: 2, perGroup: true })
+        yield* q.enqueueMany(
+          ["x", "y", "z"].flatMap((g) =>
+            Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+          ),
+          T0
+        )
+        const claims = yield* q.claimBatch(claimOpts([t], 100))
+        expect(payloads(claims)).toEqual(["x0", "x1", "y0", "y1", "z0", "z1"])
+        expect(yield* q.claimBatch(claimOpts([t], 100))).toEqual([])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("under a limit per group, an item without a group waits (it is in no group to serve)", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("groupless")
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
+        yield* q.enqueue({ taskType: t, payload: "none", thread: 1 }, T0)
+        yield* q.enqueue({ taskType: t, payload: "in", group: "g" }, T0)
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10)))).toEqual(["in"])
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        // Cleared: it runs as any item does.
+        yield* limits.clear(t)
+        expect(payloads(yield* q.claimBatch({ ...claimOpts([t], 10), limited: [] }))).toEqual(["none"])
+      })
+    )
+
+    it.effect("a rate limit bounds the starts per window, whatever the claims ask", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("rate")
+        // A day's window: the test never crosses into the next one.
+        yield* limits.set({ taskType: t, rate: 3, per: "1 day" })
+        yield* q.enqueueMany(
+          Array.from({ length: 6 }, (_, i) => ({ taskType: t, payload: `r${i}`, thread: 1 })),
+          T0
+        )
+        expect(yield* q.claimBatch(claimOpts([t], 2))).toHaveLength(2)
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(0), "w2"))).toHaveLength(1)
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect("a limited type and a plain one claimed together: the plain one takes what is left", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const limited = type("lim")
+        const plain = type("plain")
+        yield* limits.set({ taskType: limited, concurrency: 1 })
+        yield* q.enqueueMany(
+          [
+            ...Array.from({ length: 3 }, (_, i) => ({ taskType: limited, payload: `l${i}`, thread: 1 })),
+            ...Array.from({ length: 3 }, (_, i) => ({ taskType: plain, payload: `p${i}`, thread: 1 }))
+          ],
+          T0
+        )
+        const claims = yield* q.claimBatch({ ...claimOpts([limited, plain], 10), limited: [limited] })
+        expect(payloads(claims)).toEqual(["l0", "p0", "p1", "p2"])
+        yield* limits.clear(limited)
+      })
+    )
+  })
