@@ -6,6 +6,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { unsafeMakeJob } from "../domain/Job.js"
+import * as Result from "../domain/Result.js"
 import type * as Retry from "../domain/Retry.js"
 import { leaseTimes, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
@@ -113,9 +114,13 @@ const toClaimed = (claim: QueueClaim): ClaimedItem => ({
       thread: claim.item.thread,
       maxRuns: claim.item.maxRuns,
       leaseId: claim.leaseId
-    }
+    },
+    inputs: claim.inputs ?? NO_INPUTS
   })
 })
+
+/** The inputs of an item that waited for nothing: one frozen object for all. */
+const NO_INPUTS: Readonly<Record<string, unknown>> = Object.freeze({})
 
 export const make = (options: {
   readonly config: SchedulerConfig
@@ -148,7 +153,13 @@ export const make = (options: {
 
     const toRecord = ({ claim, finishedAt, result, startedAt }: Finished<ClaimedItem>): RecordInput => ({
       claim: claim.claim,
-      result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
+      result: {
+        startedAt,
+        finishedAt,
+        error: result.failed ? result.message : undefined,
+        // Recorded only when the handler returned something (the log's output stays NULL otherwise).
+        output: result.failed || result.output === undefined ? undefined : Result.encodeOutput(result.output)
+      },
       retry: retryOf(claim.claim.item.taskType)
     })
 

@@ -33,7 +33,8 @@ const fileHashes: ReadonlyArray<readonly [string, string]> = [
   ["0016_sequential_row_leases", "238b690245584285ae572513e9960105fdf587f9ecdaf80f865b3705946bd20b"],
   ["0017_record_successes_first", "e0f0b5cd2b41956814ff56951890dccf1a610e7b7c18bcdc3bd39cfb267ea73f"],
   ["0018_prune_as_owner", "d59dad8ba013ff51d2b3223ae6cf3ab5bd3dc52bdeb3b38682c9a1b8a09a230f"],
-  ["0019_vacuum_the_queue", "16f91b14a5016b32fe28596d8aa67b0b7db5f1b695ff9ad65435948057917307"]
+  ["0019_vacuum_the_queue", "16f91b14a5016b32fe28596d8aa67b0b7db5f1b695ff9ad65435948057917307"],
+  ["0020_flows", "8b29ff94b5403e52d956284406d9e3dae8e81d490ae9bedea51f7fcad1eb8a92"]
 ]
 
 /**

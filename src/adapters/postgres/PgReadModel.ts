@@ -110,7 +110,9 @@ const ExecutionRow = Schema.Struct({
   startedAt: from(Time, "started_at"),
   finishedAt: from(Time, "finished_at"),
   durationMs: from(Schema.Int, "duration_ms"),
-  createdAt: from(Time, "created_at")
+  createdAt: from(Time, "created_at"),
+  /** What the handler returned (a JSON value); `null` when nothing. */
+  output: Schema.Unknown
 })
 /** One finished execution (a `processed_items` row): the domain's `ProcessedItem`. */
 export type Execution = ProcessedItem
@@ -379,7 +381,10 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
       execute: (q) => sql`
         SELECT i.id::text AS id, i.task_type, ${text(sql`i.payload`, q.cut)} AS payload, i.status, i.priority,
                CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(i.max_runs, 0) END AS runs_left, i.runs_done,
-               i.thread, i.created_at, i.run_after, i.unique_key, i.failures, i.retry_attempts,
+               i.thread, i.created_at, i.run_after,
+               -- A released item's key only says it has inputs (migration 0020): not the user's.
+               CASE WHEN i.unique_key LIKE 'kairos:after:%' THEN NULL ELSE i.unique_key END AS unique_key,
+               i.failures, i.retry_attempts,
                ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
         FROM ${items} i
         WHERE ${sql.and([
@@ -419,7 +424,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
         return sql`
           SELECT p.id::text AS id, p.queue_item_id::text AS queue_item_id, p.task_type,
                  ${text(sql`p.payload`, q.cut)} AS payload, p.status, ${text(sql`p.error_msg`, q.cut)} AS error_msg,
-                 p.started_at, p.finished_at, p.duration_ms, p.created_at
+                 p.started_at, p.finished_at, p.duration_ms, p.created_at, p.output
           FROM ${processed} p
           WHERE ${sql.and([
             ...(q.status === undefined ? [] : [sql`p.status = ${q.status}`]),
@@ -605,7 +610,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
           Effect.mapError(toError("reading the database's time failed"))
         ),
       truncate: () =>
-        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}`.pipe(
+        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}, ${sql(table(schema, "queue_waiting"))}`.pipe(
           Effect.asVoid,
           Effect.mapError(toError("truncating failed"))
         )

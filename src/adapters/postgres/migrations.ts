@@ -126,7 +126,8 @@ export const migrationNames = [
   "0016_sequential_row_leases",
   "0017_record_successes_first",
   "0018_prune_as_owner",
-  "0019_vacuum_the_queue"
+  "0019_vacuum_the_queue",
+  "0020_flows"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */

@@ -68,6 +68,14 @@ export const enqueueCommand = Command.make(
       ),
       Options.optional
     ),
+    after: Options.text("after").pipe(
+      Options.withPseudoName("ID,ID"),
+      Options.withDescription(
+        "ids of items this one waits for: it runs once each finished successfully, and is recorded as not run " +
+          "if one fails for good or is cancelled"
+      ),
+      Options.optional
+    ),
     backoff: Options.text("backoff").pipe(
       Options.withPseudoName("WAIT"),
       Options.withDescription(
@@ -86,29 +94,34 @@ export const enqueueCommand = Command.make(
         onSome: (text) => parseRunAfter(text, now)
       })
       const retry = yield* parseRetry(c.retry, c.backoff)
+      const after = yield* parseAfter(c.after)
       return yield* withDb(c, (_sql, schema) =>
         Effect.gen(function* () {
           const queue = yield* PgQueueStore.make({ schema })
-          const item = yield* queue.enqueue(
-            {
-              taskType: c.taskType,
-              payload: Option.getOrElse(c.payload, () => ""),
-              priority: c.priority,
-              maxRuns: c.maxRuns,
-              thread: Number(c.thread),
-              runAfter,
-              uniqueKey: Option.getOrUndefined(c.uniqueKey),
-              retry
-            },
-            now
-          )
+          const item = yield* queue
+            .enqueue(
+              {
+                taskType: c.taskType,
+                payload: Option.getOrElse(c.payload, () => ""),
+                priority: c.priority,
+                maxRuns: c.maxRuns,
+                thread: Number(c.thread),
+                runAfter,
+                uniqueKey: Option.getOrUndefined(c.uniqueKey),
+                retry,
+                after
+              },
+              now
+            )
+            .pipe(Effect.catchTag("InvalidFlowError", (e) => Effect.fail(new CliError({ message: e.message }))))
           // A new row is stamped with this command's time; the item already queued under the key was not.
           const existing = item.createdAt.getTime() !== now.getTime()
           const details =
             `${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread}` +
             (item.runAfter === null ? "" : `, run after ${item.runAfter.toISOString()}`) +
             (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`) +
-            (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`)
+            (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`) +
+            (after === undefined ? "" : `, after ${after.join(",")}`)
           yield* output(c, `${existing ? "already queued" : "enqueued"} ${item.id} (${details})`, {
             ...snakeKeys(item),
             existing
@@ -117,6 +130,23 @@ export const enqueueCommand = Command.make(
       )
     })
 ).pipe(Command.withDescription("add a queue item"))
+
+/** `--after 12,13` as ids, checked before connecting: one usage error naming the flag otherwise. */
+export const parseAfter = (text: Option.Option<string>): Either.Either<ReadonlyArray<string> | undefined, CliError> => {
+  if (Option.isNone(text)) return Either.right(undefined)
+  const ids = text.value
+    .split(",")
+    .map((id) => id.trim())
+    .filter((id) => id.length > 0)
+  const bad = ids.find((id) => !isId(id))
+  if (ids.length === 0 || bad !== undefined)
+    return Either.left(
+      new CliError({
+        message: `--after takes item ids separated by commas (e.g. --after 12,13), got ${JSON.stringify(text.value)}`
+      })
+    )
+  return Either.right(ids)
+}
 
 /**
  * `--retry` and `--backoff` as a policy, checked before connecting: `--backoff` is `30s` (fixed), `exp:1s` or
@@ -236,14 +266,30 @@ export const processedCommand = Command.make("processed", { ...common, n: count(
       yield* output(
         c,
         table(
-          ["id", "item", "task_type", "status", "duration_ms", "started_at", "error"],
-          executions.map((p) => [p.id, p.queueItemId, p.taskType, p.status, p.durationMs, p.startedAt, p.errorMsg])
+          ["id", "item", "task_type", "status", "duration_ms", "started_at", "error", "output"],
+          executions.map((p) => [
+            p.id,
+            p.queueItemId,
+            p.taskType,
+            p.status,
+            p.durationMs,
+            p.startedAt,
+            p.errorMsg,
+            outputCell(p.output)
+          ])
         ),
         executions.map(snakeKeys)
       )
     })
   )
 ).pipe(Command.withDescription("the last N executions of queue items, newest first"))
+
+/** An output as the table shows it: its JSON, cut to a line; empty when the handler returned nothing. */
+const outputCell = (output: unknown): string => {
+  if (output === null || output === undefined) return ""
+  const json = JSON.stringify(output)
+  return json.length > 60 ? `${json.slice(0, 59)}…` : json
+}
 
 /** A numeric id argument: anything else is one clear error, before the database sees it. */
 const idArgument = (name: string, description: string) =>

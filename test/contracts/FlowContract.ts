@@ -1,0 +1,253 @@
+/**
+ * The contract of items that wait for other items (`after`, `enqueueFlow`) and of outputs passed downstream: one
+ * suite, run against the memory store and the Postgres store. Each test uses task types of its own.
+ */
+import { expect, layer } from "@effect/vitest"
+import { Effect, Either, type Layer, Option } from "effect"
+import { QueueStore, type QueueClaim, type WakeUps } from "../../src/index.js"
+import { QueueInspector } from "./QueueStoreContract.js"
+
+const T0 = new Date("2026-01-01T00:00:00Z")
+const type = (label: string) => `${label}-${Math.random().toString(36).slice(2, 10)}`
+const claimOpts = (taskTypes: ReadonlyArray<string>, limit = 50) => ({
+  limit,
+  taskTypes,
+  owner: "w1",
+  leaseUntil: new Date(T0.getTime() + 30_000),
+  now: T0,
+  repeatAfter: new Date(T0.getTime() + 10_000)
+})
+const ok = (claim: QueueClaim, output?: unknown) => ({
+  claim,
+  result: {
+    startedAt: T0,
+    finishedAt: T0,
+    output: output === undefined ? undefined : JSON.stringify(output)
+  }
+})
+const failed = (claim: QueueClaim, error = "boom") => ({ claim, result: { startedAt: T0, finishedAt: T0, error } })
+const ids = (claims: ReadonlyArray<QueueClaim>) => claims.map((c) => c.item.id).sort((a, b) => Number(a) - Number(b))
+/** The log rows of these items, oldest first. */
+const logOf = (itemIds: ReadonlyArray<string>) =>
+  Effect.map(
+    Effect.flatMap(QueueInspector, (inspector) => inspector.processed(500)),
+    (rows) => rows.filter((r) => itemIds.includes(r.queueItemId)).reverse()
+  )
+
+export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps | QueueInspector, unknown>) =>
+  layer(storeLayer, { timeout: "60 seconds", excludeTestServices: true })(`Flow contract: ${name}`, (it) => {
+    it.effect(
+      "after: an item is claimed only once every item it waits for finished successfully, with their outputs",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const t = type("after")
+          const a = yield* q.enqueue({ taskType: t, payload: "a", thread: 1 }, T0)
+          const b = yield* q.enqueue({ taskType: t, payload: "b", thread: 1 }, T0)
+          const c = yield* q.enqueue({ taskType: t, payload: "c", thread: 1, after: [a.id, b.id, a.id] }, T0)
+          expect(c.status).toBe("pending")
+          const first = yield* q.claimBatch(claimOpts([t]))
+          expect(ids(first)).toEqual([a.id, b.id])
+          expect(first.every((x) => x.inputs === undefined)).toBe(true)
+          const claimA = first.find((x) => x.item.id === a.id)!
+          const claimB = first.find((x) => x.item.id === b.id)!
+          expect(yield* q.recordResults([ok(claimA, { pages: 3 })])).toEqual([true])
+          // One of two done: still waiting.
+          expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
+          expect(yield* q.recordResults([ok(claimB)])).toEqual([true])
+          const [claimC] = yield* q.claimBatch(claimOpts([t]))
+          expect(claimC!.item).toMatchObject({ id: c.id, payload: "c", uniqueKey: null })
+          expect(claimC!.inputs).toEqual({ [a.id]: { pages: 3 }, [b.id]: null })
+          expect(yield* q.recordResults([ok(claimC!, "sent")])).toEqual([true])
+          const log = yield* logOf([a.id, b.id, c.id])
+          expect(log.map((r) => [r.queueItemId, r.status, r.output ?? null])).toEqual([
+            [a.id, "ok", { pages: 3 }],
+            [b.id, "ok", null],
+            [c.id, "ok", "sent"]
+          ])
+          expect(log.every((r) => r.errorMsg === "")).toBe(true)
+        })
+    )
+
+    it.effect("after: an item already finished successfully counts as done; an unknown id refuses the item", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("done")
+        const a = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
+        const [claimA] = yield* q.claimBatch(claimOpts([t]))
+        yield* q.recordResults([ok(claimA!, 7)])
+        const b = yield* q.enqueue({ taskType: t, payload: "b", thread: 1, after: [a.id] }, T0)
+        const [claimB] = yield* q.claimBatch(claimOpts([t]))
+        expect(claimB!.item.id).toBe(b.id)
+        expect(claimB!.inputs).toEqual({ [a.id]: 7 })
+        const unknown = yield* Effect.either(q.enqueue({ taskType: t, after: ["999999999"] }, T0))
+        expect(Either.isLeft(unknown) && unknown.left._tag).toBe("InvalidFlowError")
+        expect(Either.isLeft(unknown) && unknown.left.message).toMatch(/item 999999999, which is unknown/)
+        const many = yield* Effect.either(
+          q.enqueueMany(
+            [
+              { taskType: t, payload: "kept?" },
+              { taskType: t, after: ["999999998"] }
+            ],
+            T0
+          )
+        )
+        expect(Either.isLeft(many) && many.left._tag).toBe("InvalidFlowError")
+        const keyed = yield* Effect.either(q.enqueue({ taskType: t, after: [b.id], uniqueKey: "k" }, T0))
+        expect(Either.isLeft(keyed) && keyed.left._tag).toBe("InvalidFlowError")
+        // Nothing of the refused batches was written.
+        yield* q.recordResults([ok(claimB!)])
+        expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
+      })
+    )
+
+    it.effect("a failure for good cascades: what waits is recorded once as not run, naming what it waited for", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("cascade")
+        const a = yield* q.enqueue({ taskType: t, thread: 1, retry: { attempts: 2, backoff: 0 } }, T0)
+        const b = yield* q.enqueue({ taskType: t, thread: 1, after: [a.id] }, T0)
+        const c = yield* q.enqueue({ taskType: t, thread: 1, after: [b.id] }, T0)
+        const d = yield* q.enqueue({ taskType: t, thread: 1, after: [a.id, c.id] }, T0)
+        // A retried failure is not the end: nothing cascades yet.
+        const [first] = yield* q.claimBatch(claimOpts([t]))
+        yield* q.recordResults([failed(first!)])
+        expect((yield* logOf([b.id, c.id, d.id])).length).toBe(0)
+        const [second] = yield* q.claimBatch(claimOpts([t]))
+        expect(second!.item.id).toBe(a.id)
+        yield* q.recordResults([failed(second!)])
+        const log = yield* logOf([b.id, c.id, d.id])
+        expect(log.map((r) => [r.queueItemId, r.status, r.errorMsg])).toEqual([
+          [b.id, "error", `not run: it waited for item ${a.id}, which failed`],
+          [c.id, "error", `not run: it waited for item ${b.id}, which did not run`],
+          [d.id, "error", `not run: it waited for item ${a.id}, which failed`]
+        ])
+        expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
+        // What waits for an item that failed is refused nothing: it is recorded as not run at once.
+        const e = yield* q.enqueue({ taskType: t, after: [c.id] }, T0)
+        expect((yield* logOf([e.id])).map((r) => r.errorMsg)).toEqual([
+          `not run: it waited for item ${c.id}, which failed`
+        ])
+      })
+    )
+
+    it.effect("cancel: a cancelled item's waiters are not run; a waiting item can be cancelled too", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("cancel")
+        const a = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
+        const b = yield* q.enqueue({ taskType: t, thread: 1, after: [a.id] }, T0)
+        const c = yield* q.enqueue({ taskType: t, thread: 1, after: [b.id] }, T0)
+        expect(yield* q.cancel(b.id)).toEqual(Option.some("pending"))
+        expect(yield* q.cancel(b.id)).toEqual(Option.none())
+        expect((yield* logOf([b.id, c.id])).map((r) => [r.queueItemId, r.errorMsg])).toEqual([
+          [c.id, `not run: it waited for item ${b.id}, which was cancelled`]
+        ])
+        const d = yield* q.enqueue({ taskType: t, thread: 1, after: [a.id] }, T0)
+        expect(yield* q.cancel(a.id)).toEqual(Option.some("pending"))
+        expect((yield* logOf([d.id])).map((r) => r.errorMsg)).toEqual([
+          `not run: it waited for item ${a.id}, which was cancelled`
+        ])
+        expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
+      })
+    )
+
+    it.effect("enqueueFlow: a diamond runs in dependency order; inputs are keyed by step key", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("flow")
+        const flow = yield* q.enqueueFlow(
+          [
+            { key: "send", taskType: t, thread: 1, after: ["render", "charge"] },
+            { key: "render", taskType: t, thread: 1, payload: "r", after: ["fetch"] },
+            { key: "charge", taskType: t, thread: 1, after: ["fetch"] },
+            { key: "fetch", taskType: t, thread: 1 }
+          ],
+          T0
+        )
+        expect(Object.keys(flow).sort()).toEqual(["charge", "fetch", "render", "send"])
+        const order: Array<string> = []
+        for (let round = 0; round < 5; round++) {
+          const claims = yield* q.claimBatch(claimOpts([t]))
+          if (claims.length === 0) break
+          for (const claim of claims) {
+            const key = Object.keys(flow).find((k) => flow[k] === claim.item.id)!
+            order.push(key)
+            if (key === "send") expect(claim.inputs).toEqual({ render: { key: "render" }, charge: { key: "charge" } })
+            if (key === "render") expect(claim.inputs).toEqual({ fetch: { key: "fetch" } })
+          }
+          yield* q.recordResults(
+            claims.map((claim) => ok(claim, { key: Object.keys(flow).find((k) => flow[k] === claim.item.id) }))
+          )
+        }
+        expect(order[0]).toBe("fetch")
+        expect(order.slice(1, 3).sort()).toEqual(["charge", "render"])
+        expect(order[3]).toBe("send")
+      })
+    )
+
+    it.effect("enqueueFlow refuses a cycle, an unknown key or a key used twice, and inserts nothing", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("bad-flow")
+        const cases = [
+          [
+            [
+              { key: "a", taskType: t, after: ["c"] },
+              { key: "b", taskType: t, after: ["a"] },
+              { key: "c", taskType: t, after: ["b"] },
+              { key: "root", taskType: t }
+            ],
+            "cycle"
+          ],
+          [[{ key: "a", taskType: t, after: ["nope"] }], "unknownKey"],
+          [
+            [
+              { key: "a", taskType: t },
+              { key: "a", taskType: t }
+            ],
+            "duplicateKey"
+          ]
+        ] as const
+        for (const [steps, reason] of cases) {
+          const refused = yield* Effect.either(q.enqueueFlow(steps, T0))
+          expect(Either.isLeft(refused) && refused.left._tag).toBe("InvalidFlowError")
+          expect(Either.isLeft(refused) && (refused.left as { reason?: string }).reason).toBe(reason)
+        }
+        expect(yield* q.claimBatch(claimOpts([t]))).toEqual([])
+        expect(yield* q.enqueueFlow([], T0)).toEqual({})
+      })
+    )
+
+    it.effect("a flow's failed step dooms its downstream steps only; the rest of the flow runs", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("partial")
+        const flow = yield* q.enqueueFlow(
+          [
+            { key: "root", taskType: t, thread: 1 },
+            { key: "bad", taskType: t, thread: 1, after: ["root"] },
+            { key: "good", taskType: t, thread: 1, after: ["root"] },
+            { key: "afterBad", taskType: t, thread: 1, after: ["bad"] },
+            { key: "afterGood", taskType: t, thread: 1, after: ["good"] }
+          ],
+          T0
+        )
+        const ran: Array<string> = []
+        for (let round = 0; round < 6; round++) {
+          const claims = yield* q.claimBatch(claimOpts([t]))
+          if (claims.length === 0) break
+          yield* q.recordResults(
+            claims.map((claim) => {
+              const key = Object.keys(flow).find((k) => flow[k] === claim.item.id)!
+              ran.push(key)
+              return key === "bad" ? failed(claim) : ok(claim)
+            })
+          )
+        }
+        expect(ran.sort()).toEqual(["afterGood", "bad", "good", "root"])
+        const log = yield* logOf([flow["afterBad"]!])
+        expect(log.map((r) => r.errorMsg)).toEqual([`not run: it waited for item ${flow["bad"]}, which failed`])
+      })
+    )
+  })
