@@ -8,37 +8,45 @@ import { db, json, query, useCli } from "../support/cli.js"
 useCli()
 
 describe("kairos enqueue --after, kairos processed", () => {
-  it("an item waits for the ids --after names; a cancelled one dooms it; bad ids are one clear line", { timeout: 90_000 }, async () => {
-    await json(["migrate"])
-    const a = (await json(["enqueue", "render_pdf", `{"order":"A-1"}`])) as { id: string }
-    const human = await db(["enqueue", "send_invoice", "A-1", "--after", `${a.id}`])
-    expect(human.stderr).toBe("")
-    expect(human.code).toBe(0)
-    const waiter = /^enqueued (\d+) \(send_invoice, priority 0, max runs 1, thread 0, after (\d+)\)\n$/.exec(human.stdout)
-    expect(waiter?.[2]).toBe(a.id)
-    const b = waiter![1]!
-    const c = (await json(["enqueue", "archive", "", "--after", `${a.id}, ${b}`])) as Record<string, unknown>
-    expect(c).toMatchObject({ task_type: "archive", status: "pending", existing: false })
+  it(
+    "an item waits for the ids --after names; a cancelled one dooms it; bad ids are one clear line",
+    { timeout: 90_000 },
+    async () => {
+      await json(["migrate"])
+      const a = (await json(["enqueue", "render_pdf", `{"order":"A-1"}`])) as { id: string }
+      const human = await db(["enqueue", "send_invoice", "A-1", "--after", `${a.id}`])
+      expect(human.stderr).toBe("")
+      expect(human.code).toBe(0)
+      const waiter = /^enqueued (\d+) \(send_invoice, priority 0, max runs 1, thread 0, after (\d+)\)\n$/.exec(
+        human.stdout
+      )
+      expect(waiter?.[2]).toBe(a.id)
+      const b = waiter![1]!
+      const c = (await json(["enqueue", "archive", "", "--after", `${a.id}, ${b}`])) as Record<string, unknown>
+      expect(c).toMatchObject({ task_type: "archive", status: "pending", existing: false })
 
-    // Not claimable while it waits: it is not in queue_items.
-    const queue = (await json(["queue"])) as Array<{ id: string }>
-    expect(queue.map((i) => i.id)).toEqual([a.id])
+      // Not claimable while it waits: it is not in queue_items.
+      const queue = (await json(["queue"])) as Array<{ id: string }>
+      expect(queue.map((i) => i.id)).toEqual([a.id])
 
-    expect((await db(["cancel", a.id])).code).toBe(0)
-    const processed = (await json(["processed"])) as Array<Record<string, unknown>>
-    expect(processed.map((p) => [p["queue_item_id"], p["status"], p["error_msg"]])).toEqual([
-      [String(c["id"]), "error", `not run: it waited for item ${a.id}, which was cancelled`],
-      [b, "error", `not run: it waited for item ${a.id}, which was cancelled`]
-    ])
+      expect((await db(["cancel", a.id])).code).toBe(0)
+      const processed = (await json(["processed"])) as Array<Record<string, unknown>>
+      expect(processed.map((p) => [p["queue_item_id"], p["status"], p["error_msg"]])).toEqual([
+        [String(c["id"]), "error", `not run: it waited for item ${a.id}, which was cancelled`],
+        [b, "error", `not run: it waited for item ${a.id}, which was cancelled`]
+      ])
 
-    const notAnId = await db(["enqueue", "x", "", "--after", "12,abc"])
-    expect(notAnId.code).not.toBe(0)
-    expect(notAnId.stderr).toBe(`kairos: --after takes item ids separated by commas (e.g. --after 12,13), got "12,abc"\n`)
-    const unknown = await db(["enqueue", "x", "", "--after", "987654321"])
-    expect(unknown.code).not.toBe(0)
-    expect(unknown.stderr).toMatch(/^kairos: after names item 987654321, which is unknown .*\n$/)
-    expect(unknown.stderr.split("\n")).toHaveLength(2)
-  })
+      const notAnId = await db(["enqueue", "x", "", "--after", "12,abc"])
+      expect(notAnId.code).not.toBe(0)
+      expect(notAnId.stderr).toBe(
+        `kairos: --after takes item ids separated by commas (e.g. --after 12,13), got "12,abc"\n`
+      )
+      const unknown = await db(["enqueue", "x", "", "--after", "987654321"])
+      expect(unknown.code).not.toBe(0)
+      expect(unknown.stderr).toMatch(/^kairos: after names item 987654321, which is unknown .*\n$/)
+      expect(unknown.stderr.split("\n")).toHaveLength(2)
+    }
+  )
 
   it("kairos processed shows what a handler returned, in the table and in --json", { timeout: 60_000 }, async () => {
     await json(["migrate"])

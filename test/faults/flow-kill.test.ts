@@ -55,6 +55,7 @@ describe("a flow under SIGKILL", () => {
 
       // Kill one of the two every 2-3 s while the flow runs, five times at least.
       let kills = 0
+      let killedMidStep = 0
       const left = async () =>
         (
           await db!.query<{ n: number }>(
@@ -63,19 +64,30 @@ describe("a flow under SIGKILL", () => {
         )[0]!.n
       while (kills < 5 && (await left()) > 0) {
         await sleep(2000 + Math.random() * 1000)
-        const i = Math.floor(Math.random() * live.length)
+        // A busy worker if there is one (handlers started and not ended), so the kills cut steps short.
+        const open = live.map((w) =>
+          w.events.reduce((n, e) => n + (e.event === "start" ? 1 : e.event === "end" ? -1 : 0), 0)
+        )
+        const busy = live.flatMap((_, j) => (open[j]! > 0 ? [j] : []))
+        const i = busy.length > 0 ? busy[Math.floor(Math.random() * busy.length)]! : 0
         live[i]!.child.kill("SIGKILL")
         await exited(live[i]!.child)
         kills++
+        if (open[i]! > 0) killedMidStep++
         live[i] = spawn()
         await live[i]!.waitFor((e) => e.event === "ready", 60_000)
       }
       expect(kills).toBeGreaterThanOrEqual(3)
+      expect(killedMidStep).toBeGreaterThanOrEqual(2)
       await until(async () => (await left()) === 0, 90_000, "the flow to finish")
 
-      const log = await db.query<{ item: string; status: string; started_at: Date; finished_at: Date; output: unknown }>(
-        `SELECT queue_item_id::text AS item, status, started_at, finished_at, output FROM $schema.processed_items`
-      )
+      const log = await db.query<{
+        item: string
+        status: string
+        started_at: Date
+        finished_at: Date
+        output: unknown
+      }>(`SELECT queue_item_id::text AS item, status, started_at, finished_at, output FROM $schema.processed_items`)
       // Nothing lost, nothing completed twice.
       expect(log.length).toBe(ids.length)
       expect(new Set(log.map((r) => r.item)).size).toBe(ids.length)
