@@ -49,13 +49,19 @@ await EmbeddedPostgres.withDatabaseUrl(async (url) => {
   await kairos.drain({ timeout: "30 seconds" })
   await kairos.stop()
 
-  const executions = await db.query<{ id: string; task_type: string; status: string; error_msg: string; output: unknown }>(
+  const executions = await db.query<{
+    id: string
+    task_type: string
+    status: string
+    error_msg: string
+    output: unknown
+  }>(
     `SELECT queue_item_id::text AS id, task_type, status, error_msg, output FROM ${schema}.processed_items ORDER BY id`
   )
   console.log("executions:")
   for (const e of executions.rows)
     console.log(
-      `  ${e.id.padEnd(3)} ${e.task_type.padEnd(16)} ${e.status.padEnd(6)}` +
+      `  ${e.id.padEnd(3)} ${e.task_type.padEnd(16)} ${e.status.padEnd(7)}` +
         (e.error_msg ? e.error_msg : JSON.stringify(e.output))
     )
   await db.query(`DROP SCHEMA ${schema} CASCADE`)
