@@ -286,10 +286,7 @@ const main = async (url: string, embedded: boolean) => {
         )
       }
       if (r === 0 && wanted("flow") && systems.includes(kairos.system)) {
-        Object.assign(
-          alone,
-          await attempt("flow", () => flowBench.flowGraph(ctx, kairosOnlySizes.flow))
-        )
+        Object.assign(alone, await attempt("flow", () => flowBench.flowGraph(ctx, kairosOnlySizes.flow)))
       }
       if (r === 0 && wanted("rss") && systems.includes(kairos.system)) {
         Object.assign(

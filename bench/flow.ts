@@ -41,7 +41,8 @@ const main = async (url: string) => {
           `  ${figure.detail ?? ""}`
       )
   } finally {
-    for (const schema of [values.schema, `${values.schema}_plain`]) await dropSchema(admin, schema).catch(() => undefined)
+    for (const schema of [values.schema, `${values.schema}_plain`])
+      await dropSchema(admin, schema).catch(() => undefined)
     await admin.end()
   }
 }
