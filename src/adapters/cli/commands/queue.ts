@@ -68,19 +68,19 @@ export const enqueueCommand = Command.make(
       ),
       Options.optional
     ),
-    after: Options.text("after").pipe(
-      Options.withPseudoName("ID,ID"),
-      Options.withDescription(
-        "ids of items this one waits for: it runs once each finished successfully, and is recorded as not run " +
-          "if one fails for good or is cancelled"
-      ),
-      Options.optional
-    ),
     backoff: Options.text("backoff").pipe(
       Options.withPseudoName("WAIT"),
       Options.withDescription(
         "with --retry, the wait before each retry: 30s (fixed) or exp:1s or exp:1s:10m (doubling from 1s, at most " +
           "10m) (default exp:1s:1h)"
+      ),
+      Options.optional
+    ),
+    after: Options.text("after").pipe(
+      Options.withPseudoName("ID,ID"),
+      Options.withDescription(
+        "ids of items this one waits for: it runs once each finished successfully, and is recorded as not run " +
+          "if one fails for good or is cancelled"
       ),
       Options.optional
     )
