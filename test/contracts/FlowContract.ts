@@ -219,6 +219,38 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps
       })
     )
 
+    it.effect("outputs: recorded by every kind of record (a repeated item's, a transactional one) and passed on", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("outputs")
+        const twice = yield* q.enqueue({ taskType: t, payload: "twice", thread: 1, maxRuns: 2 }, T0)
+        const tx = yield* q.enqueue({ taskType: t, payload: "tx", thread: 0 }, T0)
+        const after = yield* q.enqueue({ taskType: `${t}-after`, after: [twice.id, tx.id] }, T0)
+        const claims = yield* q.claimBatch(claimOpts([t]))
+        expect(claims.map((c) => c.item.payload).sort()).toEqual(["twice", "twice", "tx"])
+        const repeats = claims.filter((c) => c.item.payload === "twice")
+        expect(yield* q.recordResults(repeats.map((c) => ok(c, { run: c.attempt })))).toEqual([true, true])
+        const claimTx = claims.find((c) => c.item.payload === "tx")!
+        const committed = yield* q.transact(
+          () => Effect.succeed("done"),
+          () => ok(claimTx, { tx: true }),
+          { timeoutMs: 60_000 }
+        )
+        expect(committed).toEqual({ _tag: "Committed", value: "done" })
+        const log = yield* logOf([twice.id, tx.id])
+        expect(log.map((r) => r.output).sort((a, b) => JSON.stringify(a).localeCompare(JSON.stringify(b)))).toEqual([
+          { run: 1 },
+          { run: 2 },
+          { tx: true }
+        ])
+        const [claim] = yield* q.claimBatch(claimOpts([`${t}-after`]))
+        expect(claim!.item.id).toBe(after.id)
+        // The last output of each: one of the repeated item's two runs.
+        expect(claim!.inputs![tx.id]).toEqual({ tx: true })
+        expect([{ run: 1 }, { run: 2 }]).toContainEqual(claim!.inputs![twice.id])
+      })
+    )
+
     it.effect("a flow's failed step dooms its downstream steps only; the rest of the flow runs", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore
