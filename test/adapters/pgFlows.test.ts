@@ -58,6 +58,32 @@ layer(PgQueue("flows_sql"), { timeout: "120 seconds", excludeTestServices: true 
     })
   )
 
+  it.effect("an item enqueued after one that finishes at that very moment is released, never left waiting", () =>
+    Effect.gen(function* () {
+      const q = yield* QueueStore
+      const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+      const schema = yield* TestSchema
+      for (let round = 0; round < 40; round++) {
+        const t = `race_${round}`
+        const dep = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
+        const [claim] = yield* q.claimBatch(claimOpts([t], "w"))
+        // The record and the enqueue race on separate connections of the pool.
+        const [, waiter] = yield* Effect.all(
+          [
+            q.recordResults([{ claim: claim!, result: { startedAt: T0, finishedAt: T0, output: `${round}` } }]),
+            q.enqueue({ taskType: `${t}_after`, after: [dep.id] }, T0)
+          ],
+          { concurrency: 2 }
+        )
+        const [released] = yield* q.claimBatch(claimOpts([`${t}_after`], "w"))
+        expect(released?.item.id).toBe(waiter.id)
+        expect(released!.inputs).toEqual({ [dep.id]: round })
+      }
+      const [left] = yield* sql<{ n: number }>`SELECT count(*)::int AS n FROM ${sql(`${schema}.queue_waiting`)}`
+      expect(left!.n).toBe(0)
+    })
+  )
+
   it.effect(
     "a 2,000-step graph with fan-out and fan-in runs in dependency order under concurrent claimers; failures cascade",
     () =>
