@@ -2,8 +2,14 @@
  * The command line's side of workflows: `kairos enqueue … --after`, and outputs in `kairos processed`.
  * Integration: real processes against a real Postgres.
  */
+import { spawn } from "node:child_process"
+import fs from "node:fs/promises"
+import os from "node:os"
+import path from "node:path"
 import { describe, expect, it } from "vitest"
-import { db, json, query, useCli } from "../support/cli.js"
+import { bin, db, json, query, schema, url, useCli } from "../support/cli.js"
+import { exited, projectRoot } from "../support/process.js"
+import { until } from "../support/workers.js"
 
 useCli()
 
@@ -75,4 +81,47 @@ describe("kairos enqueue --after, kairos processed", () => {
     ])
     expect(table.stdout).toContain(`{"pdf":"invoices/A-1.pdf","pages":2}`)
   })
+
+  it(
+    "kairos worker runs an item after the one it waits for; its handler reads that one's output",
+    { timeout: 90_000 },
+    async () => {
+      await json(["migrate"])
+      const dir = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-flow-"))
+      const tasks = path.join(dir, "tasks.mjs")
+      await fs.writeFile(
+        tasks,
+        `export default {
+  flow_render: (job) => ({ pdf: job.payload + ".pdf" }),
+  flow_send: (job) => ({ got: job.inputs })
+}
+`
+      )
+      const render = (await json(["enqueue", "flow_render", "A-1"])) as { id: string }
+      const send = (await json(["enqueue", "flow_send", "A-1", "--after", render.id])) as { id: string }
+      const worker = spawn(
+        process.execPath,
+        [bin, "worker", "--tasks", tasks, "--database-url", url, "--schema", schema, "--interval", "500ms", "--quiet"],
+        { cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
+      )
+      try {
+        await until(
+          async () =>
+            (await query(`SELECT 1 FROM $schema.processed_items WHERE queue_item_id = $1`, schema, [send.id]))
+              .length === 1,
+          60_000,
+          "the waiting item to run"
+        )
+      } finally {
+        worker.kill("SIGTERM")
+        await exited(worker)
+        await fs.rm(dir, { recursive: true, force: true })
+      }
+      const rows = (await json(["processed", "10"])) as Array<Record<string, unknown>>
+      const byItem = new Map(rows.map((r) => [r["queue_item_id"], r]))
+      expect(byItem.get(render.id)).toMatchObject({ status: "ok", output: { pdf: "A-1.pdf" } })
+      expect(byItem.get(send.id)).toMatchObject({ status: "ok", output: { got: { [render.id]: { pdf: "A-1.pdf" } } } })
+      expect(Number(byItem.get(send.id)!["id"])).toBeGreaterThan(Number(byItem.get(render.id)!["id"]))
+    }
+  )
 })
