@@ -31,9 +31,20 @@ describe("kairos enqueue --after, kairos processed", () => {
       const c = (await json(["enqueue", "archive", "", "--after", `${a.id}, ${b}`])) as Record<string, unknown>
       expect(c).toMatchObject({ task_type: "archive", status: "pending", existing: false })
 
-      // Not claimable while it waits: it is not in queue_items.
-      const queue = (await json(["queue"])) as Array<{ id: string }>
-      expect(queue.map((i) => i.id)).toEqual([a.id])
+      // Not claimable while it waits: not in queue_items. `kairos queue` lists it after the queue, as waiting.
+      const queue = (await json(["queue"])) as Array<Record<string, unknown>>
+      expect(queue.map((i) => [i["id"], i["status"]])).toEqual([
+        [a.id, "pending"],
+        [b, "waiting"],
+        [String(c["id"]), "waiting"]
+      ])
+      expect(queue[2]).toMatchObject({ task_type: "archive", after: [a.id, b], waiting_on: 2 })
+      const listed = await db(["queue"])
+      expect(listed.stdout).toMatch(
+        new RegExp(
+          `\\n\\nwaiting for other items:\\nid +task_type +after +waiting_on +created_at\\n${b} +send_invoice +${a.id} +1 +\\S+\\n${c["id"]} +archive +${a.id},${b} +2 +\\S+\\n$`
+        )
+      )
 
       expect((await db(["cancel", a.id])).code).toBe(0)
       const processed = (await json(["processed"])) as Array<Record<string, unknown>>

@@ -98,6 +98,18 @@ const ItemRow = Schema.Struct({
 /** A queue item (pending or processing). */
 export interface Item extends Schema.Schema.Type<typeof ItemRow> {}
 
+const WaitingRow = Schema.Struct({
+  id: Schema.String,
+  taskType: from(Schema.String, "task_type"),
+  /** The ids it waits for (all of them, those already finished too). */
+  after: Schema.Array(Schema.String),
+  /** How many of them have not finished yet. */
+  waitingOn: from(Schema.Int, "waiting_on"),
+  createdAt: from(Time, "created_at")
+})
+/** An item waiting for other items (a row of `queue_waiting`, migration 0020). */
+export interface Waiting extends Schema.Schema.Type<typeof WaitingRow> {}
+
 const ExecutionRow = Schema.Struct({
   id: Schema.String,
   queueItemId: from(Schema.String, "queue_item_id"),
@@ -313,6 +325,8 @@ export interface PgReadModel {
    * and `job_runs`. Jobs, settings and workers stay.
    */
   readonly truncate: () => Effect.Effect<void, ReadModelError>
+  /** Items waiting for other items, oldest first: in `queue_items` only once their wait is over. */
+  readonly waiting: () => Effect.Effect<ReadonlyArray<Waiting>, ReadModelError>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -546,7 +560,16 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
     const readDepth = (limit?: number) =>
       depth(countOf(limit ?? Infinity)).pipe(Effect.mapError(toError("reading queue_items failed")))
 
+    const waitingRows = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: WaitingRow,
+      execute: () => sql`
+        SELECT id::text AS id, task_type, after::text[] AS after, remaining AS waiting_on, created_at
+        FROM ${sql(table(schema, "queue_waiting"))} ORDER BY id`
+    })
+
     return {
+      waiting: () => waitingRows(undefined).pipe(Effect.mapError(toError("reading queue_waiting failed"))),
       items: (query) =>
         itemsPage(query).pipe(
           Effect.map((rows) => pageOf(rows, query.limit)),

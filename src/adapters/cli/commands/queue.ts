@@ -220,7 +220,17 @@ export const queueCommand = Command.make("queue", common, (c) =>
     Effect.gen(function* () {
       // Every item (the table holds only pending and processing ones), whole; payloads are not listed.
       const { rows: items } = yield* reads.items({ cut: 0 })
+      const waiting = yield* reads.waiting()
       const live = c.json ? 0 : (yield* reads.workers()).length
+      // Items waiting for others are listed after the queue, in a table of their own (and with status "waiting").
+      const waitingTable =
+        waiting.length === 0
+          ? ""
+          : "\n\nwaiting for other items:\n" +
+            table(
+              ["id", "task_type", "after", "waiting_on", "created_at"],
+              waiting.map((w) => [w.id, w.taskType, w.after.join(","), w.waitingOn, w.createdAt])
+            )
       yield* output(
         c,
         table(
@@ -251,12 +261,19 @@ export const queueCommand = Command.make("queue", common, (c) =>
             item.retryAttempts === null ? item.failures : `${item.failures} of ${item.retryAttempts}`,
             handledCell(item.handled, live > 0)
           ])
-        ),
-        items.map(({ payload: _, runsDone: __, ...item }) => snakeKeys(item))
+        ) + waitingTable,
+        [
+          ...items.map(({ payload: _, runsDone: __, ...item }) => snakeKeys(item)),
+          ...waiting.map((w) => ({ ...snakeKeys(w), status: "waiting" }))
+        ]
       )
     })
   )
-).pipe(Command.withDescription("pending and processing queue items, in the order they are claimed"))
+).pipe(
+  Command.withDescription(
+    "pending and processing queue items, in the order they are claimed, then the items waiting for others"
+  )
+)
 
 export const processedCommand = Command.make("processed", { ...common, n: count("executions") }, (c) =>
   withReads(c, (reads) =>
