@@ -47,6 +47,7 @@ import * as floor from "./systems/floor.js"
 import * as graphile from "./systems/graphile.js"
 import * as kairos from "./systems/kairos.js"
 import * as kairosOnly from "./systems/kairos-only.js"
+import * as flowBench from "./systems/flow.js"
 import * as backlog from "./systems/backlog.js"
 import * as pgboss from "./systems/pgboss.js"
 
@@ -60,7 +61,7 @@ const USAGE = `usage: npm run bench [-- options]
 
   --quick            1 round, small sizes (under two minutes; CI runs it)
   --rounds N         rounds to take medians over (default 3; 1 with --quick)
-  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale, backlog (default all)
+  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale, backlog, flow (default all)
   --systems S,...    kairos, graphile-worker, pg-boss, floor (default all)
   --no-json          do not write bench/results/<timestamp>.json
   --help             this text
@@ -93,7 +94,7 @@ if (args.help === true) {
 
 const quick = args.quick === true
 const rounds = Number(args.rounds ?? (quick ? 1 : 3))
-const GROUPS = ["bulk", "single", "drain", "pickup", "cron", "claim", "rss", "scale", "backlog"] as const
+const GROUPS = ["bulk", "single", "drain", "pickup", "cron", "claim", "rss", "scale", "backlog", "flow"] as const
 type Group = (typeof GROUPS)[number]
 const only = new Set<string>(args.only?.split(",").map((s) => s.trim()) ?? GROUPS)
 for (const g of only) if (!(GROUPS as ReadonlyArray<string>).includes(g)) throw new Error(`--only: unknown ${g}`)
@@ -112,7 +113,8 @@ const kairosOnlySizes = quick
       rssTotal: 20_000,
       procs: [1, 2],
       warmPerProc: 1_000,
-      backlog: 50_000
+      backlog: 50_000,
+      flow: 2_000
     }
   : {
       cronJobs: 10_000,
@@ -123,7 +125,8 @@ const kairosOnlySizes = quick
       rssTotal: 200_000,
       procs: [1, 2, 4],
       warmPerProc: 5_000,
-      backlog: 1_000_000
+      backlog: 1_000_000,
+      flow: 10_000
     }
 
 const ALL: ReadonlyArray<System> = [kairos.system, graphile.system, pgboss.system, floor.system]
@@ -140,7 +143,7 @@ const SCHEMAS: Record<SystemName | "kairos-only", string> = {
   "kairos-only": "kbench_kairos_only"
 }
 /** Schemas some measures make beside their own (claim: a second kairos schema with the large processed_items). */
-const EXTRA_SCHEMAS = ["kbench_kairos_only_full", "kbench_kairos_only_backlog"]
+const EXTRA_SCHEMAS = ["kbench_kairos_only_full", "kbench_kairos_only_backlog", "kbench_kairos_only_plain"]
 
 /** Ctrl-C once: finish the current measure, clean up, print what was measured. Twice: exit now. */
 let aborting = false
@@ -281,6 +284,9 @@ const main = async (url: string, embedded: boolean) => {
             return backlog.figures(outcome)
           })
         )
+      }
+      if (r === 0 && wanted("flow") && systems.includes(kairos.system)) {
+        Object.assign(alone, await attempt("flow", () => flowBench.flowGraph(ctx, kairosOnlySizes.flow)))
       }
       if (r === 0 && wanted("rss") && systems.includes(kairos.system)) {
         Object.assign(

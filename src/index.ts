@@ -10,6 +10,7 @@ export * from "./domain/Job.js"
 export * as Result from "./domain/Result.js"
 export * as QueueItem from "./domain/QueueItem.js"
 export * as Retry from "./domain/Retry.js"
+export * as Flow from "./domain/Flow.js"
 export * as ProcessedItem from "./domain/ProcessedItem.js"
 export * as SchedulerConfig from "./domain/SchedulerConfig.js"
 export * as ScheduledJob from "./domain/ScheduledJob.js"
@@ -31,6 +32,7 @@ export {
   QueueStore,
   QueueStoreError,
   type EnqueueInput,
+  type FlowStepInput,
   type QueueClaim,
   type VacuumOutcome,
   type VacuumRequest

@@ -194,6 +194,36 @@ describe("examples", () => {
     }
   )
 
+  it(
+    "workflow.ts: the invoice waits for its PDF and payment and reads their outputs; a declined one is not sent",
+    { timeout: 90_000 },
+    async () => {
+      const run = await runCommand(
+        process.execPath,
+        ["--conditions=kairos-source", "--import", "tsx", "examples/workflow.ts"],
+        { cwd: projectRoot, encoding: "utf8", env: { ...process.env, DATABASE_URL: "" }, timeout: 80_000 }
+      )
+      expect(run.stderr).toBe("")
+      expect(run.status).toBe(0)
+      // The README and docs/workflows.md show this output.
+      expect(run.stdout).toBe(
+        [
+          `order A-1: {"render":"1","capture":"2","send":"3"}`,
+          `order B-2: {"render":"4","capture":"5","send":"6"}`,
+          "send_invoice A-1: invoices/A-1.pdf for ch_A-1 (1200 cents)",
+          "executions:",
+          `  1   render_pdf       ok     {"pdf":"invoices/A-1.pdf","pages":2}`,
+          `  2   capture_payment  ok     {"cents":1200,"charge":"ch_A-1"}`,
+          `  3   send_invoice     ok     {"sent":true}`,
+          `  4   render_pdf       ok     {"pdf":"invoices/B-2.pdf","pages":2}`,
+          "  5   capture_payment  error  card declined: -1 cents",
+          "  6   send_invoice     error  not run: it waited for item 5, which failed",
+          ""
+        ].join("\n")
+      )
+    }
+  )
+
   it("enqueue.sql runs as written against the tables", { timeout: 60_000 }, async () => {
     const db = await migratedSchema("enqueuesql")
     try {

@@ -185,6 +185,7 @@ export const render = (options: {
     readonly rssTotal: number
     readonly procs: ReadonlyArray<number>
     readonly backlog: number
+    readonly flow: number
   }
   readonly rounds: number
 }): string => {
@@ -254,6 +255,14 @@ export const render = (options: {
   put(`… last tenth (items/s)`, "/s", a("backlog.last"))
   put(`… last tenth / first tenth`, "×", a("backlog.ratio"))
   put(`… the whole drain (s)`, "s", a("backlog.seconds"))
+  const flow = ko.flow.toLocaleString("en-US")
+  put(`flow of ${flow} steps (fan-out, fan-in): enqueueFlow (s)`, "s", a("flow.enqueue"))
+  put(`… claimBatch(20) median beside the waiting flow (ms)`, "ms", a("flow.claimBeside"))
+  put(`… claimBatch(20) median, same items without it (ms)`, "ms", a("flow.claimAlone"))
+  put(`… claimBatch(20) median while the flow drains (ms)`, "ms", a("flow.claim"))
+  put(`… claimBatch(20) median, ${flow} plain items (ms)`, "ms", a("flow.plainClaim"))
+  put(`… the flow drained by claims of 20 (steps/s)`, "/s", a("flow.rate"))
+  put(`… ${flow} plain items drained the same way (items/s)`, "/s", a("flow.plainRate"))
   if (aloneRows.length > 0) {
     lines.push("")
     lines.push("| kairos alone | figure |")

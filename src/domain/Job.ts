@@ -30,13 +30,18 @@ export class Job extends Schema.Class<Job>("Job")({
   /** 1 for the first attempt at a slot, 2 for its first retry, …; for queue items, the repetition number. */
   attempt: Schema.Int,
   /** Anything else the source knows (run id, priority, thread, …). */
-  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown })
+  metadata: Schema.Record({ key: Schema.String, value: Schema.Unknown }),
+  /**
+   * For a queue item that waited for others (`after`, or a flow's step): what their handlers returned (JSON values),
+   * keyed by step key in a flow, by item id otherwise; `null` for one that returned nothing. Empty for everything else.
+   */
+  inputs: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
 }) {}
 
 /**
  * A `Job` of fields the runner already holds valid: what `new Job(fields, { disableValidation: true })` builds (the
- * same prototype and own fields; no field has a default), without the constructor's copy of its input and pass over
- * the schema's fields. One is made per execution, on the runner's hot path.
+ * same prototype and own fields; `inputs`, the one field with a default, must be given), without the constructor's
+ * copy of its input and pass over the schema's fields. One is made per execution, on the runner's hot path.
  */
-export const unsafeMakeJob = (fields: ConstructorParameters<typeof Job>[0]): Job =>
+export const unsafeMakeJob = (fields: ConstructorParameters<typeof Job>[0] & { readonly inputs: Job["inputs"] }): Job =>
   Object.assign(Object.create(Job.prototype) as Job, fields)

@@ -21,7 +21,9 @@ export const ProcessedItem = Schema.Struct({
   startedAt: Schema.DateFromSelf,
   finishedAt: Schema.DateFromSelf,
   durationMs: Schema.Int,
-  createdAt: Schema.DateFromSelf
+  createdAt: Schema.DateFromSelf,
+  /** What a successful execution's handler returned, as a JSON value; absent or `null` when it returned nothing. */
+  output: Schema.optional(Schema.Unknown)
 })
 /** @see ProcessedItem */
 export interface ProcessedItem extends Schema.Schema.Type<typeof ProcessedItem> {}

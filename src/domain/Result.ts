@@ -113,7 +113,7 @@ export const errorMessage = (error: unknown): string => {
  * The JSON text stored for a successful output: `{}` when the handler returned nothing; a note
  * `{"unserializable": message}` when it cannot be encoded (cyclic, a BigInt, a throwing `toJSON`), and
  * `{"tooLarge": {"characters": N, "limit": MAX_OUTPUT_CHARS}}` when its JSON is longer than `MAX_OUTPUT_CHARS`.
- * A NUL inside a string, which `jsonb` refuses, is stored as U+FFFD.
+ * A NUL or a lone surrogate inside a string, which `jsonb` refuses, is stored as U+FFFD.
  */
 export const encodeOutput = (output: unknown): string => {
   if (output === undefined) return "{}"
@@ -127,8 +127,11 @@ export const encodeOutput = (output: unknown): string => {
   if (json.length > MAX_OUTPUT_CHARS) {
     return JSON.stringify({ tooLarge: { characters: json.length, limit: MAX_OUTPUT_CHARS } })
   }
-  // JSON.stringify writes NUL as the escape \u0000; an escaped backslash before "u0000" (an odd count) is text.
-  return json.includes("\\u0000")
-    ? json.replace(/(\\+)u0000/g, (all, slashes: string) => (slashes.length % 2 === 1 ? `${slashes}ufffd` : all))
+  // JSON.stringify writes NUL as the escape \u0000, and a lone surrogate as \udXXX (a pair is written as it is);
+  // jsonb refuses both: each is stored as U+FFFD. An escaped backslash before the "u" (an even count) is text.
+  return json.includes("\\u0000") || /\\ud[89a-f]/.test(json)
+    ? json.replace(/(\\+)u(?:0000|d[89a-f][0-9a-f]{2})/g, (all, slashes: string) =>
+        slashes.length % 2 === 1 ? `${slashes}ufffd` : all
+      )
     : json
 }

@@ -53,3 +53,14 @@ export class InvalidRetryError extends Data.TaggedError("InvalidRetryError")<{
   readonly value: unknown
   readonly message: string
 }> {}
+
+/**
+ * Items that wait for other items were enqueued with something that cannot be: an `after` naming an unknown item, a
+ * flow with a cycle, a step key used twice or missing, an `after` key no step has, or `after` with a `uniqueKey`.
+ * Nothing was enqueued.
+ */
+export class InvalidFlowError extends Data.TaggedError("InvalidFlowError")<{
+  /** What was wrong: `unknownItem`, `unknownKey`, `duplicateKey`, `cycle` or `unsupported`. */
+  readonly reason: "unknownItem" | "unknownKey" | "duplicateKey" | "cycle" | "unsupported"
+  readonly message: string
+}> {}

@@ -15,7 +15,7 @@ import type { QueueItem } from "../domain/QueueItem.js"
 import type { JobRun, ScheduledJob } from "../domain/ScheduledJob.js"
 import { now } from "../ports/Clock.js"
 import { layerPlain, type PlainLogger } from "../ports/Logger.js"
-import { type EnqueueInput, QueueStore } from "../ports/QueueStore.js"
+import { type EnqueueInput, type FlowStepInput, QueueStore } from "../ports/QueueStore.js"
 import type { Job } from "../domain/Job.js"
 import type { FlowLimit, FlowLimitInput } from "../domain/Limits.js"
 import { Limits } from "../ports/Limits.js"
@@ -45,6 +45,12 @@ export interface Kairos {
   readonly enqueue: (input: EnqueueInput) => Promise<QueueItem>
   /** Adds many queue items in one statement; returns their ids, in order. */
   readonly enqueueMany: (inputs: ReadonlyArray<EnqueueInput>) => Promise<ReadonlyArray<string>>
+  /**
+   * Adds a flow in one transaction: steps named by `key`, each waiting for the steps its `after` names; resolves to
+   * the ids by key. Rejects with InvalidFlowError (a cycle, a key used twice, an unknown `after` key) and inserts
+   * nothing then.
+   */
+  readonly enqueueFlow: (steps: ReadonlyArray<FlowStepInput>) => Promise<Readonly<Record<string, string>>>
   /** Starts claiming and running work. */
   readonly start: () => Promise<void>
   /** Stops gracefully (running handlers get the grace period) and closes the pool. */
@@ -180,6 +186,8 @@ export const create = async (options: Options): Promise<Kairos> => {
       run(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueue(input, at)))),
     enqueueMany: (inputs) =>
       run(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueueMany(inputs, at)))),
+    enqueueFlow: (steps) =>
+      run(Effect.flatMap(QueueStore, (queue) => Effect.flatMap(now, (at) => queue.enqueueFlow(steps, at)))),
     start: () => run(runner.start),
     stop: async () => {
       await run(Fiber.interruptAll([...watchers]))

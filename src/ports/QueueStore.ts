@@ -8,7 +8,7 @@ import * as Data from "effect/Data"
 import type * as Effect from "effect/Effect"
 import type * as Option from "effect/Option"
 import type { QueueItem } from "../domain/QueueItem.js"
-import type { InvalidRetryError } from "../domain/errors.js"
+import type { InvalidFlowError, InvalidRetryError } from "../domain/errors.js"
 import type * as Retry from "../domain/Retry.js"
 import type { Transact } from "./Transaction.js"
 
@@ -45,6 +45,23 @@ export interface EnqueueInput {
    * empty: no group.
    */
   readonly group?: string | undefined
+  /**
+   * Ids of items this one waits for: it is not claimed before each of them finished successfully (one that already
+   * did counts as done). Should one fail for good or be cancelled, this item never runs: it is recorded once as an
+   * error naming that item, and so is whatever waits for it. An id kairos has no trace of (not queued, not waiting,
+   * no execution logged: never enqueued, cancelled before it ran, or its log pruned) refuses the item
+   * (`InvalidFlowError`). Not with `uniqueKey`. Its handler reads their outputs as `job.inputs[id]`.
+   */
+  readonly after?: ReadonlyArray<string> | undefined
+}
+
+/**
+ * One step of a flow (`enqueueFlow`): an item, named by `key`, that waits for the steps its `after` names (by key).
+ * Its handler reads their outputs as `job.inputs[key]`.
+ */
+export interface FlowStepInput extends Omit<EnqueueInput, "after" | "uniqueKey"> {
+  readonly key: string
+  readonly after?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -83,6 +100,11 @@ export interface QueueClaim {
   readonly attempt: number
   readonly leaseId: string
   readonly token: string
+  /**
+   * For an item that waited for others: their outputs (JSON values), keyed by step key (a flow's) or by id; `null`
+   * for one whose handler returned nothing. Absent for every other item.
+   */
+  readonly inputs?: Readonly<Record<string, unknown>> | undefined
 }
 
 /** How one execution ended: `error` set when it failed. */
@@ -90,6 +112,8 @@ export interface ExecutionResult {
   readonly startedAt: Date
   readonly finishedAt: Date
   readonly error?: string | undefined
+  /** A success's output as JSON text (`Result.encodeOutput`); absent when the handler returned nothing. */
+  readonly output?: string | undefined
 }
 
 /** How long an execution took, as its log row records it (never negative, whatever the clocks did). */
@@ -143,7 +167,7 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     readonly enqueue: (
       input: EnqueueInput,
       createdAt: Date
-    ) => Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError>
+    ) => Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError | InvalidFlowError>
     /**
      * Adds many items in one statement, in order; returns their ids. `createdAt` as in `enqueue`. An input whose
      * `uniqueKey` is already queued, or appears earlier in the same batch (the first wins), inserts nothing and gets
@@ -152,7 +176,16 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
     readonly enqueueMany: (
       inputs: ReadonlyArray<EnqueueInput>,
       createdAt: Date
-    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError>
+    ) => Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError | InvalidFlowError>
+    /**
+     * Adds a whole flow in one transaction: each step an item waiting for the steps its `after` names. Returns the
+     * ids by step key. A cycle, a key used twice, an `after` key no step has, or a bad retry policy refuses the flow
+     * and nothing is inserted.
+     */
+    readonly enqueueFlow: (
+      steps: ReadonlyArray<FlowStepInput>,
+      createdAt: Date
+    ) => Effect.Effect<Readonly<Record<string, string>>, QueueStoreError | InvalidRetryError | InvalidFlowError>
     /**
      * Claims up to `limit` executions of the given task types, highest priority first, then oldest: at most one
      * sequential (`thread = 0`) execution per task type cluster-wide; a concurrent item may run several of its

@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { unsafeMakeJob } from "../domain/Job.js"
 import * as Limits from "../domain/Limits.js"
+import * as Result from "../domain/Result.js"
 import type * as Retry from "../domain/Retry.js"
 import { leaseTimes, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type QueueClaim, QueueStore, type QueueStoreError, type RecordInput } from "../ports/QueueStore.js"
@@ -134,13 +135,22 @@ const recordOf =
   (retryOf: QueueSourceOptions["retryOf"]) =>
   ({ claim, finishedAt, result, startedAt }: Finished<ClaimedItem>): RecordInput => ({
     claim: claim.claim,
-    result: { startedAt, finishedAt, error: result.failed ? result.message : undefined },
+    result: {
+      startedAt,
+      finishedAt,
+      error: result.failed ? result.message : undefined,
+      // Recorded only when the handler returned something (the log's output stays NULL otherwise).
+      output: result.failed || result.output === undefined ? undefined : Result.encodeOutput(result.output)
+    },
     retry: retryOf(claim.claim.item.taskType)
   })
 
 /** The earlier of `due` and `atMs`. */
 const sooner = (due: Option.Option<Date>, atMs: number | undefined): Option.Option<Date> =>
   atMs !== undefined && (Option.isNone(due) || atMs < due.value.getTime()) ? Option.some(new Date(atMs)) : due
+
+/** The inputs of an item that waited for nothing: one frozen object for all. */
+const NO_INPUTS: Readonly<Record<string, unknown>> = Object.freeze({})
 
 /** A claim as the pipeline runs it. */
 const toClaimed = (claim: QueueClaim): ClaimedItem => ({
@@ -162,7 +172,8 @@ const toClaimed = (claim: QueueClaim): ClaimedItem => ({
       thread: claim.item.thread,
       maxRuns: claim.item.maxRuns,
       leaseId: claim.leaseId
-    }
+    },
+    inputs: claim.inputs ?? NO_INPUTS
   })
 })
 

@@ -69,7 +69,8 @@ const toClaimed = (owner: string, scheduled: ScheduledJob, run: JobRun, lease: L
     payload: scheduled.payload,
     scheduledFor: run.scheduledFor,
     attempt: run.attempt,
-    metadata: { runId: run.id, owner }
+    metadata: { runId: run.id, owner },
+    inputs: {}
   })
 })
 

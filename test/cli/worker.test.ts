@@ -70,7 +70,8 @@ describe("kairos worker", () => {
         "status",
         "duration_ms",
         "started_at",
-        "error"
+        "error",
+        "output"
       ])
       const jobs = (await json(["jobs"])) as Array<Record<string, unknown>>
       expect(jobs.map((j) => j["name"])).toEqual(["heartbeat", "nightly-cleanup"])

@@ -249,6 +249,25 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
       })
     )
 
+    it.effect("an item that waited for another keeps its group: released, it is served in that group", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("waited")
+        const first = type("first")
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
+        const a = yield* q.enqueue({ taskType: first, payload: "a" }, T0)
+        yield* q.enqueue({ taskType: t, payload: "after-a", group: "h", after: [a.id] }, T0)
+        yield* q.enqueue({ taskType: t, payload: "g1", group: "g" }, T0)
+        // g's item holds g's slot; the waiting one is not claimable yet.
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10)))).toEqual(["g1"])
+        const [claimA] = yield* q.claimBatch({ ...claimOpts([first], 1), limited: [] })
+        yield* q.recordResults([done(claimA!)])
+        // Released in group h (an item without a group would wait under a limit per group): served beside g's.
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10)))).toEqual(["after-a"])
+      })
+    )
+
     it.effect("a rate limit bounds the starts per window, whatever the claims ask", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -10,7 +10,8 @@ const fields = {
   payload: '{"to":"a@example.com"}',
   scheduledFor: new Date("2026-12-02T08:30:00.000Z"),
   attempt: 2,
-  metadata: { priority: 5, thread: 1, maxRuns: 1, leaseId: "-42" }
+  metadata: { priority: 5, thread: 1, maxRuns: 1, leaseId: "-42" },
+  inputs: { render: { pages: 3 } }
 }
 
 describe("unsafeMakeJob", () => {

@@ -100,6 +100,15 @@ describe("Result", () => {
     })
   })
 
+  it("replaces a lone surrogate, which jsonb refuses, in outputs; a pair and the text \\ud800 stay", () => {
+    expect(JSON.parse(Result.encodeOutput({ lone: "a\ud800b", low: "\udc00", pair: "\ud83d\ude00" }))).toEqual({
+      lone: "a\ufffdb",
+      low: "\ufffd",
+      pair: "\ud83d\ude00"
+    })
+    expect(JSON.parse(Result.encodeOutput({ text: "\\ud800" }))).toEqual({ text: "\\ud800" })
+  })
+
   it("replaces an output JSON longer than 1 MiB by a note saying how large it was", () => {
     const big = { data: "x".repeat(10 * 1024 * 1024) }
     const stored = Result.encodeOutput(big)

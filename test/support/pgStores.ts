@@ -93,8 +93,9 @@ export const queueInspector = (schema: string): Layer.Layer<QueueInspector, neve
             finished_at: Date
             duration_ms: number
             created_at: Date
+            output: unknown
           }>`SELECT id::text AS id, queue_item_id::text AS queue_item_id, task_type, payload, status, error_msg,
-                started_at, finished_at, duration_ms, created_at
+                started_at, finished_at, duration_ms, created_at, output
               FROM ${sql(`${schema}.processed_items`)} p ORDER BY p.id DESC LIMIT ${n}`.pipe(
             Effect.map((rows) =>
               rows.map((r) => ({
@@ -107,7 +108,8 @@ export const queueInspector = (schema: string): Layer.Layer<QueueInspector, neve
                 startedAt: r.started_at,
                 finishedAt: r.finished_at,
                 durationMs: r.duration_ms,
-                createdAt: r.created_at
+                createdAt: r.created_at,
+                ...(r.output === null ? {} : { output: r.output })
               }))
             ),
             Effect.orDie

@@ -30,6 +30,15 @@ export const layerFromDatabase: Layer.Layer<QueueStore, never, MemoryDatabase> =
                 message: "this runner has no queue: cannot enqueue items (provide a QueueStore)"
               })
             ),
+      enqueueFlow: (steps) =>
+        steps.length === 0
+          ? Effect.succeed({})
+          : Effect.fail(
+              new QueueStoreError({
+                reason: "Unknown",
+                message: "this runner has no queue: cannot enqueue a flow (provide a QueueStore)"
+              })
+            ),
       claimBatch: () => Effect.succeed([])
     })
   )

@@ -11,7 +11,8 @@ import * as Option from "effect/Option"
 import type { ProcessedItem } from "../../domain/ProcessedItem.js"
 import * as Limits from "../../domain/Limits.js"
 import * as Retention from "../../domain/Retention.js"
-import type { InvalidRetryError } from "../../domain/errors.js"
+import { InvalidFlowError, type InvalidRetryError } from "../../domain/errors.js"
+import * as Flow from "../../domain/Flow.js"
 import * as Retry from "../../domain/Retry.js"
 import {
   FOREVER,
@@ -53,6 +54,17 @@ interface Row {
   group: string | null
 }
 
+/** An item waiting for others (Postgres: a row of queue_waiting). */
+interface WaitRow {
+  readonly id: string
+  readonly input: EnqueueInput
+  readonly retry: Retry.Policy | null
+  readonly after: ReadonlyArray<string>
+  readonly afterKeys: ReadonlyArray<string> | undefined
+  readonly createdAt: Date
+  remaining: number
+}
+
 interface LeaseRow {
   readonly id: string
   readonly itemId: string
@@ -82,6 +94,9 @@ export const make: Effect.Effect<
   const rows: Array<Row> = []
   const leases: Array<LeaseRow> = []
   const log: Array<ProcessedItem> = []
+  const waiting: Array<WaitRow> = []
+  // A released item's inputs, by item id (Postgres: queue_items.inputs).
+  const inputsOf = new Map<string, Readonly<Record<string, unknown>>>()
   let nextId = 1
   let nextLogId = 1
   let nextSeq = 1
@@ -131,9 +146,140 @@ export const make: Effect.Effect<
         runAfter: settled.retried > 0 ? new Date(done.lastFinish.getTime() + settled.delayMs) : r.item.runAfter
       }
       setStatus(r, done.lastFinish)
-      if (r.item.maxRuns === 0 && r.inFlight === 0) rows.splice(rows.indexOf(r), 1)
+      if (r.item.maxRuns === 0 && r.inFlight === 0) removeRow(r, lastStatus(itemId), done.lastFinish)
     }
     return recorded
+  }
+
+  // How an item's last execution ended (an item that leaves the queue was just logged, unless cancelled).
+  const lastStatus = (itemId: string): "ok" | "error" | undefined => {
+    for (let i = log.length - 1; i >= 0; i--) if (log[i]!.queueItemId === itemId) return log[i]!.status
+    return undefined
+  }
+
+  // An item leaves the queue; what waits for it is settled, as migration 0020's trigger does.
+  const removeRow = (r: Row, how: "ok" | "error" | "cancelled" | undefined, now: Date) => {
+    rows.splice(rows.indexOf(r), 1)
+    inputsOf.delete(r.item.id)
+    settle(r.item.id, how === "ok" ? "ok" : how === "error" ? "failed" : "was cancelled", now)
+  }
+
+  const waitersOf = (id: string) => waiting.filter((w) => w.after.includes(id))
+
+  const settle = (id: string, how: "ok" | "failed" | "was cancelled", now: Date) => {
+    const waiters = waitersOf(id)
+    if (waiters.length === 0) return
+    if (how !== "ok") return doom(waiters, id, how, now)
+    for (const w of waiters) w.remaining--
+    for (const w of waiters) if (w.remaining <= 0) release(w, now)
+  }
+
+  // Never to run: each recorded once as an error naming what it waited for, and so is whatever waits for it.
+  const doom = (
+    roots: ReadonlyArray<WaitRow>,
+    cause: string,
+    how: "failed" | "was cancelled" | "did not run",
+    now: Date
+  ) => {
+    const queue: Array<readonly [WaitRow, string, "failed" | "was cancelled" | "did not run"]> = roots.map(
+      (w) => [w, cause, how] as const
+    )
+    const doomed = new Map<string, readonly [WaitRow, string, string]>()
+    for (let i = 0; i < queue.length; i++) {
+      const [w, c, h] = queue[i]!
+      const seen = doomed.get(w.id)
+      if (seen === undefined || Number(c) < Number(seen[1])) doomed.set(w.id, [w, c, h])
+      if (seen !== undefined) continue
+      for (const next of waitersOf(w.id)) queue.push([next, w.id, "did not run"])
+    }
+    for (const [w, c, h] of [...doomed.values()].sort((a, b) => Number(a[0].id) - Number(b[0].id))) {
+      waiting.splice(waiting.indexOf(w), 1)
+      log.push({
+        id: String(nextLogId++),
+        queueItemId: w.id,
+        taskType: w.input.taskType,
+        payload: normalizePayload(w.input.payload),
+        status: "error",
+        errorMsg: Flow.notRunMessage(c, h as "failed"),
+        startedAt: now,
+        finishedAt: now,
+        durationMs: 0,
+        createdAt: now
+      })
+    }
+  }
+
+  // Its wait is over: into the queue, under its id, with the outputs of what it waited for.
+  const release = (w: WaitRow, now: Date) => {
+    waiting.splice(waiting.indexOf(w), 1)
+    const item = insertRow(w.id, w.input, w.createdAt, now, w.retry)
+    if (w.after.length > 0) {
+      const inputs: Record<string, unknown> = {}
+      w.after.forEach((dep, k) => {
+        let output: unknown = null
+        for (let i = log.length - 1; i >= 0; i--)
+          if (log[i]!.queueItemId === dep && log[i]!.status === "ok") {
+            output = log[i]!.output ?? null
+            break
+          }
+        inputs[w.afterKeys?.[k] ?? dep] = output
+      })
+      inputsOf.set(item.id, inputs)
+    }
+    wakeAll()
+  }
+
+  // A waiting item, as migration 0020's insert triggers take it: what it names is queued or waiting (it waits for
+  // it), logged (done, or failed: it will not run), or unknown (refused).
+  const insertWaiting = (
+    input: EnqueueInput,
+    retry: Retry.Policy | null,
+    after: ReadonlyArray<string>,
+    now: Date,
+    keys?: { readonly id: string; readonly afterKeys: ReadonlyArray<string> }
+  ): string => {
+    let remaining = 0
+    let blockedBy: string | undefined
+    for (const dep of after) {
+      if (rows.some((r) => r.item.id === dep) || waiting.some((w) => w.id === dep)) {
+        remaining++
+        continue
+      }
+      const status = lastStatus(dep)
+      if (status === undefined)
+        throw new InvalidFlowError({
+          reason: "unknownItem",
+          message: `after names item ${dep}, which is unknown (not queued, not waiting, and no execution of it is logged)`
+        })
+      if (status !== "ok" && blockedBy === undefined) blockedBy = dep
+    }
+    const w: WaitRow = {
+      id: keys?.id ?? String(nextId++),
+      input,
+      retry,
+      after,
+      afterKeys: keys?.afterKeys,
+      createdAt: now,
+      remaining
+    }
+    waiting.push(w)
+    if (blockedBy !== undefined) doom([w], blockedBy, "failed", now)
+    else if (remaining === 0) release(w, now)
+    return w.id
+  }
+
+  // Every check before anything is written: a refused item (or batch, or flow) leaves the store as it was.
+  const checkAfter = (input: EnqueueInput): ReadonlyArray<string> => {
+    const after = Flow.normalizeAfter(input.after)
+    if (after.length > 0 && normalizeUniqueKey(input.uniqueKey) !== null)
+      throw new InvalidFlowError({ reason: "unsupported", message: "enqueue: after cannot be combined with uniqueKey" })
+    for (const dep of after)
+      if (!rows.some((r) => r.item.id === dep) && !waiting.some((w) => w.id === dep) && lastStatus(dep) === undefined)
+        throw new InvalidFlowError({
+          reason: "unknownItem",
+          message: `after names item ${dep}, which is unknown (not queued, not waiting, and no execution of it is logged)`
+        })
+    return after
   }
 
   const logRow = (itemId: string, claim: QueueClaim, result: ExecutionResult): ProcessedItem => ({
@@ -147,7 +293,8 @@ export const make: Effect.Effect<
     startedAt: result.startedAt,
     finishedAt: result.finishedAt,
     durationMs: durationMs(result),
-    createdAt: result.finishedAt
+    createdAt: result.finishedAt,
+    ...(result.error === undefined && result.output !== undefined ? { output: JSON.parse(result.output) } : {})
   })
 
   // Validated before anything is written: a bad policy refuses the item (and, in a batch, the whole batch).
@@ -157,11 +304,22 @@ export const make: Effect.Effect<
   // A unique key already queued inserts nothing and returns that item, as the partial unique index does in Postgres.
   const insert = (input: EnqueueInput, now: Date, retry: Retry.Policy | null): QueueItem => {
     const uniqueKey = normalizeUniqueKey(input.uniqueKey)
-    const group = Limits.normalizeGroup(input.group)
     const existing = uniqueKey === null ? undefined : rows.find((r) => r.item.uniqueKey === uniqueKey)
     if (existing !== undefined) return existing.item
+    return insertRow(String(nextId++), input, now, now, retry)
+  }
+
+  const insertRow = (
+    id: string,
+    input: EnqueueInput,
+    createdAt: Date,
+    now: Date,
+    retry: Retry.Policy | null
+  ): QueueItem => {
+    const uniqueKey = normalizeUniqueKey(input.uniqueKey)
+    const group = Limits.normalizeGroup(input.group)
     const item: QueueItem = {
-      id: String(nextId++),
+      id,
       taskType: input.taskType,
       payload: normalizePayload(input.payload),
       status: "pending",
@@ -170,7 +328,7 @@ export const make: Effect.Effect<
       thread: normalizeThread(Limits.threadFor(input.thread, group)),
       runAfter: normalizeRunAfter(input.runAfter),
       uniqueKey,
-      createdAt: now,
+      createdAt,
       updatedAt: now
     }
     rows.push({
@@ -205,12 +363,14 @@ export const make: Effect.Effect<
       r.inFlight++
       r.runsStarted++
       setStatus(r, now)
+      const inputs = inputsOf.get(r.item.id)
       claims.push({
         item: r.item,
         runsDone: r.runsDone,
         attempt: r.runsStarted,
         leaseId: lease.id,
-        token: lease.token
+        token: lease.token,
+        ...(inputs === undefined ? {} : { inputs })
       })
     }
     // A forever-repeating item waits for the next interval, behind its peers of equal priority.
@@ -353,16 +513,66 @@ export const make: Effect.Effect<
 
   const store = QueueStore.of({
     enqueueMany: (inputs, now) =>
-      Effect.map(Effect.forEach(inputs, policyOf), (policies) => {
-        const ids = inputs.map((input, i) => insert(input, now, policies[i]!).id)
-        if (ids.length > 0) wakeAll()
-        return ids
-      }),
+      Effect.flatMap(Effect.forEach(inputs, policyOf), (policies) =>
+        Effect.try({
+          try: () => {
+            const afters = inputs.map(checkAfter)
+            const ids = inputs.map((input, i) =>
+              afters[i]!.length > 0
+                ? insertWaiting(input, policies[i]!, afters[i]!, now)
+                : insert(input, now, policies[i]!).id
+            )
+            if (ids.length > 0) wakeAll()
+            return ids
+          },
+          catch: (e) => e as InvalidFlowError
+        })
+      ),
     enqueue: (input, now) =>
-      Effect.map(policyOf(input), (retry) => {
-        const item = insert(input, now, retry)
-        wakeAll()
-        return item
+      Effect.flatMap(policyOf(input), (retry) =>
+        Effect.try({
+          try: () => {
+            const after = checkAfter(input)
+            if (after.length === 0) {
+              const item = insert(input, now, retry)
+              wakeAll()
+              return item
+            }
+            const id = insertWaiting(input, retry, after, now)
+            const item: QueueItem = {
+              id,
+              taskType: input.taskType,
+              payload: normalizePayload(input.payload),
+              status: "pending",
+              priority: normalizePriority(input.priority),
+              maxRuns: normalizeMaxRuns(input.maxRuns),
+              thread: normalizeThread(input.thread),
+              runAfter: normalizeRunAfter(input.runAfter),
+              uniqueKey: null,
+              createdAt: now,
+              updatedAt: now
+            }
+            return item
+          },
+          catch: (e) => e as InvalidFlowError
+        })
+      ),
+    enqueueFlow: (steps, now) =>
+      Effect.gen(function* () {
+        const policies = yield* Effect.forEach(steps, policyOf)
+        const policyByKey = new Map(steps.map((s, i) => [s.key, policies[i]!]))
+        const ordered = yield* Effect.try({ try: () => Flow.order(steps), catch: (e) => e as InvalidFlowError })
+        // Ids drawn first, as in Postgres: a step names its peers by id.
+        const ids = new Map(ordered.map((s) => [s.key, String(nextId++)]))
+        for (const s of ordered)
+          insertWaiting(
+            s.step,
+            policyByKey.get(s.key) ?? null,
+            s.after.map((k) => ids.get(k)!),
+            now,
+            { id: ids.get(s.key)!, afterKeys: s.after }
+          )
+        return Object.fromEntries(ids)
       }),
     claimBatch: (options) => Effect.sync(() => claim(options)),
     recordAndClaim: (results, options) =>
@@ -434,7 +644,7 @@ export const make: Effect.Effect<
           r.runsDone++
           r.item = { ...r.item, maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - 1) }
           setStatus(r, now)
-          if (r.item.maxRuns === 0) rows.splice(rows.indexOf(r), 1)
+          if (r.item.maxRuns === 0) removeRow(r, "error", now)
         }
         return lost.length
       }),
@@ -448,15 +658,24 @@ export const make: Effect.Effect<
         )
         return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
       }),
-    pendingCount: () => Effect.sync(() => rows.length),
+    pendingCount: () => Effect.sync(() => rows.length + waiting.length),
     cancel: (itemId) =>
       Effect.sync(() => {
         const i = rows.findIndex((r) => r.item.id === itemId)
-        if (i < 0) return Option.none()
-        const [row] = rows.splice(i, 1)
+        if (i < 0) {
+          // A waiting item: gone unrun, and what waits for it will not run either.
+          const w = waiting.find((x) => x.id === itemId)
+          if (w === undefined) return Option.none()
+          waiting.splice(waiting.indexOf(w), 1)
+          const waiters = waitersOf(itemId)
+          if (waiters.length > 0) doom(waiters, itemId, "was cancelled", w.createdAt)
+          return Option.some("pending" as const)
+        }
+        const row = rows[i]!
         // Its leases go with it, as ON DELETE CASCADE does: a result still in flight is refused.
         for (let j = leases.length - 1; j >= 0; j--) if (leases[j]!.itemId === itemId) leases.splice(j, 1)
-        return Option.some(row!.inFlight > 0 ? ("processing" as const) : ("pending" as const))
+        removeRow(row, "cancelled", row.item.updatedAt)
+        return Option.some(row.inFlight > 0 ? ("processing" as const) : ("pending" as const))
       }),
     retryExecution: (processedId, createdAt) =>
       Effect.sync(() => {

@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import type { InvalidRetryError } from "../../domain/errors.js"
+import type { InvalidFlowError, InvalidRetryError } from "../../domain/errors.js"
 import { normalizeGroup, threadFor } from "../../domain/Limits.js"
 import * as Retry from "../../domain/Retry.js"
 import * as PgPrepared from "./PgPrepared.js"
@@ -41,6 +41,7 @@ import { mapPgErrors, type PgFailure } from "./PgErrors.js"
 import * as PgTransaction from "./PgTransaction.js"
 import { PgPool } from "./PgPrepared.js"
 import * as PgVacuum from "./PgVacuum.js"
+import * as PgFlows from "./PgFlows.js"
 import { type PgOptions, schemaName, table } from "./PgSchema.js"
 
 const ItemRow = Schema.Struct({
@@ -102,6 +103,8 @@ const toStoreError = (f: PgFailure) =>
 
 // Every failure, defects included (a ROLLBACK that fails on a dead connection is one), becomes a QueueStoreError.
 const orStoreError = mapPgErrors(toStoreError)
+// The same, but a refused flow or policy stays its own error.
+const orFlowError = PgFlows.orFlowErrors(toStoreError)
 
 /** What `make` takes. */
 export interface Options extends PgOptions {
@@ -121,6 +124,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const items = sql(table(schema, "queue_items"))
     const leases = sql(table(schema, "queue_leases"))
     const processed = sql(table(schema, "processed_items"))
+    const waiting = sql(table(schema, "queue_waiting"))
     const itemColumns =
       "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started, run_after, " +
       "unique_key, created_at, updated_at"
@@ -129,6 +133,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     // lower-case identifiers (schemaName checks), so they are written into the text as they are.
     const prepare = yield* PgPrepared.make(options.pool)
     const vacuum = PgVacuum.make(sql, schema)
+    const flows = PgFlows.make(sql, schema)
     // A name in the schema, as statement text.
     const fn = (name: string) => `"${schema}".${name}`
     const claimed =
@@ -239,8 +244,9 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         const limit = Math.max(0, Math.floor(options.limit))
         const { limited, plain } = typesOf(options)
         if (limit === 0 || plain.length + limited.length === 0) return []
-        if (limited.length === 0) return (yield* claimRetried(options, limit, plain)).map(toClaim)
-        return yield* claimSplit(options, limit, plain, limited)
+        if (limited.length === 0)
+          return yield* flows.withInputs((yield* claimRetried(options, limit, plain)).map(toClaim))
+        return yield* flows.withInputs(yield* claimSplit(options, limit, plain, limited))
       }).pipe(orStoreError)
 
     type Recorded = RecordInput
@@ -256,7 +262,8 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         col((x) => x.claim.leaseId),
         col((x) => x.claim.token),
         col((x) => (x.result.error === undefined ? "ok" : "error")),
-        col((x) => x.result.error ?? ""),
+        // A success's output rides in the error column; the log's insert trigger moves it (migration 0020).
+        col((x) => x.result.error ?? x.result.output ?? ""),
         col((x) => isoString(x.result.startedAt)),
         col((x) => isoString(x.result.finishedAt)),
         col((x) => durationMs(x.result)),
@@ -415,7 +422,10 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
           // Types with limits: the run-once results and the limited claim in one statement, then the rest.
           const once = [...rowLeases, ...singles]
           if (once.length === 0)
-            return { recorded: recorded(held), claims: yield* claimSplit(options, limit, types, limited) }
+            return {
+              recorded: recorded(held),
+              claims: yield* flows.withInputs(yield* claimSplit(options, limit, types, limited))
+            }
           const claims: Array<QueueClaim> = []
           const rows = yield* retryLostRace(
             recordAndClaimLimitedStatement([
@@ -435,17 +445,23 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
           const left = limit - claims.length
           if (left > 0 && types.length > 0)
             for (const row of yield* claimRetried(options, left, types)) claims.push(toClaim(row))
-          return { recorded: recorded(held), claims }
+          return { recorded: recorded(held), claims: yield* flows.withInputs(claims) }
         }
         if (!claiming || rowLeases.length + singles.length === 0) {
           if (rowLeases.length > 0) for (const r of yield* recordRows(rowLeases)) held.add(r.id)
           if (singles.length > 0) for (const r of yield* recordSingles(singles)) held.add(r.id)
           const claims = claiming ? (yield* claimRetried(options, limit, types)).map(toClaim) : []
-          return { recorded: recorded(held), claims }
+          return { recorded: recorded(held), claims: yield* flows.withInputs(claims) }
         }
         // Run-once results, whatever their kind of lease. One success and a claim of one is a chain's step.
         const once = [...rowLeases, ...singles]
-        const chainStep = once.length === 1 && limit === 1 && types.length === 1 && once[0]!.result.error === undefined
+        // (A success with an output goes through the batch statement: the chain's writes no output.)
+        const chainStep =
+          once.length === 1 &&
+          limit === 1 &&
+          types.length === 1 &&
+          once[0]!.result.error === undefined &&
+          once[0]!.result.output === undefined
         const claims: Array<QueueClaim> = []
         const rows = chainStep
           ? yield* recordOneAndClaimNext(once[0]!, options, types[0]!)
@@ -454,7 +470,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
           if (row.recorded !== null) held.add(row.recorded)
           else claims.push(toClaim(row))
         }
-        return { recorded: recorded(held), claims }
+        return { recorded: recorded(held), claims: yield* flows.withInputs(claims) }
       }).pipe(orStoreError)
 
     // Leases in queue_leases and leases on item rows (their ids negated) in one statement. Answered per execution, by
@@ -508,8 +524,35 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const insertStatement = prepare<ItemRow>(insertText(false))
     const insertKeyedStatement = prepare<ItemRow>(insertText(true))
 
-    const enqueue = (input: EnqueueInput, now: Date): Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError> =>
-      Effect.flatMap(policyOf(input), (retry) => enqueueValid(input, retry, now))
+    const enqueue = (
+      input: EnqueueInput,
+      now: Date
+    ): Effect.Effect<QueueItem, QueueStoreError | InvalidRetryError | InvalidFlowError> =>
+      input.after === undefined || input.after.length === 0
+        ? Effect.flatMap(policyOf(input), (retry) => enqueueValid(input, retry, now))
+        : enqueueWaiting(input, now)
+
+    // An item that waits: a row of queue_waiting (it moves into the queue at once if it has nothing to wait for).
+    const enqueueWaiting = (input: EnqueueInput, now: Date) =>
+      Effect.gen(function* () {
+        const after = yield* PgFlows.checkAfter(input)
+        const retry = yield* policyOf(input)
+        const [id] = yield* flows.insertWaiting([{ input, retry, after }], now)
+        const item: QueueItem = {
+          id: id!,
+          taskType: input.taskType,
+          payload: normalizePayload(input.payload),
+          status: "pending",
+          priority: normalizePriority(input.priority),
+          maxRuns: normalizeMaxRuns(input.maxRuns),
+          thread: normalizeThread(input.thread),
+          runAfter: normalizeRunAfter(input.runAfter),
+          uniqueKey: null,
+          createdAt: now,
+          updatedAt: now
+        }
+        return item
+      }).pipe(orFlowError)
 
     const enqueueValid = (input: EnqueueInput, retry: Retry.Policy | null, now: Date) =>
       Effect.gen(function* () {
@@ -593,6 +636,47 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const enqueueMany = (
       inputs: ReadonlyArray<EnqueueInput>,
       now: Date
+    ): Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError | InvalidFlowError> =>
+      inputs.some((i) => i.after !== undefined && i.after.length > 0)
+        ? enqueueManyWaiting(inputs, now)
+        : enqueueManyPlain(inputs, now)
+
+    // Some wait: those go to queue_waiting, the rest as usual, in one transaction; ids in input order.
+    const enqueueManyWaiting = (inputs: ReadonlyArray<EnqueueInput>, now: Date) =>
+      Effect.gen(function* () {
+        const afters = yield* Effect.forEach(inputs, PgFlows.checkAfter)
+        const policies = yield* Effect.forEach(inputs, policyOf)
+        const waitingAt = inputs.flatMap((_, i) => (afters[i]!.length > 0 ? [i] : []))
+        const plainAt = inputs.flatMap((_, i) => (afters[i]!.length > 0 ? [] : [i]))
+        return yield* sql.withTransaction(
+          Effect.gen(function* () {
+            const plainIds = yield* enqueueManyValid(
+              plainAt.map((i) => inputs[i]!),
+              plainAt.map((i) => policies[i]!),
+              now
+            )
+            const waitingIds = yield* flows.insertWaiting(
+              waitingAt.map((i) => ({ input: inputs[i]!, retry: policies[i]!, after: afters[i]! })),
+              now
+            )
+            const ids: Array<string> = new Array(inputs.length)
+            plainAt.forEach((at, k) => (ids[at] = plainIds[k]!))
+            waitingAt.forEach((at, k) => (ids[at] = waitingIds[k]!))
+            return ids
+          })
+        )
+      }).pipe(orFlowError)
+
+    const enqueueFlow: QueueStore["Type"]["enqueueFlow"] = (steps, now) =>
+      Effect.gen(function* () {
+        const policies = new Map<string, Retry.Policy | null>()
+        for (const step of steps) policies.set(step.key, yield* policyOf(step))
+        return yield* sql.withTransaction(flows.insertFlow(steps, policies, now))
+      }).pipe(orFlowError)
+
+    const enqueueManyPlain = (
+      inputs: ReadonlyArray<EnqueueInput>,
+      now: Date
     ): Effect.Effect<ReadonlyArray<string>, QueueStoreError | InvalidRetryError> =>
       Effect.flatMap(
         // Most bulks carry no policy of their own: no Effect per item then.
@@ -664,6 +748,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       recordAndClaim,
       enqueueMany,
       enqueue,
+      enqueueFlow,
 
       claimBatch,
 
@@ -777,8 +862,9 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
               orStoreError
             ),
 
+      // Waiting items count: they are work still to come.
       pendingCount: () =>
-        sql<{ n: number }>`SELECT count(*)::int AS n FROM ${items}`.pipe(
+        sql<{ n: number }>`SELECT ((SELECT count(*) FROM ${items}) + (SELECT count(*) FROM ${waiting}))::int AS n`.pipe(
           Effect.map((rows) => rows[0]?.n ?? 0),
           orStoreError
         ),
@@ -791,8 +877,14 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
           WITH gone AS (DELETE FROM ${items} WHERE id = ${itemId}::bigint RETURNING id, status),
             leased AS (DELETE FROM ${leases} WHERE item_id IN (SELECT id FROM gone))
           SELECT status FROM gone`.pipe(
-          Effect.map((rows) =>
-            Option.map(Option.fromNullable(rows[0]), (r) => (r.status === "processing" ? "processing" : "pending"))
+          Effect.flatMap(
+            (rows): Effect.Effect<Option.Option<"pending" | "processing">, unknown> =>
+              rows.length > 0
+                ? Effect.succeed(Option.some(rows[0]!.status === "processing" ? "processing" : "pending"))
+                : // A waiting item (a statement more, only when no queued item has that id).
+                  Effect.map(flows.cancelWaiting(itemId), (cancelled) =>
+                    cancelled ? Option.some("pending" as const) : Option.none()
+                  )
           ),
           orStoreError
         ),

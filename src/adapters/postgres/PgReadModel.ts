@@ -98,6 +98,18 @@ const ItemRow = Schema.Struct({
 /** A queue item (pending or processing). */
 export interface Item extends Schema.Schema.Type<typeof ItemRow> {}
 
+const WaitingRow = Schema.Struct({
+  id: Schema.String,
+  taskType: from(Schema.String, "task_type"),
+  /** The ids it waits for (all of them, those already finished too). */
+  after: Schema.Array(Schema.String),
+  /** How many of them have not finished yet. */
+  waitingOn: from(Schema.Int, "waiting_on"),
+  createdAt: from(Time, "created_at")
+})
+/** An item waiting for other items (a row of `queue_waiting`, migration 0020). */
+export interface Waiting extends Schema.Schema.Type<typeof WaitingRow> {}
+
 const ExecutionRow = Schema.Struct({
   id: Schema.String,
   queueItemId: from(Schema.String, "queue_item_id"),
@@ -110,7 +122,9 @@ const ExecutionRow = Schema.Struct({
   startedAt: from(Time, "started_at"),
   finishedAt: from(Time, "finished_at"),
   durationMs: from(Schema.Int, "duration_ms"),
-  createdAt: from(Time, "created_at")
+  createdAt: from(Time, "created_at"),
+  /** What the handler returned (a JSON value); `null` when nothing. */
+  output: Schema.Unknown
 })
 /** One finished execution (a `processed_items` row): the domain's `ProcessedItem`. */
 export type Execution = ProcessedItem
@@ -311,6 +325,8 @@ export interface PgReadModel {
    * and `job_runs`. Jobs, settings and workers stay.
    */
   readonly truncate: () => Effect.Effect<void, ReadModelError>
+  /** Items waiting for other items, oldest first: in `queue_items` only once their wait is over. */
+  readonly waiting: () => Effect.Effect<ReadonlyArray<Waiting>, ReadModelError>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -379,7 +395,10 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
       execute: (q) => sql`
         SELECT i.id::text AS id, i.task_type, ${text(sql`i.payload`, q.cut)} AS payload, i.status, i.priority,
                CASE WHEN i.max_runs = -1 THEN -1 ELSE greatest(i.max_runs, 0) END AS runs_left, i.runs_done,
-               i.thread, i.created_at, i.run_after, i.unique_key, i.failures, i.retry_attempts,
+               i.thread, i.created_at, i.run_after,
+               -- A released item's key only says it has inputs (migration 0020): not the user's.
+               CASE WHEN i.unique_key LIKE 'kairos:after:%' THEN NULL ELSE i.unique_key END AS unique_key,
+               i.failures, i.retry_attempts,
                ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
         FROM ${items} i
         WHERE ${sql.and([
@@ -419,7 +438,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
         return sql`
           SELECT p.id::text AS id, p.queue_item_id::text AS queue_item_id, p.task_type,
                  ${text(sql`p.payload`, q.cut)} AS payload, p.status, ${text(sql`p.error_msg`, q.cut)} AS error_msg,
-                 p.started_at, p.finished_at, p.duration_ms, p.created_at
+                 p.started_at, p.finished_at, p.duration_ms, p.created_at, p.output
           FROM ${processed} p
           WHERE ${sql.and([
             ...(q.status === undefined ? [] : [sql`p.status = ${q.status}`]),
@@ -541,7 +560,16 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
     const readDepth = (limit?: number) =>
       depth(countOf(limit ?? Infinity)).pipe(Effect.mapError(toError("reading queue_items failed")))
 
+    const waitingRows = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: WaitingRow,
+      execute: () => sql`
+        SELECT id::text AS id, task_type, after::text[] AS after, remaining AS waiting_on, created_at
+        FROM ${sql(table(schema, "queue_waiting"))} ORDER BY id`
+    })
+
     return {
+      waiting: () => waitingRows(undefined).pipe(Effect.mapError(toError("reading queue_waiting failed"))),
       items: (query) =>
         itemsPage(query).pipe(
           Effect.map((rows) => pageOf(rows, query.limit)),
@@ -605,7 +633,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
           Effect.mapError(toError("reading the database's time failed"))
         ),
       truncate: () =>
-        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}`.pipe(
+        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}, ${sql(table(schema, "queue_waiting"))}`.pipe(
           Effect.asVoid,
           Effect.mapError(toError("truncating failed"))
         )

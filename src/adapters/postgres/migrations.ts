@@ -127,7 +127,9 @@ export const migrationNames = [
   "0017_record_successes_first",
   "0018_prune_as_owner",
   "0019_vacuum_the_queue",
-  "0021_flow_control"
+  "0020_flows",
+  "0021_flow_control",
+  "0022_waiting_groups"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */

@@ -82,6 +82,14 @@ export const enqueueCommand = Command.make(
           "10m) (default exp:1s:1h)"
       ),
       Options.optional
+    ),
+    after: Options.text("after").pipe(
+      Options.withPseudoName("ID,ID"),
+      Options.withDescription(
+        "ids of items this one waits for: it runs once each finished successfully, and is recorded as not run " +
+          "if one fails for good or is cancelled"
+      ),
+      Options.optional
     )
   },
   (c) =>
@@ -93,23 +101,27 @@ export const enqueueCommand = Command.make(
         onSome: (text) => parseRunAfter(text, now)
       })
       const retry = yield* parseRetry(c.retry, c.backoff)
+      const after = yield* parseAfter(c.after)
       return yield* withDb(c, (_sql, schema) =>
         Effect.gen(function* () {
           const queue = yield* PgQueueStore.make({ schema })
-          const item = yield* queue.enqueue(
-            {
-              taskType: c.taskType,
-              payload: Option.getOrElse(c.payload, () => ""),
-              priority: c.priority,
-              maxRuns: c.maxRuns,
-              thread: Option.getOrUndefined(Option.map(c.thread, Number)),
-              group: Option.getOrUndefined(c.group),
-              runAfter,
-              uniqueKey: Option.getOrUndefined(c.uniqueKey),
-              retry
-            },
-            now
-          )
+          const item = yield* queue
+            .enqueue(
+              {
+                taskType: c.taskType,
+                payload: Option.getOrElse(c.payload, () => ""),
+                priority: c.priority,
+                maxRuns: c.maxRuns,
+                thread: Option.getOrUndefined(Option.map(c.thread, Number)),
+                group: Option.getOrUndefined(c.group),
+                runAfter,
+                uniqueKey: Option.getOrUndefined(c.uniqueKey),
+                retry,
+                after
+              },
+              now
+            )
+            .pipe(Effect.catchTag("InvalidFlowError", (e) => Effect.fail(new CliError({ message: e.message }))))
           // A new row is stamped with this command's time; the item already queued under the key was not.
           const existing = item.createdAt.getTime() !== now.getTime()
           const details =
@@ -117,7 +129,8 @@ export const enqueueCommand = Command.make(
             (item.runAfter === null ? "" : `, run after ${item.runAfter.toISOString()}`) +
             (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`) +
             (Option.isNone(c.group) || c.group.value === "" ? "" : `, group ${escapeControls(c.group.value)}`) +
-            (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`)
+            (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`) +
+            (after === undefined ? "" : `, after ${after.join(",")}`)
           yield* output(c, `${existing ? "already queued" : "enqueued"} ${item.id} (${details})`, {
             ...snakeKeys(item),
             existing
@@ -126,6 +139,23 @@ export const enqueueCommand = Command.make(
       )
     })
 ).pipe(Command.withDescription("add a queue item"))
+
+/** `--after 12,13` as ids, checked before connecting: one usage error naming the flag otherwise. */
+export const parseAfter = (text: Option.Option<string>): Either.Either<ReadonlyArray<string> | undefined, CliError> => {
+  if (Option.isNone(text)) return Either.right(undefined)
+  const ids = text.value
+    .split(",")
+    .map((id) => id.trim())
+    .filter((id) => id.length > 0)
+  const bad = ids.find((id) => !isId(id))
+  if (ids.length === 0 || bad !== undefined)
+    return Either.left(
+      new CliError({
+        message: `--after takes item ids separated by commas (e.g. --after 12,13), got ${JSON.stringify(text.value)}`
+      })
+    )
+  return Either.right(ids)
+}
 
 /**
  * `--retry` and `--backoff` as a policy, checked before connecting: `--backoff` is `30s` (fixed), `exp:1s` or
@@ -199,7 +229,17 @@ export const queueCommand = Command.make("queue", common, (c) =>
     Effect.gen(function* () {
       // Every item (the table holds only pending and processing ones), whole; payloads are not listed.
       const { rows: items } = yield* reads.items({ cut: 0 })
+      const waiting = yield* reads.waiting()
       const live = c.json ? 0 : (yield* reads.workers()).length
+      // Items waiting for others are listed after the queue, in a table of their own (and with status "waiting").
+      const waitingTable =
+        waiting.length === 0
+          ? ""
+          : "\n\nwaiting for other items:\n" +
+            table(
+              ["id", "task_type", "after", "waiting_on", "created_at"],
+              waiting.map((w) => [w.id, w.taskType, w.after.join(","), w.waitingOn, w.createdAt])
+            )
       yield* output(
         c,
         table(
@@ -230,12 +270,19 @@ export const queueCommand = Command.make("queue", common, (c) =>
             item.retryAttempts === null ? item.failures : `${item.failures} of ${item.retryAttempts}`,
             handledCell(item.handled, live > 0)
           ])
-        ),
-        items.map(({ payload: _, runsDone: __, ...item }) => snakeKeys(item))
+        ) + waitingTable,
+        [
+          ...items.map(({ payload: _, runsDone: __, ...item }) => snakeKeys(item)),
+          ...waiting.map((w) => ({ ...snakeKeys(w), status: "waiting" }))
+        ]
       )
     })
   )
-).pipe(Command.withDescription("pending and processing queue items, in the order they are claimed"))
+).pipe(
+  Command.withDescription(
+    "pending and processing queue items, in the order they are claimed, then the items waiting for others"
+  )
+)
 
 export const processedCommand = Command.make("processed", { ...common, n: count("executions") }, (c) =>
   withReads(c, (reads) =>
@@ -245,14 +292,30 @@ export const processedCommand = Command.make("processed", { ...common, n: count(
       yield* output(
         c,
         table(
-          ["id", "item", "task_type", "status", "duration_ms", "started_at", "error"],
-          executions.map((p) => [p.id, p.queueItemId, p.taskType, p.status, p.durationMs, p.startedAt, p.errorMsg])
+          ["id", "item", "task_type", "status", "duration_ms", "started_at", "error", "output"],
+          executions.map((p) => [
+            p.id,
+            p.queueItemId,
+            p.taskType,
+            p.status,
+            p.durationMs,
+            p.startedAt,
+            p.errorMsg,
+            outputCell(p.output)
+          ])
         ),
         executions.map(snakeKeys)
       )
     })
   )
 ).pipe(Command.withDescription("the last N executions of queue items, newest first"))
+
+/** An output as the table shows it: its JSON, cut to a line; empty when the handler returned nothing. */
+const outputCell = (output: unknown): string => {
+  if (output === null || output === undefined) return ""
+  const json = JSON.stringify(output)
+  return json.length > 60 ? `${json.slice(0, 59)}…` : json
+}
 
 /** A numeric id argument: anything else is one clear error, before the database sees it. */
 const idArgument = (name: string, description: string) =>
