@@ -81,9 +81,10 @@ describe("transactional handlers under a storm of faults", () => {
         [item!.id]
       )
       expect(processed).toEqual([{ status: "ok" }])
-      // Both wrote a row; one was rolled back: a gap in the ids.
+      // Both wrote a row; one was rolled back: a gap in the ids. (More than one gap when the machine is so loaded that
+      // the other worker's own first attempt outlived its 2 s lease too: rolled back in turn, never a second row.)
       const [ids] = await db.query<{ max: number }>(`SELECT max(id)::int AS max FROM $schema.tx_effects`)
-      expect(ids!.max).toBe(2)
+      expect(ids!.max).toBeGreaterThanOrEqual(2)
       const exits = await Promise.all([a, b].map((w) => w.stop()))
       expect(exits.map((e) => e.code)).toEqual([0, 0])
     }
