@@ -85,8 +85,8 @@ export interface ClaimOptions {
   readonly repeatAfter: Date
   /**
    * The task types among `taskTypes` that have flow limits (see ports/Limits), as the caller last read them: their
-   * executions are claimed under those limits. A store that reads its limits on every claim (memory) may ignore it;
-   * absent: none (the plain claim, which pays nothing for limits).
+   * executions are claimed under the limits as they are now (none left: as plain). A type not named here is claimed
+   * plainly only while it has no limits: one the caller does not know to be limited yet is left alone. Absent: none.
    */
   readonly limited?: ReadonlyArray<string> | undefined
 }

@@ -268,6 +268,31 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
       })
     )
 
+    it.effect("a claim that does not know a type has limits (a runner yet to read them) leaves its items alone", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("unread")
+        const plainType = type("plain")
+        yield* limits.set({ taskType: t, concurrency: 1 })
+        yield* q.enqueueMany(
+          [
+            { taskType: t, payload: "t1", thread: 1 },
+            { taskType: t, payload: "t2", thread: 1 },
+            { taskType: plainType, payload: "p1", thread: 1 }
+          ],
+          T0
+        )
+        // As the plain claim: the limited type's items stay queued.
+        expect(payloads(yield* q.claimBatch({ ...claimOpts([t, plainType], 10), limited: [] }))).toEqual(["p1"])
+        // Known as limited: served under its limit.
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10)))).toEqual(["t1"])
+        // Cleared: the plain claim takes it again.
+        yield* limits.clear(t)
+        expect(payloads(yield* q.claimBatch({ ...claimOpts([t], 10), limited: [] }))).toEqual(["t2"])
+      })
+    )
+
     it.effect("a rate limit bounds the starts per window, whatever the claims ask", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -494,10 +494,13 @@ export const make: Effect.Effect<
     return claims
   }
 
-  // The limits are read on every claim here (memory costs nothing to read), whatever `options.limited` says.
+  // As in Postgres: a type the caller claims as limited obeys its limits as they are now (none left: the plain
+  // claim); a type it claims as plain is skipped while it has limits (a caller that has not read them yet must not
+  // claim past them).
   const claim = (options: ClaimOptions): ReadonlyArray<QueueClaim> => {
     const types = [...new Set(options.taskTypes)]
-    const limited = types.filter((t) => db.limits.has(t)).sort()
+    const asked = new Set(options.limited ?? [])
+    const limited = types.filter((t) => db.limits.has(t) && asked.has(t)).sort()
     const plain = new Set(types.filter((t) => !db.limits.has(t)))
     let room = Math.max(0, Math.floor(options.limit))
     const claims: Array<QueueClaim> = []

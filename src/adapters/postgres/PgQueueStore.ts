@@ -144,10 +144,16 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       .concat(["boolean", "bigint"])
       .map((type) => `${type}[]`)
     const resultParams = resultTypes.map((type, i) => `$${i + 1}::${type}`).join(", ")
+    // The plain claims take only types that have no limits in queue_limits (migration 0021), whatever the runner
+    // believes: one that has not yet read a new limit (its NOTIFY missed, behind a pooler without a direct URL) leaves
+    // the type alone until it does, rather than claiming past the limit. A probe of queue_limits's key per type.
+    const unlimited = (types: string) =>
+      `ARRAY(SELECT t FROM unnest(${types}) AS t WHERE NOT EXISTS (SELECT 1 FROM ${table(schema, "queue_limits")} l ` +
+      "WHERE l.task_type = t))"
     // Migration 0014's overload (as 0016 left it): a run-once item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
-      `SELECT ${claimed} FROM ${fn("kairos_claim")}($1::text[], $2::int, $3::text, $4::timestamptz, $5::timestamptz, ` +
-        "$6::timestamptz, true)"
+      `SELECT ${claimed} FROM ${fn("kairos_claim")}(${unlimited("$1::text[]")}, $2::int, $3::text, $4::timestamptz, ` +
+        "$5::timestamptz, $6::timestamptz, true)"
     )
     const recordRowsStatement = prepare<{ id: string }>(
       `SELECT id::text AS id FROM ${fn("kairos_record_row_leases")}(${resultParams}) AS r(id)`
@@ -157,12 +163,14 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     )
     const recordAndClaimStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim")}(${resultParams}, ` +
-        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz, true)"
+        `${unlimited("$12::text[]")}, $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz, true)`
     )
     const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
-        "$3::timestamptz, $4::timestamptz, $5::int, $6::text, $7::text, $8::timestamptz, $9::timestamptz, " +
-        "$10::timestamptz, true)"
+        // A limited type claims no next item (NULL matches none): the record goes on alone.
+        `$3::timestamptz, $4::timestamptz, $5::int, (SELECT $6::text WHERE NOT EXISTS (SELECT 1 FROM ` +
+        `${table(schema, "queue_limits")} l WHERE l.task_type = $6::text)), $7::text, $8::timestamptz, ` +
+        "$9::timestamptz, $10::timestamptz, true)"
     )
     // Flow control (migration 0021): the claim of task types that have limits, alone and along with a record.
     const claimLimitedStatement = prepare<ClaimRow>(
