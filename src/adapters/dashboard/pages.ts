@@ -588,8 +588,9 @@ export const flowGraph = (ctx: PageContext, id: string, flow: Flow): Html => {
   return html`<h2>Flow</h2>
     <p class="muted">
       ${flow.nodes.length} steps${flow.more ? " shown (more lie beyond, further away)" : ""}:
-      ${[...counts.entries()].map(([state, n]) => html`${badge(state)} ${n} `)}. Left: what this item waits for; right:
-      what waits for it. A step that was released or finished no longer records what it waited for.
+      ${[...counts.entries()].map(([state, n], i) => html`${i === 0 ? "" : ", "}${badge(state)} ${n}`)}. Left: what this
+      item waits for; right: what waits for it. A step that was released or finished no longer records what it waited
+      for.
     </p>
     <div class="flow" role="list" aria-label="flow of item ${id}">
       ${depths.map(
