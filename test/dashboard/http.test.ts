@@ -701,6 +701,21 @@ describe("flows, outputs and limits", () => {
     expect((await get("/queue")).text).not.toContain("Waiting for other items")
   })
 
+  it("cancels a waiting item from its page", async () => {
+    const [first] = await ids(`INSERT INTO $schema.queue_items (task_type) VALUES ('flow_x') RETURNING id::text AS id`)
+    const [waiting] = await ids(
+      `INSERT INTO $schema.queue_waiting (task_type, after) VALUES ('flow_y', ARRAY[$1::bigint]) RETURNING id::text AS id`,
+      [first]
+    )
+    const page = await get(`/queue/${waiting}`)
+    expect(page.text).toContain(`name="item" value="${waiting}"`)
+    const r = await post("cancel", { item: waiting! }, { token: TOKEN, csrf: csrfOf(page.text) })
+    expect(r).toEqual({ status: 200, body: { ok: true, message: `cancelled item ${waiting}` } })
+    expect(await db.query(`SELECT id FROM $schema.queue_waiting WHERE id = $1`, [waiting])).toEqual([])
+    expect((await get(`/queue/${waiting}`)).status).toBe(404)
+    await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [first])
+  })
+
   it("shows an execution's output: a preview in the log, the whole on the item's page", async () => {
     const long = { report: "R".repeat(3_000), total: 42 }
     const [item] = await ids(`SELECT '987654'::text AS id`)

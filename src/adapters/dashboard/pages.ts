@@ -510,17 +510,18 @@ export const item = (
         onNone: () =>
           self?.state === "waiting"
             ? html`<dl class="fields">
-                <dt>task type</dt>
-                <dd class="mono">${self.taskType ?? ""}</dd>
-                <dt>status</dt>
-                <dd>${badge("waiting")} not claimable until every item it waits for has finished successfully</dd>
-                ${self.stepKey === null
-                  ? ""
-                  : html`<dt>step</dt>
-                      <dd class="mono">${self.stepKey}</dd>`}
-                <dt>waits for</dt>
-                <dd>${self.after.map((a) => html`<a href="${ctx.base}/queue/${a}">${a}</a> `)}</dd>
-              </dl>`
+                  <dt>task type</dt>
+                  <dd class="mono">${self.taskType ?? ""}</dd>
+                  <dt>status</dt>
+                  <dd>${badge("waiting")} not claimable until every item it waits for has finished successfully</dd>
+                  ${self.stepKey === null
+                    ? ""
+                    : html`<dt>step</dt>
+                        <dd class="mono">${self.stepKey}</dd>`}
+                  <dt>waits for</dt>
+                  <dd>${self.after.map((a) => html`<a href="${ctx.base}/queue/${a}">${a}</a> `)}</dd>
+                </dl>
+                <p>${action(ctx, "cancel", { item: self.id }, "Cancel this item", "danger")}</p>`
             : html`<p class="banner info">
                 This item is no longer queued: it finished its runs or was cancelled. Its executions stay in the log.
               </p>`,
