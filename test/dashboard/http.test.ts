@@ -701,6 +701,21 @@ describe("flows, outputs and limits", () => {
     expect((await get("/queue")).text).not.toContain("Waiting for other items")
   })
 
+  it("bounds a flow: at most 300 steps, the nearest first, saying that more lie beyond", async () => {
+    const [root] = await ids(`INSERT INTO $schema.queue_items (task_type) VALUES ('fan_root') RETURNING id::text AS id`)
+    await db.query(
+      `INSERT INTO $schema.queue_waiting (task_type, after) SELECT 'fan_out', ARRAY[$1::bigint] FROM generate_series(1, 400)`,
+      [root]
+    )
+    const page = await get(`/queue/${root}`)
+    expect(page.status).toBe(200)
+    expect([...page.text.matchAll(/data-step="/g)]).toHaveLength(300)
+    expect(page.text).toContain("300 steps shown (more lie beyond, further away)")
+    expect(page.text).toContain(`data-step="${root}"`)
+    await db.query(`DELETE FROM $schema.queue_waiting WHERE task_type = 'fan_out'`)
+    await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [root])
+  })
+
   it("cancels a waiting item from its page", async () => {
     const [first] = await ids(`INSERT INTO $schema.queue_items (task_type) VALUES ('flow_x') RETURNING id::text AS id`)
     const [waiting] = await ids(

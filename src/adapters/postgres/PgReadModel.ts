@@ -582,14 +582,17 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
       SELECT now() AS now, (SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}) AS semaphore`
 
     // Each part is an index lookup or a small table: the newest execution and item, the latest finished run, the
-    // jobs' last change, the switch, the number of items and of live workers.
+    // jobs' last change, the switch, the number of items and of live workers; the items waiting for others (a count:
+    // one arriving, released, doomed or cancelled changes it) and the limits (their number and last change).
     const signature = sql<{ signature: string }>`
       SELECT concat_ws(':',
         (SELECT max(id) FROM ${processed}), (SELECT max(id) FROM ${items}), (SELECT count(*) FROM ${items}),
         (SELECT count(*) FROM ${items} WHERE status = 'processing'), (SELECT max(id) FROM ${runs}),
         (SELECT max(finished_at) FROM ${runs}), (SELECT max(updated_at) FROM ${jobs}),
         (SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}),
-        (SELECT count(*) FROM ${workers} w WHERE ${liveWorker(sql, "w")})
+        (SELECT count(*) FROM ${workers} w WHERE ${liveWorker(sql, "w")}),
+        (SELECT count(*) FROM ${waitingTable}),
+        (SELECT count(*) || '/' || max(updated_at) FROM ${sql(table(schema, "queue_limits"))})
       ) AS signature`
 
     const readWorkers = (limit?: number) =>
