@@ -202,6 +202,12 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
       expect(await page.locator(`.flow-step.current[data-step="${next!.id}"] .badge.waiting`).count()).toBe(1)
       await page.goto(`${dashboard.url}/queue`)
       await page.locator("#waiting-table", { hasText: "flow_next" }).waitFor()
+      await live(page)
+      // One more waiting item shows on the open page without a reload.
+      await db.query(`INSERT INTO $schema.queue_waiting (task_type, after) VALUES ('flow_later', ARRAY[$1::bigint])`, [
+        first!.id
+      ])
+      await page.locator("#waiting-table", { hasText: "flow_later" }).waitFor({ timeout: 15_000 })
 
       await page.goto(`${dashboard.url}/limits`)
       await live(page)
@@ -231,7 +237,7 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
       expect(problems).toContain(`HTTP 400: ${dashboard.url}/actions/limit-set`)
       expect(problems.filter((p) => !/\b400\b/.test(p))).toEqual([])
     } finally {
-      await db.query(`DELETE FROM $schema.queue_waiting WHERE task_type = 'flow_next'`)
+      await db.query(`DELETE FROM $schema.queue_waiting WHERE task_type IN ('flow_next', 'flow_later')`)
       await db.query(`DELETE FROM $schema.queue_items WHERE task_type = 'flow_first'`)
       await context.close()
     }
