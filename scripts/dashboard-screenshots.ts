@@ -31,14 +31,15 @@ const seed = async (url: string) => {
     // An hour of executions whose rate swells and ebbs, a few failures with messages.
     await q(`
       INSERT INTO $s.processed_items
-        (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms, created_at)
+        (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at, duration_ms, created_at, output)
       SELECT 1000 + g,
              (ARRAY['send_email', 'resize_image', 'sync_crm', 'generate_invoice'])[1 + g % 4],
              '{"id":' || g || '}',
              CASE WHEN g % 29 = 0 OR (g % 4 = 2 AND g % 11 = 0) THEN 'error' ELSE 'ok' END,
              CASE WHEN g % 29 = 0 THEN 'SMTP 421: service not available, try again later'
                   WHEN g % 4 = 2 AND g % 11 = 0 THEN 'CRM API answered 503 after 3 retries' ELSE '' END,
-             t - interval '180 milliseconds', t, 40 + (g * 37) % 400, t
+             t - interval '180 milliseconds', t, 40 + (g * 37) % 400, t,
+             CASE WHEN g % 4 = 0 AND g % 29 <> 0 THEN jsonb_build_object('sent', true, 'messageId', 'msg-' || g) END
       FROM generate_series(1, 1800) g,
            LATERAL (SELECT now() - ((3600 * (1 - sqrt(g / 1800.0))) || ' seconds')::interval AS t) at`)
     await q(`
@@ -81,10 +82,40 @@ const seed = async (url: string) => {
              date_trunc('day', now()) + interval '8 hours 2 minutes' - interval '3 days',
              date_trunc('day', now()) + interval '8 hours 2 minutes 3 seconds' - interval '3 days', NULL
       FROM $s.scheduled_jobs WHERE name = 'daily-report'`)
+    // Outputs, groups, a flow in progress and a few limits (workflows, flow control).
+    await q(`UPDATE $s.queue_items SET group_key = 'customer-' || (id % 5) WHERE task_type = 'generate_invoice'`)
+    await q(`
+      WITH pdf AS (INSERT INTO $s.queue_items (task_type, payload) VALUES ('render_pdf', '{"order":812}') RETURNING id),
+           pay AS (INSERT INTO $s.queue_items (task_type, payload, status, in_flight)
+                   VALUES ('capture_payment', '{"order":812}', 'processing', 1) RETURNING id)
+      INSERT INTO $s.queue_waiting (task_type, payload, after, after_keys, step_key)
+      SELECT 'send_invoice', '{"order":812}', ARRAY[pdf.id, pay.id], ARRAY['pdf', 'payment'], 'invoice' FROM pdf, pay`)
+    await q(`
+      INSERT INTO $s.queue_waiting (task_type, payload, after, after_keys, step_key)
+      SELECT 'archive', '{"order":812}', ARRAY[id], ARRAY['invoice'], 'archive' FROM $s.queue_waiting
+      WHERE step_key = 'invoice'`)
+    await q(`
+      INSERT INTO $s.queue_limits (task_type, concurrency, per_group, rate, rate_per_ms) VALUES
+        ('capture_payment', 5, false, NULL, NULL), ('generate_invoice', 1, true, NULL, NULL),
+        ('send_email', NULL, false, 100, 60000)`)
     await q(`
       INSERT INTO $s.scheduler_workers (id, task_types, started_at, heartbeat_at, live_until) VALUES
         ('web-1:4121:8f3a', ARRAY['send_email', 'resize_image', 'report'], now() - interval '3 hours', now() - interval '2 seconds', now() + interval '1 day'),
         ('jobs-1:977:c21e', ARRAY['sync_crm', 'generate_invoice', 'report'], now() - interval '26 minutes', now() - interval '4 seconds', now() + interval '1 day')`)
+  } finally {
+    await client.end()
+  }
+}
+
+/** The flow's middle step, whose page shows the whole flow. */
+const flowItem = async (url: string): Promise<string> => {
+  const client = new pg.Client({ connectionString: url })
+  await client.connect()
+  try {
+    const { rows } = await client.query<{ id: string }>(
+      `SELECT id::text AS id FROM ${SCHEMA}.queue_waiting WHERE step_key = 'invoice'`
+    )
+    return rows[0]!.id
   } finally {
     await client.end()
   }
@@ -117,7 +148,9 @@ const main = async (url: string) => {
       ["queue", "/queue"],
       ["processed", "/processed?status=error"],
       ["jobs", "/jobs"],
-      ["job", "/jobs/daily-report"]
+      ["job", "/jobs/daily-report"],
+      ["flow", `/queue/${await flowItem(url)}`],
+      ["limits", "/limits"]
     ] as const) {
       await page.goto(`${base}${route}`)
       await page.locator("#live-state.on").waitFor()

@@ -53,7 +53,8 @@ layer(PgMigrated("readmodel"), { timeout: "60 seconds", excludeTestServices: tru
             uniqueKey: "b-key",
             failures: 1,
             retryAttempts: 3,
-            handled: false
+            handled: false,
+            groupKey: null
           },
           {
             taskType: "a",
@@ -67,7 +68,8 @@ layer(PgMigrated("readmodel"), { timeout: "60 seconds", excludeTestServices: tru
             uniqueKey: null,
             failures: 0,
             retryAttempts: null,
-            handled: true
+            handled: true,
+            groupKey: null
           },
           {
             taskType: "nobody",
@@ -81,7 +83,8 @@ layer(PgMigrated("readmodel"), { timeout: "60 seconds", excludeTestServices: tru
             uniqueKey: null,
             failures: 0,
             retryAttempts: null,
-            handled: false
+            handled: false,
+            groupKey: null
           }
         ])
         expect(items.every((item) => item.createdAt instanceof Date && /^\d+$/.test(item.id))).toBe(true)

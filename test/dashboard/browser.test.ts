@@ -185,6 +185,64 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
     }
   })
 
+  it("shows a flow and the limits without console errors, and sets and clears a limit through the form", async () => {
+    const { context, page, problems } = await open()
+    try {
+      const [first] = await db.query<{ id: string }>(
+        `INSERT INTO $schema.queue_items (task_type) VALUES ('flow_first') RETURNING id::text AS id`
+      )
+      const [next] = await db.query<{ id: string }>(
+        `INSERT INTO $schema.queue_waiting (task_type, after, step_key) VALUES ('flow_next', ARRAY[$1::bigint], 'next')
+         RETURNING id::text AS id`,
+        [first!.id]
+      )
+      await page.goto(`${dashboard.url}/queue/${next!.id}`)
+      await live(page)
+      expect(await page.locator(`.flow-step[data-step="${first!.id}"] .badge.queued`).count()).toBe(1)
+      expect(await page.locator(`.flow-step.current[data-step="${next!.id}"] .badge.waiting`).count()).toBe(1)
+      await page.goto(`${dashboard.url}/queue`)
+      await page.locator("#waiting-table", { hasText: "flow_next" }).waitFor()
+      await live(page)
+      // One more waiting item shows on the open page without a reload.
+      await db.query(`INSERT INTO $schema.queue_waiting (task_type, after) VALUES ('flow_later', ARRAY[$1::bigint])`, [
+        first!.id
+      ])
+      await page.locator("#waiting-table", { hasText: "flow_later" }).waitFor({ timeout: 15_000 })
+
+      await page.goto(`${dashboard.url}/limits`)
+      await live(page)
+      await page.fill("input[name=token]", TOKEN)
+      await page.click("text=Unlock")
+      await page.locator("text=actions unlocked").waitFor()
+      await page.fill("#limit-form #task_type", "payments")
+      await page.fill("#limit-form #concurrency", "3")
+      await page.check("#limit-form #per_group")
+      await page.click("text=Set limits")
+      await expect.poll(() => page.locator("#flash").textContent()).toContain("concurrency 3 per group")
+      await page.locator('#limits-table tr[data-type="payments"]', { hasText: "yes" }).waitFor()
+      expect(await db.query(`SELECT task_type, concurrency, per_group FROM $schema.queue_limits`)).toEqual([
+        { task_type: "payments", concurrency: 3, per_group: true }
+      ])
+      // A bad value: one clear line, nothing changed.
+      await page.fill("#limit-form #concurrency", "lots")
+      await page.click("text=Set limits")
+      await expect
+        .poll(() => page.locator("#flash.refused").textContent())
+        .toContain("concurrency: must be a whole number")
+      await page.click('#limits-table tr[data-type="payments"] button:has-text("Clear")')
+      await expect.poll(() => page.locator("#flash").textContent()).toContain("cleared the limits")
+      await page.locator("#limits-table", { hasText: "No task type has limits" }).waitFor()
+      expect(await db.query(`SELECT * FROM $schema.queue_limits`)).toEqual([])
+      // The refused bad value is the one failure the page saw (Chromium logs its 400 to the console too).
+      expect(problems).toContain(`HTTP 400: ${dashboard.url}/actions/limit-set`)
+      expect(problems.filter((p) => !/\b400\b/.test(p))).toEqual([])
+    } finally {
+      await db.query(`DELETE FROM $schema.queue_waiting WHERE task_type IN ('flow_next', 'flow_later')`)
+      await db.query(`DELETE FROM $schema.queue_items WHERE task_type = 'flow_first'`)
+      await context.close()
+    }
+  })
+
   it("turns a token given in the address into a session and takes it out of the address bar", async () => {
     const { context, page } = await open()
     try {

@@ -639,3 +639,193 @@ describe("mounted in a user's own router", () => {
     }
   })
 })
+
+describe("flows, outputs and limits", () => {
+  const ids = async (sql: string, params: Array<unknown> = []) =>
+    (await db.query<{ id: string }>(sql, params)).map((r) => r.id)
+
+  /** Records an execution of an item and deletes it in one transaction, as a runner does (its waiters settle then). */
+  const finish = (id: string | undefined, status: "ok" | "error") =>
+    db.query(`BEGIN;
+      INSERT INTO $schema.processed_items (queue_item_id, task_type, status, error_msg, started_at, finished_at, duration_ms)
+      VALUES (${Number(id)}, 'flow', '${status}', '${status === "ok" ? "" : "boom"}', now(), now(), 1);
+      DELETE FROM $schema.queue_items WHERE id = ${Number(id)};
+      COMMIT`)
+
+  it("shows items waiting for others in the queue and each step's flow, with its state, on the item's page", async () => {
+    const [a] = await ids(`INSERT INTO $schema.queue_items (task_type) VALUES ('flow_a') RETURNING id::text AS id`)
+    const [b] = await ids(
+      `INSERT INTO $schema.queue_waiting (task_type, after, after_keys, step_key) VALUES ('flow_b', ARRAY[$1::bigint], ARRAY['a'], 'render')
+       RETURNING id::text AS id`,
+      [a]
+    )
+    const [c] = await ids(
+      `INSERT INTO $schema.queue_waiting (task_type, after) VALUES ('flow_c', ARRAY[$1::bigint]) RETURNING id::text AS id`,
+      [b]
+    )
+    const queue = await get("/queue")
+    expect(queue.status).toBe(200)
+    expect(queue.text).toContain("Waiting for other items")
+    const row = new RegExp(`<tr data-id="${b}">[\\s\\S]*?</tr>`).exec(queue.text)?.[0] ?? ""
+    expect(row).toContain('class="badge waiting"')
+    expect(row).toContain(`href="/queue/${a}"`)
+    expect(row).toContain("render")
+
+    // The middle step: what it waits for on the left, what waits for it on the right.
+    const middle = await get(`/queue/${b}`)
+    expect(middle.status).toBe(200)
+    expect(middle.text).toContain("not claimable until every item it waits for")
+    const steps = [...middle.text.matchAll(/data-depth="(-?\d+)"[\s\S]*?(?=data-depth=|<\/section>)/g)].map((m) => [
+      m[1],
+      [...m[0].matchAll(/data-step="(\d+)"[\s\S]*?class="badge ([a-z ]+)"/g)].map((s) => `${s[1]}:${s[2]}`)
+    ])
+    expect(steps).toEqual([
+      ["-1", [`${a}:queued`]],
+      ["0", [`${b}:waiting`]],
+      ["1", [`${c}:waiting`]]
+    ])
+    // From the first step, the whole chain lies downstream.
+    const first = await get(`/queue/${a}`)
+    expect(first.text).toContain(`data-step="${c}"`)
+    expect(first.text).toContain('data-depth="2"')
+
+    // The first step succeeds: the middle one is released (queued), and the last still names the first, now ok.
+    await finish(a, "ok")
+    await db.query(`UPDATE $schema.queue_waiting SET after = ARRAY[$1::bigint, $2::bigint] WHERE id = $3`, [a, b, c])
+    const last = await get(`/queue/${c}`)
+    expect(last.text).toMatch(new RegExp(`data-step="${a}"[\\s\\S]*?class="badge ok"`))
+    expect(last.text).toMatch(new RegExp(`data-step="${b}"[\\s\\S]*?class="badge queued"`))
+    // The middle one fails: the last is recorded as not run, and nothing waits any more.
+    await finish(b, "error")
+    expect((await get(`/queue/${c}`)).text).toContain(`not run: it waited for item ${b}, which failed`)
+    expect((await get("/queue")).text).not.toContain("Waiting for other items")
+  })
+
+  it("bounds a flow: at most 300 steps, the nearest first, saying that more lie beyond", async () => {
+    const [root] = await ids(`INSERT INTO $schema.queue_items (task_type) VALUES ('fan_root') RETURNING id::text AS id`)
+    await db.query(
+      `INSERT INTO $schema.queue_waiting (task_type, after) SELECT 'fan_out', ARRAY[$1::bigint] FROM generate_series(1, 400)`,
+      [root]
+    )
+    const page = await get(`/queue/${root}`)
+    expect(page.status).toBe(200)
+    expect([...page.text.matchAll(/data-step="/g)]).toHaveLength(300)
+    expect(page.text).toContain("300 steps shown (more lie beyond, further away)")
+    expect(page.text).toContain(`data-step="${root}"`)
+    await db.query(`DELETE FROM $schema.queue_waiting WHERE task_type = 'fan_out'`)
+    await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [root])
+  })
+
+  it("cancels a waiting item from its page", async () => {
+    const [first] = await ids(`INSERT INTO $schema.queue_items (task_type) VALUES ('flow_x') RETURNING id::text AS id`)
+    const [waiting] = await ids(
+      `INSERT INTO $schema.queue_waiting (task_type, after) VALUES ('flow_y', ARRAY[$1::bigint]) RETURNING id::text AS id`,
+      [first]
+    )
+    const page = await get(`/queue/${waiting}`)
+    expect(page.text).toContain(`name="item" value="${waiting}"`)
+    const r = await post("cancel", { item: waiting! }, { token: TOKEN, csrf: csrfOf(page.text) })
+    expect(r).toEqual({ status: 200, body: { ok: true, message: `cancelled item ${waiting}` } })
+    expect(await db.query(`SELECT id FROM $schema.queue_waiting WHERE id = $1`, [waiting])).toEqual([])
+    expect((await get(`/queue/${waiting}`)).status).toBe(404)
+    await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [first])
+  })
+
+  it("shows an execution's output: a preview in the log, the whole on the item's page", async () => {
+    const long = { report: "R".repeat(3_000), total: 42 }
+    const [item] = await ids(`SELECT '987654'::text AS id`)
+    await db.query(
+      `INSERT INTO $schema.processed_items (queue_item_id, task_type, status, error_msg, started_at, finished_at, duration_ms, output)
+       VALUES ($1, 'with_output', 'ok', '', now(), now(), 3, $2::jsonb)`,
+      [item, JSON.stringify(long)]
+    )
+    const log = await get("/processed?task_type=with_output")
+    expect(log.status).toBe(200)
+    expect(log.text).toContain("<th>output</th>")
+    // (jsonb orders the keys its own way.)
+    expect(log.text).toContain("{&quot;total&quot;:42,&quot;report&quot;:&quot;RRR")
+    expect(log.text).not.toContain("R".repeat(1_100))
+    const page = await get(`/queue/${item}`)
+    expect(page.text).toContain(`&quot;total&quot;:42,`)
+    expect(page.text).toContain("R".repeat(3_000))
+  })
+
+  it("lists limits with what each type holds, sets and clears them with the token, and shows an item's group", async () => {
+    const empty = await get("/limits")
+    expect(empty.status).toBe(200)
+    expect(empty.text).toContain("No task type has limits")
+    const csrf = csrfOf(empty.text)
+    expect(empty.text).toContain('action="/actions/limit-set"')
+
+    const refused = await post("limit-set", { task_type: "payments", concurrency: "5" }, { csrf })
+    expect(refused.status).toBe(401)
+    expect((await post("limit-set", { task_type: "payments", concurrency: "5" }, { token: TOKEN })).status).toBe(403)
+    expect(await db.query(`SELECT * FROM $schema.queue_limits`)).toEqual([])
+
+    const set = await post(
+      "limit-set",
+      { task_type: "payments", concurrency: "2", per_group: "on" },
+      { token: TOKEN, csrf }
+    )
+    expect(set).toEqual({
+      status: 200,
+      body: { ok: true, message: expect.stringContaining("concurrency 2 per group") }
+    })
+    const rate = await post("limit-set", { task_type: "emails", rate: "100", per: "1 minute" }, { token: TOKEN, csrf })
+    expect(rate.status).toBe(200)
+    expect(
+      await db.query(
+        `SELECT task_type, concurrency, per_group, rate, rate_per_ms::int AS per FROM $schema.queue_limits ORDER BY 1`
+      )
+    ).toEqual([
+      { task_type: "emails", concurrency: null, per_group: false, rate: 100, per: 60_000 },
+      { task_type: "payments", concurrency: 2, per_group: true, rate: null, per: null }
+    ])
+
+    // Bad input: one clear error naming the field, and nothing changed.
+    for (const [fields, message] of [
+      [{ task_type: "payments", concurrency: "two" }, "concurrency: must be a whole number"],
+      [{ task_type: "payments", concurrency: "0" }, "concurrency: must be a whole number"],
+      [{ task_type: "payments", per_group: "on" }, "per_group: perGroup bounds the concurrency"],
+      [{ task_type: "payments", concurrency: "1", per: "1s" }, "per: per is the window of a rate"],
+      [{ task_type: "payments", rate: "3", per: "soon" }, "per: per:"],
+      [{ concurrency: "1" }, "task_type: missing"],
+      [{ task_type: "payments" }, "concurrency: a limit needs concurrency, rate, or both"]
+    ] as const) {
+      const r = await post("limit-set", fields, { token: TOKEN, csrf })
+      expect(r.status, JSON.stringify(fields)).toBe(400)
+      expect(r.body.message, JSON.stringify(fields)).toContain(message)
+    }
+    expect(
+      (
+        await db.query<{ concurrency: number }>(
+          `SELECT concurrency FROM $schema.queue_limits WHERE task_type = 'payments'`
+        )
+      )[0]
+    ).toEqual({ concurrency: 2 })
+
+    // One execution of payments holds a live lease; its item and another show their groups in the queue.
+    await db.query(`
+      INSERT INTO $schema.queue_items (task_type, group_key, status, lease_token, lease_until)
+      VALUES ('payments', 'customer-7', 'processing', 'tok', now() + interval '1 hour'),
+             ('payments', 'customer-8', 'pending', NULL, NULL)`)
+    const listed = await get("/limits")
+    const payments = /<tr data-type="payments">[\s\S]*?<\/tr>/.exec(listed.text)?.[0] ?? ""
+    expect(payments.replace(/\s+/g, " ")).toMatch(
+      /<td class="num">2<\/td> <td>yes<\/td> <td>–<\/td> <td class="num">1<\/td>/
+    )
+    expect(listed.text).toContain("100 per 1m")
+    const queue = await get("/queue?task_type=payments")
+    expect(queue.text).toContain("customer-7")
+    expect(queue.text).toContain("customer-8")
+
+    expect((await post("limit-clear", { task_type: "payments" }, { csrf })).status).toBe(401)
+    const cleared = await post("limit-clear", { task_type: "payments" }, { token: TOKEN, csrf })
+    expect(cleared).toEqual({ status: 200, body: { ok: true, message: 'cleared the limits of "payments"' } })
+    expect((await post("limit-clear", { task_type: "payments" }, { token: TOKEN, csrf })).status).toBe(404)
+    expect((await post("limit-clear", {}, { token: TOKEN, csrf })).status).toBe(400)
+    expect(await db.query(`SELECT task_type FROM $schema.queue_limits`)).toEqual([{ task_type: "emails" }])
+    await db.query(`DELETE FROM $schema.queue_items WHERE task_type = 'payments'`)
+    await db.query(`DELETE FROM $schema.queue_limits`)
+  })
+})

@@ -34,9 +34,11 @@ import * as Stream from "effect/Stream"
 import { createHash, randomBytes, timingSafeEqual } from "node:crypto"
 import { createServer } from "node:http"
 import { isId } from "../../domain/Id.js"
+import * as DomainLimits from "../../domain/Limits.js"
 import { ISO_TIME } from "../../internal/isoTime.js"
 import * as Admin from "../../runtime/Admin.js"
 import * as PgJobStore from "../postgres/PgJobStore.js"
+import * as PgLimits from "../postgres/PgLimits.js"
 import * as PgQueueStore from "../postgres/PgQueueStore.js"
 import * as PgReadModel from "../postgres/PgReadModel.js"
 import * as PgSemaphore from "../postgres/PgSemaphore.js"
@@ -106,6 +108,8 @@ export const MAX_OFFSET = 10_000
 export const TEXT_PREVIEW = 1_000
 /** How much of a run's error its job's page carries. */
 const RUN_ERROR = 20_000
+/** The most steps an item's flow shows (the nearest first). */
+export const FLOW_STEPS = 300
 /** How many of each job's last runs the jobs page shows. */
 const LAST_RUNS = 10
 
@@ -221,6 +225,7 @@ export const router = (
     const csrf = randomBytes(24).toString("base64url")
     const reads = yield* PgReadModel.make({ schema })
     const queueStore = yield* PgQueueStore.make({ schema })
+    const limits = yield* PgLimits.make({ schema })
     // The operator's actions, stamped by the database's clock like the CLI's.
     const admin = Admin.make({
       jobs: yield* PgJobStore.make({ schema }),
@@ -328,17 +333,23 @@ export const router = (
         const runAfterFrom = yield* instant(search, "run_after_from")
         const runAfterTo = yield* instant(search, "run_after_to")
         const n = yield* pageNumber(search, pageSize)
-        const result = yield* reads.items({
-          taskType: q.task_type,
-          status,
-          priority,
-          runAfterFrom,
-          runAfterTo,
-          offset: (n - 1) * pageSize,
-          limit: pageSize,
-          cut: TEXT_PREVIEW
-        })
-        return (ctx: Pages.PageContext) => Pages.queue(ctx, q, n, pageSize, result)
+        const [result, waitingRows, waitingTotal] = yield* Effect.all([
+          reads.items({
+            taskType: q.task_type,
+            status,
+            priority,
+            runAfterFrom,
+            runAfterTo,
+            offset: (n - 1) * pageSize,
+            limit: pageSize,
+            cut: TEXT_PREVIEW
+          }),
+          // The items waiting for others, the oldest first, one page of them (a count says how many more).
+          reads.waiting(pageSize),
+          reads.waitingCount()
+        ])
+        const waiting = { rows: waitingRows, total: waitingTotal }
+        return (ctx: Pages.PageContext) => Pages.queue(ctx, q, n, pageSize, result, waiting)
       })
     )
 
@@ -348,12 +359,16 @@ export const router = (
         const itemId = params["id"] ?? ""
         if (!isId(itemId)) return yield* new Refusal({ status: 404, message: "no such item: ids are numbers" })
         // The item with its full payload (none once it finished or was cancelled), and its executions in full.
-        const [items, executions] = yield* Effect.all([
+        const [items, executions, nodes] = yield* Effect.all([
           reads.items({ id: itemId }),
-          reads.executions({ queueItemId: itemId, order: "id", limit: MAX_PAGE })
+          reads.executions({ queueItemId: itemId, order: "id", limit: MAX_PAGE }),
+          // Its flow, bounded: one more step than shown says that more lie beyond.
+          reads.flow(itemId, FLOW_STEPS + 1)
         ])
-        const found = { item: Option.fromNullable(items.rows[0]), executions: executions.rows }
-        if (Option.isNone(found.item) && found.executions.length === 0)
+        const flow = { nodes: nodes.slice(0, FLOW_STEPS), more: nodes.length > FLOW_STEPS }
+        const found = { item: Option.fromNullable(items.rows[0]), executions: executions.rows, flow }
+        const waiting = nodes.some((node) => node.id === itemId && node.state === "waiting")
+        if (Option.isNone(found.item) && found.executions.length === 0 && !waiting)
           return yield* new Refusal({
             status: 404,
             message: `no queue item ${itemId}, and no execution of one: it may have been cancelled or pruned`
@@ -413,6 +428,15 @@ export const router = (
           return (ctx: Pages.PageContext) => Pages.job(ctx, found, n, pageSize, runs)
         })
       )
+
+    const limitsPage = view("Limits", "/limits", () =>
+      Effect.gen(function* () {
+        const list = yield* limits.list.pipe(Effect.mapError(unavailable))
+        const holding = yield* reads.holding(list.map((l) => l.taskType))
+        const held = new Map(holding.map((h) => [h.taskType, h.running] as const))
+        return (ctx: Pages.PageContext) => Pages.limits(ctx, list, held)
+      })
+    )
 
     // -- live updates
 
@@ -570,6 +594,46 @@ export const router = (
       })
     )
 
+    /** An optional whole number of at least 1 from a form. */
+    const count = (field: (name: string) => string | undefined, name: string) => {
+      const value = field(name)?.trim()
+      if (value === undefined || value === "") return Effect.succeed(undefined)
+      return /^\d{1,9}$/.test(value) && Number(value) >= 1
+        ? Effect.succeed(Number(value))
+        : Effect.fail(badRequest(name, "must be a whole number of at least 1"))
+    }
+
+    const setLimit = act((field) =>
+      Effect.gen(function* () {
+        const taskType = yield* required(field, "task_type")
+        const input = {
+          taskType,
+          concurrency: yield* count(field, "concurrency"),
+          perGroup: field("per_group") === "on" || field("per_group") === "true",
+          rate: yield* count(field, "rate"),
+          // Checked by Limits.parse (an unreadable duration is refused there, naming `per`).
+          per: (field("per")?.trim() || undefined) as DomainLimits.FlowLimitInput["per"]
+        }
+        const limit = yield* limits
+          .set(input)
+          .pipe(
+            Effect.mapError((e) =>
+              e._tag === "InvalidLimitError" ? badRequest(fieldName(e.field), e.message) : unavailable(e)
+            )
+          )
+        return `limits of ${shown(limit.taskType)}: ${DomainLimits.describe(limit)} (every worker obeys them now)`
+      })
+    )
+
+    const clearLimit = act((field) =>
+      Effect.gen(function* () {
+        const taskType = yield* required(field, "task_type")
+        const had = yield* limits.clear(taskType).pipe(Effect.mapError(unavailable))
+        if (!had) return yield* new Refusal({ status: 404, message: `${shown(taskType)} has no limits` })
+        return `cleared the limits of ${shown(taskType)}`
+      })
+    )
+
     const notAllowed = Effect.succeed(
       HttpServerResponse.setHeader(
         page(
@@ -659,6 +723,7 @@ export const router = (
         HttpRouter.get("/queue/:id", item),
         HttpRouter.get("/processed", processed),
         HttpRouter.get("/jobs", jobs),
+        HttpRouter.get("/limits", limitsPage),
         HttpRouter.get("/jobs/by-id/:id", job("id")),
         HttpRouter.get("/jobs/:name", job("name")),
         HttpRouter.get("/events", events),
@@ -674,6 +739,8 @@ export const router = (
         HttpRouter.post("/actions/job-run", runJob),
         HttpRouter.post("/actions/cancel", cancel),
         HttpRouter.post("/actions/retry", retry),
+        HttpRouter.post("/actions/limit-set", setLimit),
+        HttpRouter.post("/actions/limit-clear", clearLimit),
         HttpRouter.post("/logout", logout),
         HttpRouter.all("/actions/*", notAllowed),
         HttpRouter.all("*", notFound),
@@ -684,6 +751,10 @@ export const router = (
 
 const unavailable = (error: { readonly message: string }) =>
   new Refusal({ status: 503, message: `database unavailable: ${error.message}` })
+
+/** A limit's field as the form names it. */
+const fieldName = (field: DomainLimits.InvalidLimitError["field"]): string =>
+  field === "taskType" ? "task_type" : field === "perGroup" ? "per_group" : field
 
 /** A random token for actions: 32 bytes, URL-safe. */
 export const generateToken = (): string => randomBytes(32).toString("base64url")

@@ -37,7 +37,12 @@ time { white-space: nowrap; }
 .badge.ok, .badge.success, .badge.green { color: var(--ok); background: var(--ok-bg); border-color: transparent; }
 .badge.error, .badge.failed, .badge.red { color: var(--err); background: var(--err-bg); border-color: transparent; }
 .badge.processing, .badge.running { color: var(--warn); background: var(--warn-bg); border-color: transparent; }
-.badge.pending { color: #1e40af; background: #dbeafe; border-color: transparent; }
+.badge.pending, .badge.queued { color: #1e40af; background: #dbeafe; border-color: transparent; }
+.badge.waiting { color: #6b21a8; background: #f3e8ff; border-color: transparent; }
+.flow { display: flex; gap: 18px; overflow-x: auto; align-items: flex-start; padding-bottom: 8px; }
+.flow-column { display: flex; flex-direction: column; gap: 8px; min-width: 170px; }
+.flow-step { border: 1px solid var(--line); border-radius: 6px; padding: 6px 8px; font-size: 12px; }
+.flow-step.current { border-color: var(--accent); box-shadow: 0 0 0 1px var(--accent); }
 .dot { display: inline-block; width: 10px; height: 10px; border-radius: 50%; margin-right: 3px; background: #cbd5e1; }
 .dot.success { background: var(--ok); } .dot.failed { background: var(--err); }
 .dot.running, .dot.pending { background: #f59e0b; } .dot.skipped { background: #94a3b8; }

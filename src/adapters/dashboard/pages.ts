@@ -3,6 +3,7 @@
  * `clip` (cut for tables); nothing here reads the database or the clock.
  */
 import * as Option from "effect/Option"
+import * as Limits from "../../domain/Limits.js"
 import type * as PgReadModel from "../postgres/PgReadModel.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { clip, type Html, html, time, utc } from "./html.js"
@@ -33,7 +34,8 @@ const nav: ReadonlyArray<readonly [string, string]> = [
   ["/", "Overview"],
   ["/queue", "Queue"],
   ["/processed", "Processed"],
-  ["/jobs", "Jobs"]
+  ["/jobs", "Jobs"],
+  ["/limits", "Limits"]
 ]
 
 /** A whole page. `live` sections (`data-live` with an id) are refreshed in place by the script on each change. */
@@ -316,7 +318,8 @@ export const queue = (
   q: QueueQuery,
   page: number,
   pageSize: number,
-  result: PgReadModel.Page<PgReadModel.Item>
+  result: PgReadModel.Page<PgReadModel.Item>,
+  waiting: { readonly rows: ReadonlyArray<PgReadModel.Waiting>; readonly total: number } = { rows: [], total: 0 }
 ): Html =>
   html`<h1>Queue</h1>
     <form class="filters" method="get" action="${ctx.base}/queue">
@@ -343,6 +346,7 @@ export const queue = (
                   failures
                 </th>
                 <th class="num">thread</th>
+                <th>group</th>
                 <th>created</th>
                 <th>run after</th>
                 <th>payload</th>
@@ -364,6 +368,7 @@ export const queue = (
                     <td class="num">${runsLeft(item.runsLeft)}</td>
                     <td class="num">${item.failures}</td>
                     <td class="num">${item.thread}</td>
+                    <td class="wrap">${item.groupKey === null ? "" : text(item.groupKey, CELL)}</td>
                     <td>${time(item.createdAt, ctx.now)}</td>
                     <td>${time(item.runAfter, ctx.now)}</td>
                     <td class="wrap">${text(item.payload, PAYLOAD_CELL)}</td>
@@ -379,7 +384,58 @@ export const queue = (
           ? html`<a href="${ctx.base}/queue${query({ ...q, page: page + 1 })}" rel="next">Next →</a>`
           : ""}
       </div>
-    </section>`
+    </section>
+    <section id="waiting-table" data-live>${waitingTable(ctx, waiting)}</section>`
+
+/** The items waiting for others (`queue_waiting`): outside every claim until what they wait for has succeeded. */
+const waitingTable = (
+  ctx: PageContext,
+  waiting: { readonly rows: ReadonlyArray<PgReadModel.Waiting>; readonly total: number }
+): Html =>
+  waiting.total === 0
+    ? html``
+    : html`<h2>Waiting for other items</h2>
+        <table>
+          <thead>
+            <tr>
+              <th>id</th>
+              <th>task type</th>
+              <th>status</th>
+              <th>step</th>
+              <th>waits for</th>
+              <th class="num">left</th>
+              <th>group</th>
+              <th>created</th>
+            </tr>
+          </thead>
+          <tbody>
+            ${waiting.rows.map(
+              (w) =>
+                html`<tr data-id="${w.id}">
+                  <td><a href="${ctx.base}/queue/${w.id}">${w.id}</a></td>
+                  <td class="wrap">${clip(w.taskType, CELL)}</td>
+                  <td>${badge("waiting")}</td>
+                  <td class="wrap">${w.stepKey === null ? "" : text(w.stepKey, CELL)}</td>
+                  <td class="wrap">
+                    ${w.after.slice(0, 20).map((a) => html`<a href="${ctx.base}/queue/${a}">${a}</a> `)}${w.after
+                      .length > 20
+                      ? html`<span class="muted">and ${w.after.length - 20} more</span>`
+                      : ""}
+                  </td>
+                  <td class="num">${w.waitingOn}</td>
+                  <td class="wrap">${w.groupKey === null ? "" : text(w.groupKey, CELL)}</td>
+                  <td>${time(w.createdAt, ctx.now)}</td>
+                </tr>`
+            )}
+          </tbody>
+        </table>
+        ${waiting.total > waiting.rows.length
+          ? html`<p class="muted">and ${waiting.total - waiting.rows.length} more waiting (the oldest shown first)</p>`
+          : ""}`
+
+/** An execution's output as text (JSON), or nothing when the handler returned nothing. */
+const outputText = (output: unknown): string | undefined =>
+  output === null || output === undefined ? undefined : (JSON.stringify(output) ?? undefined)
 
 const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgReadModel.Execution>, full: boolean): Html =>
   html`<table>
@@ -395,6 +451,7 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgReadModel
         ${full ? html`<th>started</th>` : ""}
         <th>finished</th>
         ${full ? "" : html`<th>payload</th>`}
+        <th>output</th>
         <th>error</th>
         <th></th>
       </tr>
@@ -413,6 +470,16 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgReadModel
             ${full ? html`<td>${time(p.startedAt, ctx.now)}</td>` : ""}
             <td>${time(p.finishedAt, ctx.now)}</td>
             ${full ? "" : html`<td class="wrap">${text(p.payload, PAYLOAD_CELL)}</td>`}
+            <td class="wrap output">
+              ${((out) =>
+                out === undefined
+                  ? ""
+                  : full
+                    ? html`<pre>${out}</pre>`
+                    : html`<span class="mono" title="${clip(out, 1_000)}">${clip(out, PAYLOAD_CELL)}</span>`)(
+                outputText(p.output)
+              )}
+            </td>
             <td class="wrap">
               ${p.errorMsg === ""
                 ? ""
@@ -430,15 +497,34 @@ const executionsTable = (ctx: PageContext, executions: ReadonlyArray<PgReadModel
 export const item = (
   ctx: PageContext,
   id: string,
-  found: { readonly item: Option.Option<PgReadModel.Item>; readonly executions: ReadonlyArray<PgReadModel.Execution> }
-): Html =>
-  html`<h1>Queue item ${id}</h1>
+  found: {
+    readonly item: Option.Option<PgReadModel.Item>
+    readonly executions: ReadonlyArray<PgReadModel.Execution>
+    readonly flow?: Flow | undefined
+  }
+): Html => {
+  const self = found.flow?.nodes.find((n) => n.id === id)
+  return html`<h1>Queue item ${id}</h1>
     <section id="item" data-live>
       ${Option.match(found.item, {
         onNone: () =>
-          html`<p class="banner info">
-            This item is no longer queued: it finished its runs or was cancelled. Its executions stay in the log.
-          </p>`,
+          self?.state === "waiting"
+            ? html`<dl class="fields">
+                  <dt>task type</dt>
+                  <dd class="mono">${self.taskType ?? ""}</dd>
+                  <dt>status</dt>
+                  <dd>${badge("waiting")} not claimable until every item it waits for has finished successfully</dd>
+                  ${self.stepKey === null
+                    ? ""
+                    : html`<dt>step</dt>
+                        <dd class="mono">${self.stepKey}</dd>`}
+                  <dt>waits for</dt>
+                  <dd>${self.after.map((a) => html`<a href="${ctx.base}/queue/${a}">${a}</a> `)}</dd>
+                </dl>
+                <p>${action(ctx, "cancel", { item: self.id }, "Cancel this item", "danger")}</p>`
+            : html`<p class="banner info">
+                This item is no longer queued: it finished its runs or was cancelled. Its executions stay in the log.
+              </p>`,
         onSome: (it) =>
           html`<dl class="fields">
               <dt>task type</dt>
@@ -454,6 +540,8 @@ export const item = (
               <dd>${it.runsDone} done, ${runsLeft(it.runsLeft)} left</dd>
               <dt>failures</dt>
               <dd>${it.failures} of the current run${it.failures > 0 ? " (retried under its policy)" : ""}</dd>
+              <dt>group</dt>
+              <dd class="mono">${it.groupKey ?? "–"}</dd>
               <dt>thread</dt>
               <dd>${it.thread === 1 ? "1 (concurrent)" : "0 (sequential)"}</dd>
               <dt>created</dt>
@@ -475,7 +563,64 @@ export const item = (
             ? ""
             : html`<h2>Payload of the latest execution</h2>
                 <pre>${found.executions[0].payload ?? "NULL"}</pre>`}`}
+      ${found.flow !== undefined && found.flow.nodes.length > 1 ? flowGraph(ctx, id, found.flow) : ""}
     </section>`
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Flows
+
+/** The flow around an item as read (`PgReadModel.flow`), and whether steps beyond those were left out. */
+export interface Flow {
+  readonly nodes: ReadonlyArray<PgReadModel.FlowNode>
+  readonly more: boolean
+}
+
+/**
+ * An item's flow as columns by depth: what it waits for on the left, what waits for it on the right, each step with
+ * its state and what it waits for. Server-rendered, no script.
+ */
+export const flowGraph = (ctx: PageContext, id: string, flow: Flow): Html => {
+  const columns = new Map<number, Array<PgReadModel.FlowNode>>()
+  for (const node of flow.nodes) columns.set(node.depth, [...(columns.get(node.depth) ?? []), node])
+  const depths = [...columns.keys()].sort((a, b) => a - b)
+  const counts = new Map<string, number>()
+  for (const node of flow.nodes) counts.set(node.state, (counts.get(node.state) ?? 0) + 1)
+  return html`<h2>Flow</h2>
+    <p class="muted">
+      ${flow.nodes.length} steps${flow.more ? " shown (more lie beyond, further away)" : ""}:
+      ${[...counts.entries()].map(([state, n], i) => html`${i === 0 ? "" : ", "}${badge(state)} ${n}`)}. Left: what this
+      item waits for; right: what waits for it. A step that was released or finished no longer records what it waited
+      for.
+    </p>
+    <div class="flow" role="list" aria-label="flow of item ${id}">
+      ${depths.map(
+        (depth) =>
+          html`<div class="flow-column" data-depth="${depth}">
+            <div class="muted">
+              ${depth === 0 ? "this item" : depth < 0 ? `waited for (${-depth})` : `waits (${depth})`}
+            </div>
+            ${(columns.get(depth) ?? []).map(
+              (node) =>
+                html`<div class="flow-step ${node.id === id ? "current" : ""}" role="listitem" data-step="${node.id}">
+                  <a href="${ctx.base}/queue/${node.id}">${node.id}</a>
+                  ${node.stepKey === null ? "" : html`<span class="mono">${clip(node.stepKey, 40)}</span>`}
+                  ${badge(node.state)}
+                  <div class="muted">${clip(node.taskType ?? "", 40)}</div>
+                  ${node.after.length === 0
+                    ? ""
+                    : html`<div class="muted">
+                        after
+                        ${clip(node.after.slice(0, 10).join(", "), 80)}${node.after.length > 10
+                          ? ` and ${node.after.length - 10} more`
+                          : ""}
+                      </div>`}
+                </div>`
+            )}
+          </div>`
+      )}
+    </div>`
+}
 
 // ---------------------------------------------------------------------------------------------------------------
 // Processed
@@ -669,6 +814,63 @@ export const job = (
       </div>
     </section>`
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Limits
+
+/** `/limits`: every task type's flow limits, how many of its executions hold a lease now, and the forms. */
+export const limits = (
+  ctx: PageContext,
+  list: ReadonlyArray<Limits.FlowLimit>,
+  holding: ReadonlyMap<string, number>
+): Html =>
+  html`<h1>Limits</h1>
+    <p class="muted">
+      Flow limits every worker obeys together (<code>queue_limits</code>): at most <em>concurrency</em> executions of a
+      task type at once (per group: each group that many, in order when 1), and at most <em>rate</em> starts per window
+      across the cluster. A change reaches running workers at once.
+    </p>
+    <section id="limits-table" data-live>
+      ${list.length === 0
+        ? html`<p class="muted">No task type has limits.</p>`
+        : html`<table>
+            <thead>
+              <tr>
+                <th>task type</th>
+                <th class="num">concurrency</th>
+                <th>per group</th>
+                <th>rate</th>
+                <th class="num" title="executions holding a live lease now">running</th>
+                <th></th>
+              </tr>
+            </thead>
+            <tbody>
+              ${list.map(
+                (l) =>
+                  html`<tr data-type="${l.taskType}">
+                    <td class="wrap mono">${clip(l.taskType, CELL)}</td>
+                    <td class="num">${l.concurrency ?? "–"}</td>
+                    <td>${l.perGroup ? (l.concurrency === 1 ? "yes (ordered)" : "yes") : "no"}</td>
+                    <td>${l.rate === null ? "–" : Limits.describeRate(l.rate)}</td>
+                    <td class="num">${holding.get(l.taskType) ?? 0}</td>
+                    <td>${action(ctx, "limit-clear", { task_type: l.taskType }, "Clear", "danger")}</td>
+                  </tr>`
+              )}
+            </tbody>
+          </table>`}
+    </section>
+    ${ctx.actions
+      ? html`<h2>Set a task type's limits</h2>
+          <form class="filters" method="post" action="${ctx.base}/actions/limit-set" data-action id="limit-form">
+            <input type="hidden" name="csrf" value="${ctx.csrf}" />
+            ${field("task type", "task_type", undefined, "e.g. payments")}
+            ${field("concurrency", "concurrency", undefined, "e.g. 5")}
+            <label for="per_group">per group<input type="checkbox" name="per_group" id="per_group" value="on" /></label>
+            ${field("rate", "rate", undefined, "e.g. 100")} ${field("per", "per", undefined, "1s, 1 minute")}
+            <button type="submit" class="primary">Set limits</button>
+          </form>
+          <p class="muted">Setting replaces what the type had. Leave concurrency or rate empty for none.</p>`
+      : html`<p class="muted">Read-only: start the dashboard with a token to set limits here.</p>`}`
 
 // ---------------------------------------------------------------------------------------------------------------
 // Errors

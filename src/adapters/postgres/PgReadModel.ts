@@ -93,7 +93,9 @@ const ItemRow = Schema.Struct({
   /** The item's own retry attempts; `null`: its task type's policy (the worker's), else no retry. */
   retryAttempts: from(Schema.NullOr(Schema.Int), "retry_attempts"),
   /** Some live worker lists the item's task type; when none does, the item stays pending. */
-  handled: Schema.Boolean
+  handled: Schema.Boolean,
+  /** The item's group, for its task type's limits per group (migration 0021); `null`: none. */
+  groupKey: from(Schema.NullOr(Schema.String), "group_key")
 })
 /** A queue item (pending or processing). */
 export interface Item extends Schema.Schema.Type<typeof ItemRow> {}
@@ -105,7 +107,11 @@ const WaitingRow = Schema.Struct({
   after: Schema.Array(Schema.String),
   /** How many of them have not finished yet. */
   waitingOn: from(Schema.Int, "waiting_on"),
-  createdAt: from(Time, "created_at")
+  createdAt: from(Time, "created_at"),
+  /** Its step key, when a flow enqueued it; `null`: none. */
+  stepKey: from(Schema.NullOr(Schema.String), "step_key"),
+  /** Its group (kept when it is released, migration 0022); `null`: none. */
+  groupKey: from(Schema.NullOr(Schema.String), "group_key")
 })
 /** An item waiting for other items (a row of `queue_waiting`, migration 0020). */
 export interface Waiting extends Schema.Schema.Type<typeof WaitingRow> {}
@@ -126,6 +132,27 @@ const ExecutionRow = Schema.Struct({
   /** What the handler returned (a JSON value); `null` when nothing. */
   output: Schema.Unknown
 })
+const FlowNodeRow = Schema.Struct({
+  id: Schema.String,
+  /** Where `flow` found it: 0 the item asked for, below 0 what it waits for, above 0 what waits for it. */
+  depth: Schema.Int,
+  taskType: from(Schema.NullOr(Schema.String), "task_type"),
+  stepKey: from(Schema.NullOr(Schema.String), "step_key"),
+  /**
+   * `waiting` (in queue_waiting), `queued` / `running` (in queue_items), else its latest execution's status (`ok`,
+   * `error`, or `not run` for an error a failure upstream recorded), or `gone` (cancelled, or its log pruned).
+   */
+  state: Schema.Literal("waiting", "queued", "running", "ok", "error", "not run", "gone"),
+  /** What it waits for, by id (a waiting item's `after`; a released or finished item no longer records it). */
+  after: Schema.Array(Schema.String)
+})
+/** One step of a flow, as `flow` reads it. */
+export interface FlowNode extends Schema.Schema.Type<typeof FlowNodeRow> {}
+
+const HoldingRow = Schema.Struct({ taskType: from(Schema.String, "task_type"), running: Schema.Int })
+/** How many executions of a task type hold a live lease now: what its concurrency limit counts. */
+export interface Holding extends Schema.Schema.Type<typeof HoldingRow> {}
+
 /** One finished execution (a `processed_items` row): the domain's `ProcessedItem`. */
 export type Execution = ProcessedItem
 
@@ -326,7 +353,16 @@ export interface PgReadModel {
    */
   readonly truncate: () => Effect.Effect<void, ReadModelError>
   /** Items waiting for other items, oldest first: in `queue_items` only once their wait is over. */
-  readonly waiting: () => Effect.Effect<ReadonlyArray<Waiting>, ReadModelError>
+  readonly waiting: (limit?: number) => Effect.Effect<ReadonlyArray<Waiting>, ReadModelError>
+  /** How many items wait for others (all of `waiting`, counted). */
+  readonly waitingCount: () => Effect.Effect<number, ReadModelError>
+  /**
+   * The flow around an item: what it waits for and what waits for it, transitively, as `queue_waiting` records them
+   * (an item that was released or finished no longer says what it waited for). At most `limit` steps, nearest first.
+   */
+  readonly flow: (id: string, limit: number) => Effect.Effect<ReadonlyArray<FlowNode>, ReadModelError>
+  /** How many executions of each of `taskTypes` hold a live lease now (types with none are left out). */
+  readonly holding: (taskTypes: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<Holding>, ReadModelError>
 }
 
 // ---------------------------------------------------------------------------------------------------------------
@@ -378,6 +414,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
     const items = sql(table(schema, "queue_items"))
     const leases = sql(table(schema, "queue_leases"))
     const processed = sql(table(schema, "processed_items"))
+    const waitingTable = sql(table(schema, "queue_waiting"))
     const jobs = sql(table(schema, "scheduled_jobs"))
     const runs = sql(table(schema, "job_runs"))
     const workers = sql(table(schema, "scheduler_workers"))
@@ -399,7 +436,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
                -- A released item's key only says it has inputs (migration 0020): not the user's.
                CASE WHEN i.unique_key LIKE 'kairos:after:%' THEN NULL ELSE i.unique_key END AS unique_key,
                i.failures, i.retry_attempts,
-               ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled
+               ${handledByLiveWorker(sql, schema, sql`i.task_type`)} AS handled, i.group_key
         FROM ${items} i
         WHERE ${sql.and([
           ...(q.id === undefined ? [] : [sql`i.id = ${q.id}::bigint`]),
@@ -545,14 +582,17 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
       SELECT now() AS now, (SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}) AS semaphore`
 
     // Each part is an index lookup or a small table: the newest execution and item, the latest finished run, the
-    // jobs' last change, the switch, the number of items and of live workers.
+    // jobs' last change, the switch, the number of items and of live workers; the items waiting for others (a count:
+    // one arriving, released, doomed or cancelled changes it) and the limits (their number and last change).
     const signature = sql<{ signature: string }>`
       SELECT concat_ws(':',
         (SELECT max(id) FROM ${processed}), (SELECT max(id) FROM ${items}), (SELECT count(*) FROM ${items}),
         (SELECT count(*) FROM ${items} WHERE status = 'processing'), (SELECT max(id) FROM ${runs}),
         (SELECT max(finished_at) FROM ${runs}), (SELECT max(updated_at) FROM ${jobs}),
         (SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}),
-        (SELECT count(*) FROM ${workers} w WHERE ${liveWorker(sql, "w")})
+        (SELECT count(*) FROM ${workers} w WHERE ${liveWorker(sql, "w")}),
+        (SELECT count(*) FROM ${waitingTable}),
+        (SELECT count(*) || '/' || max(updated_at) FROM ${sql(table(schema, "queue_limits"))})
       ) AS signature`
 
     const readWorkers = (limit?: number) =>
@@ -561,15 +601,84 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
       depth(countOf(limit ?? Infinity)).pipe(Effect.mapError(toError("reading queue_items failed")))
 
     const waitingRows = SqlSchema.findAll({
-      Request: Schema.Void,
+      Request: Schema.UndefinedOr(Schema.Number),
       Result: WaitingRow,
-      execute: () => sql`
-        SELECT id::text AS id, task_type, after::text[] AS after, remaining AS waiting_on, created_at
-        FROM ${sql(table(schema, "queue_waiting"))} ORDER BY id`
+      execute: (limit) => sql`
+        SELECT id::text AS id, task_type, after::text[] AS after, remaining AS waiting_on, created_at, step_key,
+               group_key
+        FROM ${waitingTable} ORDER BY id LIMIT ${limit === undefined ? null : countOf(limit)}`
+    })
+
+    // Up (what it waits for) and down (what waits for it) through queue_waiting's `after`, each a bounded walk;
+    // UNION drops a step met twice at one depth, so a diamond does not multiply.
+    const flowRows = SqlSchema.findAll({
+      Request: Schema.Any as Schema.Schema<{ readonly id: string; readonly limit: number }>,
+      Result: FlowNodeRow,
+      execute: (q) => sql`
+        WITH RECURSIVE up(id, depth) AS (
+          SELECT ${q.id}::bigint, 0
+          UNION
+          SELECT a, up.depth - 1 FROM up JOIN ${waitingTable} w ON w.id = up.id, unnest(w.after) AS a
+          WHERE up.depth > -100
+        ), down(id, depth) AS (
+          SELECT ${q.id}::bigint, 0
+          UNION
+          SELECT w.id, down.depth + 1 FROM down JOIN ${waitingTable} w ON w.after @> ARRAY[down.id]
+          WHERE down.depth < 100
+        ), steps AS (
+          SELECT id, min(depth) AS depth FROM up GROUP BY id
+          UNION ALL
+          SELECT id, max(depth) FROM down WHERE id <> ${q.id}::bigint GROUP BY id
+        ), shown AS (
+          SELECT DISTINCT ON (id) id, depth FROM steps ORDER BY id, abs(depth)
+        ), near AS (
+          SELECT * FROM shown ORDER BY abs(depth), id LIMIT ${countOf(q.limit)}
+        )
+        SELECT n.id::text AS id, n.depth, coalesce(w.task_type, i.task_type, p.task_type) AS task_type, w.step_key,
+          CASE WHEN w.id IS NOT NULL THEN 'waiting'
+               WHEN i.status = 'processing' THEN 'running'
+               WHEN i.id IS NOT NULL THEN 'queued'
+               WHEN p.status = 'ok' THEN 'ok'
+               WHEN p.status = 'error' AND p.error_msg LIKE 'not run: %' THEN 'not run'
+               WHEN p.status = 'error' THEN 'error'
+               ELSE 'gone' END AS state,
+          coalesce(w.after::text[], '{}') AS after
+        FROM near n
+        LEFT JOIN ${waitingTable} w ON w.id = n.id
+        LEFT JOIN ${items} i ON i.id = n.id
+        LEFT JOIN LATERAL (
+          SELECT p.status, p.task_type, left(p.error_msg, 20) AS error_msg FROM ${processed} p
+          WHERE p.queue_item_id = n.id ORDER BY p.id DESC LIMIT 1
+        ) p ON true
+        ORDER BY n.depth, n.id`
+    })
+
+    const holdingRows = SqlSchema.findAll({
+      Request: Schema.Array(Schema.String),
+      Result: HoldingRow,
+      // Executions holding a live lease now: a lease on the row (runs once) or a lease row (repeats).
+      execute: (types) => sql`
+        SELECT x.task_type, count(*)::int AS running FROM (
+          SELECT i.task_type FROM ${items} i
+          WHERE i.lease_token IS NOT NULL AND i.lease_until >= now()
+          UNION ALL
+          SELECT i.task_type FROM ${leases} q
+          JOIN ${items} i ON i.id = q.item_id WHERE q.lease_until >= now()
+        ) x WHERE x.task_type = ANY(${types}::text[]) GROUP BY x.task_type ORDER BY x.task_type`
     })
 
     return {
-      waiting: () => waitingRows(undefined).pipe(Effect.mapError(toError("reading queue_waiting failed"))),
+      waiting: (limit) => waitingRows(limit).pipe(Effect.mapError(toError("reading queue_waiting failed"))),
+      waitingCount: () =>
+        sql<{ n: number }>`SELECT count(*)::int AS n FROM ${waitingTable}`.pipe(
+          Effect.map((rows) => rows[0]?.n ?? 0),
+          Effect.mapError(toError("reading queue_waiting failed"))
+        ),
+      flow: (id, limit) => flowRows({ id, limit }).pipe(Effect.mapError(toError("reading the flow failed"))),
+      holding: (taskTypes) =>
+        taskTypes.length === 0
+          ? Effect.succeed([])
+          : holdingRows(taskTypes).pipe(Effect.mapError(toError("reading queue_items failed"))),
       items: (query) =>
         itemsPage(query).pipe(
           Effect.map((rows) => pageOf(rows, query.limit)),

@@ -9,7 +9,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Limits from "../../../domain/Limits.js"
 import * as PgLimits from "../../postgres/PgLimits.js"
-import { table as tableName } from "../../postgres/PgSchema.js"
+import * as PgReadModel from "../../postgres/PgReadModel.js"
 import { CliError } from "../errors.js"
 import { escapeControls, table } from "../format.js"
 import { common, countOption, output, withDb } from "../common.js"
@@ -113,19 +113,12 @@ export const limitsClearCommand = Command.make("clear", { ...common, taskType },
 ).pipe(Command.withDescription("remove a task type's limits"))
 
 export const limitsCommand = Command.make("limits", common, (c) =>
-  withDb(c, (sql, schema) =>
+  withDb(c, (_sql, schema) =>
     Effect.gen(function* () {
       const limits = yield* (yield* PgLimits.make({ schema })).list
-      // Executions holding a live lease now, per limited type: what the limits count.
-      const running = yield* sql<{ task_type: string; n: number }>`
-        SELECT x.task_type, count(*)::int AS n FROM (
-          SELECT i.task_type FROM ${sql(tableName(schema, "queue_items"))} i
-          WHERE i.lease_token IS NOT NULL AND i.lease_until >= now()
-          UNION ALL
-          SELECT i.task_type FROM ${sql(tableName(schema, "queue_leases"))} q
-          JOIN ${sql(tableName(schema, "queue_items"))} i ON i.id = q.item_id WHERE q.lease_until >= now()
-        ) x WHERE x.task_type = ANY(${limits.map((l) => l.taskType)}::text[]) GROUP BY x.task_type`
-      const runningOf = new Map(running.map((r) => [r.task_type, r.n] as const))
+      // Executions holding a live lease now, per limited type: what the limits count (read as the dashboard does).
+      const running = yield* (yield* PgReadModel.make({ schema })).holding(limits.map((l) => l.taskType))
+      const runningOf = new Map(running.map((r) => [r.taskType, r.running] as const))
       yield* output(
         c,
         table(
