@@ -257,7 +257,9 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
         const first = type("first")
         yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
         const a = yield* q.enqueue({ taskType: first, payload: "a" }, T0)
-        yield* q.enqueue({ taskType: t, payload: "after-a", group: "h", after: [a.id] }, T0)
+        const waiting = yield* q.enqueue({ taskType: t, payload: "after-a", group: "h", after: [a.id] }, T0)
+        // In a group, concurrent unless it says otherwise, as any item.
+        expect(waiting.thread).toBe(1)
         yield* q.enqueue({ taskType: t, payload: "g1", group: "g" }, T0)
         // g's item holds g's slot; the waiting one is not claimable yet.
         expect(payloads(yield* q.claimBatch(claimOpts([t], 10)))).toEqual(["g1"])

@@ -541,21 +541,7 @@ export const make: Effect.Effect<
               wakeAll()
               return item
             }
-            const id = insertWaiting(input, retry, after, now)
-            const item: QueueItem = {
-              id,
-              taskType: input.taskType,
-              payload: normalizePayload(input.payload),
-              status: "pending",
-              priority: normalizePriority(input.priority),
-              maxRuns: normalizeMaxRuns(input.maxRuns),
-              thread: normalizeThread(input.thread),
-              runAfter: normalizeRunAfter(input.runAfter),
-              uniqueKey: null,
-              createdAt: now,
-              updatedAt: now
-            }
-            return item
+            return Flow.waitingItem(insertWaiting(input, retry, after, now), input, now)
           },
           catch: (e) => e as InvalidFlowError
         })

@@ -11,6 +11,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { InvalidFlowError, InvalidRetryError } from "../../domain/errors.js"
 import { normalizeGroup, threadFor } from "../../domain/Limits.js"
+import * as Flow from "../../domain/Flow.js"
 import * as Retry from "../../domain/Retry.js"
 import * as PgPrepared from "./PgPrepared.js"
 import {
@@ -546,20 +547,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         const after = yield* PgFlows.checkAfter(input)
         const retry = yield* policyOf(input)
         const [id] = yield* flows.insertWaiting([{ input, retry, after }], now)
-        const item: QueueItem = {
-          id: id!,
-          taskType: input.taskType,
-          payload: normalizePayload(input.payload),
-          status: "pending",
-          priority: normalizePriority(input.priority),
-          maxRuns: normalizeMaxRuns(input.maxRuns),
-          thread: normalizeThread(input.thread),
-          runAfter: normalizeRunAfter(input.runAfter),
-          uniqueKey: null,
-          createdAt: now,
-          updatedAt: now
-        }
-        return item
+        return Flow.waitingItem(id!, input, now)
       }).pipe(orFlowError)
 
     const enqueueValid = (input: EnqueueInput, retry: Retry.Policy | null, now: Date) =>
