@@ -32,6 +32,11 @@
  *   backlog  a long backlog (1,000,000 items; 50,000 with --quick) queued at once and drained by one worker
  *            process at concurrency 20, batch 20: the first and the last tenth's rates, their ratio and the total
  *            (bench/systems/backlog.ts; `npm run bench:backlog` prints every tenth)
+ *   flow     a 10,000-step graph of items that wait for others (2,000 with --quick): enqueueFlow, claims beside it
+ *            and while it drains (bench/systems/flow.ts; `npm run bench:flow`)
+ *   limits   a runner's drain of 10,000 items (2,000 with --quick) of a plain type, of one under a limit that never
+ *            binds and of one with 2 per group, interleaved, and the limited ones against plain
+ *            (bench/systems/limits.ts; `npm run bench:limits` adds the store-level and fairness measures)
  */
 import { execFileSync } from "node:child_process"
 import fs from "node:fs/promises"
@@ -48,6 +53,7 @@ import * as graphile from "./systems/graphile.js"
 import * as kairos from "./systems/kairos.js"
 import * as kairosOnly from "./systems/kairos-only.js"
 import * as flowBench from "./systems/flow.js"
+import * as limitsBench from "./systems/limits.js"
 import * as backlog from "./systems/backlog.js"
 import * as pgboss from "./systems/pgboss.js"
 
@@ -61,7 +67,7 @@ const USAGE = `usage: npm run bench [-- options]
 
   --quick            1 round, small sizes (under two minutes; CI runs it)
   --rounds N         rounds to take medians over (default 3; 1 with --quick)
-  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale, backlog, flow (default all)
+  --only G,...       measures: bulk, single, drain, pickup, cron, claim, rss, scale, backlog, flow, limits (default all)
   --systems S,...    kairos, graphile-worker, pg-boss, floor (default all)
   --no-json          do not write bench/results/<timestamp>.json
   --help             this text
@@ -94,7 +100,19 @@ if (args.help === true) {
 
 const quick = args.quick === true
 const rounds = Number(args.rounds ?? (quick ? 1 : 3))
-const GROUPS = ["bulk", "single", "drain", "pickup", "cron", "claim", "rss", "scale", "backlog", "flow"] as const
+const GROUPS = [
+  "bulk",
+  "single",
+  "drain",
+  "pickup",
+  "cron",
+  "claim",
+  "rss",
+  "scale",
+  "backlog",
+  "flow",
+  "limits"
+] as const
 type Group = (typeof GROUPS)[number]
 const only = new Set<string>(args.only?.split(",").map((s) => s.trim()) ?? GROUPS)
 for (const g of only) if (!(GROUPS as ReadonlyArray<string>).includes(g)) throw new Error(`--only: unknown ${g}`)
@@ -114,7 +132,9 @@ const kairosOnlySizes = quick
       procs: [1, 2],
       warmPerProc: 1_000,
       backlog: 50_000,
-      flow: 2_000
+      flow: 2_000,
+      limits: 2_000,
+      limitsRounds: 1
     }
   : {
       cronJobs: 10_000,
@@ -126,7 +146,9 @@ const kairosOnlySizes = quick
       procs: [1, 2, 4],
       warmPerProc: 5_000,
       backlog: 1_000_000,
-      flow: 10_000
+      flow: 10_000,
+      limits: 10_000,
+      limitsRounds: 2
     }
 
 const ALL: ReadonlyArray<System> = [kairos.system, graphile.system, pgboss.system, floor.system]
@@ -287,6 +309,14 @@ const main = async (url: string, embedded: boolean) => {
       }
       if (r === 0 && wanted("flow") && systems.includes(kairos.system)) {
         Object.assign(alone, await attempt("flow", () => flowBench.flowGraph(ctx, kairosOnlySizes.flow)))
+      }
+      if (r === 0 && wanted("limits") && systems.includes(kairos.system)) {
+        Object.assign(
+          alone,
+          await attempt("limits", () =>
+            limitsBench.limitedDrains(ctx, kairosOnlySizes.limits, kairosOnlySizes.limitsRounds)
+          )
+        )
       }
       if (r === 0 && wanted("rss") && systems.includes(kairos.system)) {
         Object.assign(

@@ -17,14 +17,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, ManagedRuntime, Redacted } from "effect"
+import { Effect, Redacted } from "effect"
 import pg from "pg"
-import { Limits, PgKairos, QueueStore, Runner } from "../src/index.js"
 import { withDatabaseUrl } from "../src/adapters/postgres/EmbeddedPostgres.js"
 import { migrate } from "../src/adapters/postgres/migrations.js"
 import * as PgLimits from "../src/adapters/postgres/PgLimits.js"
 import * as PgQueueStore from "../src/adapters/postgres/PgQueueStore.js"
 import type { QueueClaim } from "../src/ports/QueueStore.js"
+import * as LimitsBench from "./systems/limits.js"
 
 const schema = "kairos_bench_limits"
 const SCALE = Number(process.env["BENCH_SCALE"] ?? 1)
@@ -166,65 +166,11 @@ const program = Effect.gen(function* () {
   yield* sql`DROP SCHEMA ${sql(schema)} CASCADE`
 })
 
-/** One runner drain of `count` no-op items in its own schema: items per second, from the start to an empty queue. */
-const runnerDrain = async (
-  url: string,
-  admin: pg.Pool,
-  name: string,
-  limit: { readonly concurrency: number; readonly perGroup?: boolean } | undefined,
-  groups: number
-): Promise<number> => {
-  const drainSchema = `kairos_bench_limits_${name}`
-  await admin.query(`DROP SCHEMA IF EXISTS "${drainSchema}" CASCADE`)
-  const rt = ManagedRuntime.make(
-    PgKairos.layer({ url, schema: drainSchema, workers: 20, batchSize: 20, interval: "1 second" })
-  )
-  try {
-    const count = n(10_000)
-    await rt.runPromise(
-      Effect.gen(function* () {
-        const runner = yield* Runner.Runner
-        yield* runner.register("t", () => Effect.void)
-        if (limit !== undefined) yield* (yield* Limits).set({ taskType: "t", ...limit })
-        const queue = yield* QueueStore
-        yield* queue.enqueueMany(
-          Array.from({ length: count }, (_, i) => ({
-            taskType: "t",
-            payload: "x",
-            thread: 1,
-            ...(groups > 0 ? { group: `g${i % groups}` } : {})
-          })),
-          new Date()
-        )
-      })
-    )
-    const start = performance.now()
-    await rt.runPromise(Effect.flatMap(Runner.Runner, (runner) => runner.start))
-    for (;;) {
-      const { rows } = await admin.query(`SELECT count(*)::int AS n FROM "${drainSchema}".queue_items`)
-      if (rows[0].n === 0) break
-      await new Promise((resolve) => setTimeout(resolve, 5))
-    }
-    return (count / (performance.now() - start)) * 1000
-  } finally {
-    await rt.dispose()
-    await admin.query(`DROP SCHEMA IF EXISTS "${drainSchema}" CASCADE`)
-  }
-}
-
 const runnerDrains = async (url: string) => {
   const admin = new pg.Pool({ connectionString: url, max: 2 })
   try {
     console.log(`runner drains of ${n(10_000).toLocaleString("en")} no-op items (20 workers, batch 20; indicative):`)
-    const cases = [
-      ["plain", undefined, 0],
-      ["limited", { concurrency: 10_000 }, 0],
-      ["grouped", { concurrency: 2, perGroup: true }, n(1_000)]
-    ] as const
-    const rates = new Map<string, Array<number>>()
-    for (let round = 0; round < 2; round++)
-      for (const [name, limit, groups] of cases)
-        rates.set(name, [...(rates.get(name) ?? []), await runnerDrain(url, admin, name, limit, groups)])
+    const rates = await LimitsBench.runnerDrains(url, admin, "kairos_bench_limits", n(10_000), n(1_000), 2)
     const plain = Math.max(...rates.get("plain")!)
     const label: Record<string, string> = {
       plain: "plain",

@@ -186,6 +186,7 @@ export const render = (options: {
     readonly procs: ReadonlyArray<number>
     readonly backlog: number
     readonly flow: number
+    readonly limits: number
   }
   readonly rounds: number
 }): string => {
@@ -263,6 +264,12 @@ export const render = (options: {
   put(`… claimBatch(20) median, ${flow} plain items (ms)`, "ms", a("flow.plainClaim"))
   put(`… the flow drained by claims of 20 (steps/s)`, "/s", a("flow.rate"))
   put(`… ${flow} plain items drained the same way (items/s)`, "/s", a("flow.plainRate"))
+  const limits = ko.limits.toLocaleString("en-US")
+  put(`drain of ${limits} by a runner (workers 20, batch 20), plain type (items/s)`, "/s", a("limits.plain"))
+  put(`… a type under a limit that never binds (items/s)`, "/s", a("limits.limited"))
+  put(`… 2 per group (items/s)`, "/s", a("limits.grouped"))
+  put(`… limited / plain`, "×", a("limits.limitedRatio"))
+  put(`… 2 per group / plain`, "×", a("limits.groupedRatio"))
   if (aloneRows.length > 0) {
     lines.push("")
     lines.push("| kairos alone | figure |")
