@@ -338,11 +338,14 @@ pgbouncerTests("kairos through PgBouncer in transaction mode, nothing configured
             (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0
           while (!(await drained()) && killed < 40) {
             await sleep(250)
+            // Only this test's: other files share the database (each in its schema), and a backend of theirs killed
+            // here fails them. Every statement kairos sends names its schema.
             const [victim] = await db.query<{ pid: number }>(
               `SELECT pid FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()
                  AND backend_type = 'client backend' AND application_name <> 'kairos-test'
-                 AND query NOT LIKE '%LISTEN%' AND xact_start IS NOT NULL
-               ORDER BY random() LIMIT 1`
+                 AND query NOT LIKE '%LISTEN%' AND xact_start IS NOT NULL AND position($1 in query) > 0
+               ORDER BY random() LIMIT 1`,
+              [db.schema]
             )
             if (victim === undefined) continue
             await db.query(`SELECT pg_terminate_backend($1)`, [victim.pid])
