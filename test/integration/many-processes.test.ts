@@ -170,8 +170,9 @@ pgbouncerTests(`${PROCESSES} kairos worker processes through one PgBouncer (serv
       expect(workers.flatMap((w) => w.events().filter((e) => e["event"] === "log"))).toEqual([])
       expect(workers.map((w) => w.err())).toEqual(workers.map(() => ""))
       expect(bouncer!.log()).not.toContain("no more connections allowed")
-      // The budget held: at most POOL clients each on PgBouncer.
-      expect(clients.peak).toBeLessThanOrEqual(PROCESSES * POOL)
+      // The budget held: at most POOL clients each on PgBouncer, beside the test's own `kairos workers` (a pool of 3,
+      // one command at a time; a CI run saw 81 while it listed the workers).
+      expect(clients.peak).toBeLessThanOrEqual(PROCESSES * POOL + 3)
 
       // Exactly once: one success per item, none twice, nothing left.
       const log = await db!.query<{ runs: number; items: number; ok: number }>(
