@@ -163,14 +163,18 @@ export const make = (options: {
   const tickAndPlan = Effect.suspend(() => {
     const force = everywhere
     everywhere = false
+    const startedAtMs = nowMs()
     return tick(force).pipe(
       // Said once per outage, by the first tick that succeeds after it: whether `back` cut the backoff short or it
-      // ran out, the line marks when the runner had the database again.
+      // ran out, the line marks when the runner had the database again; the tick's own length tells a slow first
+      // tick (fresh connections) from a late start.
       Effect.tap(() => {
         if (failures === 0) return Effect.void
         const after = failures
         failures = 0
-        return Effect.logInfo(`the database is reachable again: ticked after ${after} failed tick(s)`)
+        return Effect.logInfo(
+          `the database is reachable again: ticked after ${after} failed tick(s) (this tick took ${nowMs() - startedAtMs} ms)`
+        )
       }),
       // What the tick started begins before the sleep is planned (which may cost a statement to build and send):
       // the workers take their first executions in the yield.

@@ -92,6 +92,8 @@ interface Figures {
   readonly resumedAfterMs: ReadonlyArray<number>
   /** Per worker, from writable to its line saying the database is reachable again (its first tick that succeeded). */
   readonly backAfterMs: ReadonlyArray<number>
+  /** Per worker, how long that first successful tick took (fresh connections to the promoted standby). */
+  readonly firstTickMs: ReadonlyArray<number>
   readonly itemsRunTwice: number
   readonly lostRunsLetGo: number
   readonly skippedSlotsAfter: number
@@ -180,7 +182,7 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   }
 
   const config = { workers: 8, batchSize: 20, interval: "1 second", leaseDuration: "10 seconds" }
-  const workers: Array<Worker> = [0, 1, 2].map(() => startWorker(db, { config, slowMs: 1500 }))
+  const workers: Array<Worker> = [0, 1, 2].map(() => startWorker(db, { config, slowMs: 1500, debug: true }))
   cleanups.push(async () => killAll(workers))
   await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
   const processed = async () =>
@@ -245,33 +247,41 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     `SELECT count(*)::int AS skipped FROM $schema.job_runs
      WHERE status = 'skipped' AND scheduled_for >= to_timestamp(${writableAt / 1000})`
   )
+  const backLines = workers.map((w) =>
+    w.events.find((e) => e.event === "log" && /the database is reachable again: ticked after/.test(String(e.message)))
+  )
   const figures: Figures = {
     mode,
     writableAfterMs: writableAt - crashedAt,
     resumedAfterMs: workers.map((w) => resumedAt(w)! - writableAt),
-    backAfterMs: workers.map((w) => {
-      const e = w.events.find(
-        (e) => e.event === "log" && /the database is reachable again: ticked after/.test(String(e.message))
-      )
-      return e === undefined ? Number.NaN : Number(e.at) - writableAt
-    }),
+    backAfterMs: backLines.map((e) => (e === undefined ? Number.NaN : Number(e.at) - writableAt)),
+    firstTickMs: backLines.map((e) =>
+      e === undefined ? Number.NaN : Number(/this tick took (\d+) ms/.exec(String(e.message))?.[1] ?? Number.NaN)
+    ),
     itemsRunTwice,
     lostRunsLetGo,
     skippedSlotsAfter: after!.skipped
   }
   console.log(`failover (${mode}): ${JSON.stringify(figures)}`)
-  // What a worker that was slow to resume logged, relative to the standby accepting writes.
+  // What a worker that was slow to resume logged (its debug lines too) and ran, relative to the standby accepting
+  // writes.
   workers.forEach((w, i) => {
-    if (figures.resumedAfterMs[i]! < 1500) return
+    if (figures.resumedAfterMs[i]! < 1500 && !(figures.backAfterMs[i]! >= 1500)) return
     const lines = w.events
       .filter(
         (e) =>
-          e.event === "log" &&
+          e.event !== "text" &&
           Number(e.at) >= crashedAt &&
           Number(e.at) <= writableAt + figures.resumedAfterMs[i]! + 1000
       )
-      .map((e) => `${Number(e.at) - writableAt}ms ${String(e.message).split("\n")[0]!.slice(0, 160)}`)
-    console.log(`worker ${i} executed again ${figures.resumedAfterMs[i]} ms after writable:\n${lines.join("\n")}`)
+      .map(
+        (e) =>
+          `${Number(e.at) - writableAt}ms ${e.event === "log" ? String(e.message).split("\n")[0]!.slice(0, 160) : JSON.stringify(e)}`
+      )
+    console.log(
+      `worker ${i} was back ${figures.backAfterMs[i]} ms and executed again ${figures.resumedAfterMs[i]} ms after ` +
+        `writable:\n${lines.slice(-300).join("\n")}`
+    )
   })
 
   // The tick failures of the outage are a handful per worker, each saying when it retries.
