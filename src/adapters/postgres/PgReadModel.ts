@@ -140,8 +140,9 @@ const FlowStepRow = Schema.Struct({
   stepKey: from(Schema.NullOr(Schema.String), "step_key"),
   /**
    * `waiting` (in queue_waiting), `queued` / `running` (in queue_items), else its latest execution's status (`ok`,
-   * `error`, or `not run` for an error a failure upstream recorded), `cancelled` (a step that left the queue with no
-   * execution logged), or `gone` (an item no step records, cancelled or its log pruned).
+   * `error`, or `not run` for an error a failure upstream recorded), `cancelled` (a step that left the queue with
+   * nothing logged: cancelled or deleted by hand), or `gone` (nothing of it left in the log: pruned, or an item that
+   * no step records and that was cancelled).
    */
   state: Schema.Literal("waiting", "queued", "running", "ok", "error", "not run", "cancelled", "gone"),
   /** What it waits or waited for, by id (kept in `flow_steps` from the moment it was enqueued, migration 0023). */
@@ -390,7 +391,8 @@ export interface PgReadModel {
   /**
    * The flow around an item: the steps linked to it by `after` either way (what it waited for, what waited for it,
    * their other links: the whole flow), each with its state and what it waited for, for the flow's life. At most
-   * `limit` steps, the nearest first. Flows enqueued before migration 0023 show only what `queue_waiting` still holds.
+   * `limit` steps, the nearest (by links) kept, ordered by column. Flows enqueued before migration 0023 show only
+   * what `queue_waiting` still holds.
    */
   readonly flow: (id: string, limit: number) => Effect.Effect<ReadonlyArray<FlowNode>, ReadModelError>
   /** How many executions of each of `taskTypes` hold a live lease now (types with none are left out). */
@@ -676,10 +678,10 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
           CASE WHEN w.id IS NOT NULL THEN 'waiting'
                WHEN i.status = 'processing' THEN 'running'
                WHEN i.id IS NOT NULL THEN 'queued'
+               WHEN s.cancelled_at IS NOT NULL THEN 'cancelled'
                WHEN p.status = 'ok' THEN 'ok'
                WHEN p.status = 'error' AND p.error_msg LIKE 'not run: %' THEN 'not run'
                WHEN p.status = 'error' THEN 'error'
-               WHEN s.id IS NOT NULL THEN 'cancelled'
                ELSE 'gone' END AS state,
           coalesce(w.after, s.after, '{}')::text[] AS after
         FROM near n
