@@ -162,7 +162,7 @@ export interface FlowNode extends Schema.Schema.Type<typeof FlowStepRow> {
  * steps read), counted from the item asked for. (`after` never makes a cycle: an item names only items that exist
  * before it; a step already being placed counts as 0, so even a hand-made cycle ends.)
  */
-export const flowDepths = (id: string, steps: ReadonlyArray<Schema.Schema.Type<typeof FlowStepRow>>) => {
+const flowDepths = (id: string, steps: ReadonlyArray<Schema.Schema.Type<typeof FlowStepRow>>) => {
   const byId = new Map(steps.map((step) => [step.id, step]))
   const levels = new Map<string, number>()
   const levelOf = (stepId: string): number => {
