@@ -194,9 +194,29 @@ layer(PgQueue("flow_steps"), { timeout: "120 seconds", excludeTestServices: true
           ])
           // And the rest: nothing of the flow is left.
           yield* q.pruneProcessed({ olderThan: new Date(Date.now() + 3_600_000), keepLast: undefined, limit: 1000 })
-          expect(yield* count(sql, schema)).toBe(0)
+          expect(yield* count(sql, schema, all)).toBe(0)
           expect(yield* drawn(reads, ids["c"]!, keyOf)).toEqual([["c", "gone", "", 0]])
         })
+    )
+
+    it.effect("a step waiting since before migration 0023 (no flow_steps row) is drawn from queue_waiting", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const sql = (yield* SqlClient.SqlClient).withoutTransforms()
+        const schema = yield* TestSchema
+        const reads = yield* PgReadModel.make({ schema })
+        const first = yield* q.enqueue({ taskType: "before_0023", thread: 1 }, T0)
+        const old = yield* q.enqueue({ taskType: "before_0023_waiter", thread: 1, after: [first.id] }, T0)
+        const kept = yield* q.enqueue({ taskType: "after_0023_waiter", thread: 1, after: [old.id] }, T0)
+        yield* sql`DELETE FROM ${sql(`${schema}.flow_steps`)} WHERE id = ${old.id}::bigint`
+        const nodes = yield* reads.flow(first.id, 300)
+        expect(nodes.map((n) => [n.id, n.state, n.after, n.depth])).toEqual([
+          [first.id, "queued", [], 0],
+          [old.id, "waiting", [first.id], 1],
+          [kept.id, "waiting", [old.id], 2]
+        ])
+        yield* Effect.forEach([kept.id, old.id, first.id], (id) => q.cancel(id))
+      })
     )
 
     it.effect("plain items write nothing to flow_steps: enqueue, enqueueMany, SQL, claims and records", () =>
