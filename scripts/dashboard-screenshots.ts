@@ -84,16 +84,37 @@ const seed = async (url: string) => {
       FROM $s.scheduled_jobs WHERE name = 'daily-report'`)
     // Outputs, groups, a flow in progress and a few limits (workflows, flow control).
     await q(`UPDATE $s.queue_items SET group_key = 'customer-' || (id % 5) WHERE task_type = 'generate_invoice'`)
-    await q(`
-      WITH pdf AS (INSERT INTO $s.queue_items (task_type, payload) VALUES ('render_pdf', '{"order":812}') RETURNING id),
-           pay AS (INSERT INTO $s.queue_items (task_type, payload, status, in_flight)
-                   VALUES ('capture_payment', '{"order":812}', 'processing', 1) RETURNING id)
-      INSERT INTO $s.queue_waiting (task_type, payload, after, after_keys, step_key)
-      SELECT 'send_invoice', '{"order":812}', ARRAY[pdf.id, pay.id], ARRAY['pdf', 'payment'], 'invoice' FROM pdf, pay`)
-    await q(`
-      INSERT INTO $s.queue_waiting (task_type, payload, after, after_keys, step_key)
-      SELECT 'archive', '{"order":812}', ARRAY[id], ARRAY['invoice'], 'archive' FROM $s.queue_waiting
-      WHERE step_key = 'invoice'`)
+    // Order 812's flow, part way: steps that succeeded, one that failed (what waits for it not run), one running,
+    // one queued, one waiting, one cancelled while it waited.
+    const step = (key: string) => `(SELECT id FROM $s.flow_steps WHERE step_key = '${key}')`
+    const enqueue = (type: string, key: string, after: ReadonlyArray<string>) =>
+      q(`INSERT INTO $s.queue_waiting (task_type, payload, after, after_keys, step_key)
+         SELECT '${type}', '{"order":812}', ARRAY[${after.map(step).join(", ")}]::bigint[],
+                ARRAY[${after.map((k) => `'${k}'`).join(", ")}]::text[], '${key}'`)
+    const finish = (key: string, status: "ok" | "error", error: string, output: string | null) =>
+      q(`BEGIN;
+         INSERT INTO $s.processed_items (queue_item_id, task_type, payload, status, error_msg, started_at, finished_at,
+           duration_ms, output)
+         SELECT id, task_type, '{"order":812}', '${status}', '${error}', now() - interval '1 second', now(), 420,
+           ${output === null ? "NULL" : `'${output}'`}::jsonb FROM $s.flow_steps WHERE step_key = '${key}';
+         DELETE FROM $s.queue_items WHERE id = ${step(key)};
+         COMMIT`)
+    await enqueue("render_pdf", "pdf", [])
+    await enqueue("capture_payment", "payment", [])
+    await enqueue("fraud_check", "fraud", [])
+    await enqueue("send_invoice", "invoice", ["pdf", "payment"])
+    await enqueue("post_ledger", "ledger", ["payment"])
+    await enqueue("send_email", "email", ["invoice"])
+    await enqueue("send_sms", "sms", ["email"])
+    await enqueue("archive", "archive", ["invoice", "fraud"])
+    await enqueue("issue_coupon", "coupon", ["fraud"])
+    await enqueue("send_email", "coupon_mail", ["coupon"])
+    await finish("pdf", "ok", "", '{"pdf":"invoices/812.pdf"}')
+    await finish("payment", "ok", "", '{"charge":"ch_812"}')
+    await finish("invoice", "ok", "", '{"sent":true}')
+    await finish("email", "error", "SMTP 550: mailbox unavailable", null)
+    await q(`UPDATE $s.queue_items SET status = 'processing', in_flight = 1 WHERE id = ${step("fraud")}`)
+    await q(`SELECT $s.kairos_flow_cancel(${step("coupon")})`)
     await q(`
       INSERT INTO $s.queue_limits (task_type, concurrency, per_group, rate, rate_per_ms) VALUES
         ('capture_payment', 5, false, NULL, NULL), ('generate_invoice', 1, true, NULL, NULL),
@@ -107,13 +128,13 @@ const seed = async (url: string) => {
   }
 }
 
-/** The flow's middle step, whose page shows the whole flow. */
+/** The flow's invoice step, whose page shows the whole flow. */
 const flowItem = async (url: string): Promise<string> => {
   const client = new pg.Client({ connectionString: url })
   await client.connect()
   try {
     const { rows } = await client.query<{ id: string }>(
-      `SELECT id::text AS id FROM ${SCHEMA}.queue_waiting WHERE step_key = 'invoice'`
+      `SELECT id::text AS id FROM ${SCHEMA}.flow_steps WHERE step_key = 'invoice'`
     )
     return rows[0]!.id
   } finally {

@@ -208,6 +208,20 @@ describe.skipIf(!available)("the dashboard in Chromium", () => {
         first!.id
       ])
       await page.locator("#waiting-table", { hasText: "flow_later" }).waitFor({ timeout: 15_000 })
+      await page.goto(`${dashboard.url}/queue/${next!.id}`)
+      await live(page)
+      // The first finishes (recorded and deleted in one transaction, as a runner does): the next is released, and its
+      // open page redraws the flow, both steps still there with their new states.
+      await db.query(`BEGIN;
+        INSERT INTO $schema.processed_items (queue_item_id, task_type, status, error_msg, started_at, finished_at, duration_ms)
+        VALUES (${Number(first!.id)}, 'flow_first', 'ok', '', now(), now(), 1);
+        DELETE FROM $schema.queue_items WHERE id = ${Number(first!.id)};
+        COMMIT`)
+      await page.locator(`.flow-step[data-step="${first!.id}"] .badge.ok`).waitFor({ timeout: 15_000 })
+      expect(await page.locator(`.flow-step.current[data-step="${next!.id}"] .badge.queued`).count()).toBe(1)
+      expect(await page.locator(`.flow-step.current[data-step="${next!.id}"]`).textContent()).toMatch(
+        new RegExp(`after\\s+${first!.id}\\b`)
+      )
 
       await page.goto(`${dashboard.url}/limits`)
       await live(page)

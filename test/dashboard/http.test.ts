@@ -727,7 +727,12 @@ describe("flows, outputs and limits", () => {
     const r = await post("cancel", { item: waiting! }, { token: TOKEN, csrf: csrfOf(page.text) })
     expect(r).toEqual({ status: 200, body: { ok: true, message: `cancelled item ${waiting}` } })
     expect(await db.query(`SELECT id FROM $schema.queue_waiting WHERE id = $1`, [waiting])).toEqual([])
-    expect((await get(`/queue/${waiting}`)).status).toBe(404)
+    // Gone from the queue, but its flow still draws it, cancelled (and its page says so), until retention.
+    const after = await get(`/queue/${waiting}`)
+    expect(after.status).toBe(200)
+    expect(after.text).toContain("no longer queued")
+    expect(after.text).toMatch(new RegExp(`data-step="${waiting}"[\\s\\S]*?class="badge cancelled"`))
+    expect(after.text).toMatch(new RegExp(`data-step="${first}"[\\s\\S]*?class="badge queued"`))
     await db.query(`DELETE FROM $schema.queue_items WHERE id = $1`, [first])
   })
 

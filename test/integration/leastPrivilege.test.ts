@@ -131,6 +131,9 @@ describe("a least-privilege role", () => {
         const later = await cli(app, ["enqueue", "send_email", "{}", "--run-after", "1h"])
         const id = /^enqueued (\d+)/.exec(later.stdout)?.[1]
         expect(id).toBeDefined()
+        // An item that waits for it (kept in flow_steps, 0023), not run once it is cancelled (its step marked).
+        const waiter = await cli(app, ["enqueue", "send_email", "{}", "--after", id!])
+        expect(waiter.stderr).toBe("")
         expect((await cli(app, ["cancel", id!])).code).toBe(0)
         const processed = JSON.parse((await cli(app, ["processed", "--json"])).stdout) as Array<{ id: string }>
         expect(processed.length).toBeGreaterThanOrEqual(5)

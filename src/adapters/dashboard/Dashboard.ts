@@ -367,8 +367,11 @@ export const router = (
         ])
         const flow = { nodes: nodes.slice(0, FLOW_STEPS), more: nodes.length > FLOW_STEPS }
         const found = { item: Option.fromNullable(items.rows[0]), executions: executions.rows, flow }
-        const waiting = nodes.some((node) => node.id === itemId && node.state === "waiting")
-        if (Option.isNone(found.item) && found.executions.length === 0 && !waiting)
+        // A step waiting, or cancelled before it ran, has no row in the queue nor in the log, but its flow knows it.
+        const stepOnly = nodes.some(
+          (node) => node.id === itemId && (node.state === "waiting" || node.state === "cancelled")
+        )
+        if (Option.isNone(found.item) && found.executions.length === 0 && !stepOnly)
           return yield* new Refusal({
             status: 404,
             message: `no queue item ${itemId}, and no execution of one: it may have been cancelled or pruned`

@@ -577,8 +577,8 @@ export interface Flow {
 }
 
 /**
- * An item's flow as columns by depth: what it waits for on the left, what waits for it on the right, each step with
- * its state and what it waits for. Server-rendered, no script.
+ * An item's flow as columns by depth: each step one column right of the furthest step it waits for, with its state
+ * and what it waits for. Server-rendered, no script.
  */
 export const flowGraph = (ctx: PageContext, id: string, flow: Flow): Html => {
   const columns = new Map<number, Array<PgReadModel.FlowNode>>()
@@ -589,16 +589,16 @@ export const flowGraph = (ctx: PageContext, id: string, flow: Flow): Html => {
   return html`<h2>Flow</h2>
     <p class="muted">
       ${flow.nodes.length} steps${flow.more ? " shown (more lie beyond, further away)" : ""}:
-      ${[...counts.entries()].map(([state, n], i) => html`${i === 0 ? "" : ", "}${badge(state)} ${n}`)}. Left: what this
-      item waits for; right: what waits for it. A step that was released or finished no longer records what it waited
-      for.
+      ${[...counts.entries()].map(([state, n], i) => html`${i === 0 ? "" : ", "}${badge(state)} ${n}`)}. Each step
+      stands one column right of the furthest step it waits for; this item's column is marked. Steps stay here with
+      their state until retention prunes their log.
     </p>
     <div class="flow" role="list" aria-label="flow of item ${id}">
       ${depths.map(
         (depth) =>
           html`<div class="flow-column" data-depth="${depth}">
             <div class="muted">
-              ${depth === 0 ? "this item" : depth < 0 ? `waited for (${-depth})` : `waits (${depth})`}
+              ${depth === 0 ? "this item's column" : depth < 0 ? `${-depth} before` : `${depth} after`}
             </div>
             ${(columns.get(depth) ?? []).map(
               (node) =>

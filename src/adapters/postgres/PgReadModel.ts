@@ -132,22 +132,54 @@ const ExecutionRow = Schema.Struct({
   /** What the handler returned (a JSON value); `null` when nothing. */
   output: Schema.Unknown
 })
-const FlowNodeRow = Schema.Struct({
+const FlowStepRow = Schema.Struct({
   id: Schema.String,
-  /** Where `flow` found it: 0 the item asked for, below 0 what it waits for, above 0 what waits for it. */
-  depth: Schema.Int,
+  /** How many links of the flow away from the item asked for (either way): the walk keeps the nearest. */
+  distance: Schema.Int,
   taskType: from(Schema.NullOr(Schema.String), "task_type"),
   stepKey: from(Schema.NullOr(Schema.String), "step_key"),
   /**
    * `waiting` (in queue_waiting), `queued` / `running` (in queue_items), else its latest execution's status (`ok`,
-   * `error`, or `not run` for an error a failure upstream recorded), or `gone` (cancelled, or its log pruned).
+   * `error`, or `not run` for an error a failure upstream recorded), `cancelled` (a step that left the queue with
+   * nothing logged: cancelled or deleted by hand), or `gone` (nothing of it left in the log: pruned, or an item that
+   * no step records and that was cancelled).
    */
-  state: Schema.Literal("waiting", "queued", "running", "ok", "error", "not run", "gone"),
-  /** What it waits for, by id (a waiting item's `after`; a released or finished item no longer records it). */
+  state: Schema.Literal("waiting", "queued", "running", "ok", "error", "not run", "cancelled", "gone"),
+  /** What it waits or waited for, by id (kept in `flow_steps` from the moment it was enqueued, migration 0023). */
   after: Schema.Array(Schema.String)
 })
 /** One step of a flow, as `flow` reads it. */
-export interface FlowNode extends Schema.Schema.Type<typeof FlowNodeRow> {}
+export interface FlowNode extends Schema.Schema.Type<typeof FlowStepRow> {
+  /**
+   * Its column when the flow is drawn: 0 the item asked for, below 0 before it, above 0 after it. A step's column is
+   * one more than the furthest of those it waited for among the steps read (0 for a step that waited for none).
+   */
+  readonly depth: number
+}
+
+/**
+ * The steps' columns: a step lies one after the furthest of those it waited for (the longest path to it among the
+ * steps read), counted from the item asked for. (`after` never makes a cycle: an item names only items that exist
+ * before it; a step already being placed counts as 0, so even a hand-made cycle ends.)
+ */
+const flowDepths = (id: string, steps: ReadonlyArray<Schema.Schema.Type<typeof FlowStepRow>>) => {
+  const byId = new Map(steps.map((step) => [step.id, step]))
+  const levels = new Map<string, number>()
+  const levelOf = (stepId: string): number => {
+    const known = levels.get(stepId)
+    if (known !== undefined) return known
+    levels.set(stepId, 0)
+    let level = 0
+    for (const before of byId.get(stepId)?.after ?? [])
+      if (byId.has(before)) level = Math.max(level, levelOf(before) + 1)
+    levels.set(stepId, level)
+    return level
+  }
+  const origin = byId.has(id) ? levelOf(id) : 0
+  return steps
+    .map((step): FlowNode => ({ ...step, depth: levelOf(step.id) - origin }))
+    .sort((a, b) => a.depth - b.depth || Number(BigInt(a.id) - BigInt(b.id)))
+}
 
 const HoldingRow = Schema.Struct({ taskType: from(Schema.String, "task_type"), running: Schema.Int })
 /** How many executions of a task type hold a live lease now: what its concurrency limit counts. */
@@ -357,8 +389,10 @@ export interface PgReadModel {
   /** How many items wait for others (all of `waiting`, counted). */
   readonly waitingCount: () => Effect.Effect<number, ReadModelError>
   /**
-   * The flow around an item: what it waits for and what waits for it, transitively, as `queue_waiting` records them
-   * (an item that was released or finished no longer says what it waited for). At most `limit` steps, nearest first.
+   * The flow around an item: the steps linked to it by `after` either way (what it waited for, what waited for it,
+   * their other links: the whole flow), each with its state and what it waited for, for the flow's life. At most
+   * `limit` steps, the nearest (by links) kept, ordered by column. Flows enqueued before migration 0023 show only
+   * what `queue_waiting` still holds.
    */
   readonly flow: (id: string, limit: number) => Effect.Effect<ReadonlyArray<FlowNode>, ReadModelError>
   /** How many executions of each of `taskTypes` hold a live lease now (types with none are left out). */
@@ -415,6 +449,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
     const leases = sql(table(schema, "queue_leases"))
     const processed = sql(table(schema, "processed_items"))
     const waitingTable = sql(table(schema, "queue_waiting"))
+    const steps = sql(table(schema, "flow_steps"))
     const jobs = sql(table(schema, "scheduled_jobs"))
     const runs = sql(table(schema, "job_runs"))
     const workers = sql(table(schema, "scheduler_workers"))
@@ -609,48 +644,55 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
         FROM ${waitingTable} ORDER BY id LIMIT ${limit === undefined ? null : countOf(limit)}`
     })
 
-    // Up (what it waits for) and down (what waits for it) through queue_waiting's `after`, each a bounded walk;
-    // UNION drops a step met twice at one depth, so a diamond does not multiply.
+    // A breadth-first walk over the links either way, one row per distance: the ids it has not seen yet among the
+    // links of the last ring (through flow_steps, and queue_waiting for items waiting since before 0023), at most
+    // as many as the bound leaves, lowest ids first. Each ring is index lookups of the ring's ids (the primary keys,
+    // the GIN indexes on after), so a bounded walk reads about as much as it returns, however large the flow.
     const flowRows = SqlSchema.findAll({
       Request: Schema.Any as Schema.Schema<{ readonly id: string; readonly limit: number }>,
-      Result: FlowNodeRow,
+      Result: FlowStepRow,
       execute: (q) => sql`
-        WITH RECURSIVE up(id, depth) AS (
-          SELECT ${q.id}::bigint, 0
-          UNION
-          SELECT a, up.depth - 1 FROM up JOIN ${waitingTable} w ON w.id = up.id, unnest(w.after) AS a
-          WHERE up.depth > -100
-        ), down(id, depth) AS (
-          SELECT ${q.id}::bigint, 0
-          UNION
-          SELECT w.id, down.depth + 1 FROM down JOIN ${waitingTable} w ON w.after @> ARRAY[down.id]
-          WHERE down.depth < 100
-        ), steps AS (
-          SELECT id, min(depth) AS depth FROM up GROUP BY id
+        WITH RECURSIVE walk(ring, seen, distance) AS (
+          SELECT ARRAY[${q.id}::bigint], ARRAY[${q.id}::bigint], 0
           UNION ALL
-          SELECT id, max(depth) FROM down WHERE id <> ${q.id}::bigint GROUP BY id
-        ), shown AS (
-          SELECT DISTINCT ON (id) id, depth FROM steps ORDER BY id, abs(depth)
+          SELECT next.ids, w.seen || next.ids, w.distance + 1
+          FROM walk w CROSS JOIN LATERAL (
+            SELECT array_agg(found.x ORDER BY found.x) AS ids FROM (
+              SELECT link.x FROM (
+                SELECT unnest(s.after) AS x FROM ${steps} s WHERE s.id = ANY(w.ring)
+                UNION SELECT unnest(q.after) FROM ${waitingTable} q WHERE q.id = ANY(w.ring)
+                UNION SELECT s.id FROM ${steps} s WHERE s.after && w.ring
+                UNION SELECT q.id FROM ${waitingTable} q WHERE q.after && w.ring
+              ) link
+              WHERE link.x <> ALL(w.seen)
+              ORDER BY link.x LIMIT greatest(${countOf(q.limit)} - cardinality(w.seen), 0)
+            ) found
+          ) next
+          WHERE next.ids IS NOT NULL AND cardinality(w.seen) < ${countOf(q.limit)}
         ), near AS (
-          SELECT * FROM shown ORDER BY abs(depth), id LIMIT ${countOf(q.limit)}
+          SELECT r.id, w.distance FROM walk w, unnest(w.ring) AS r(id)
+          ORDER BY w.distance, r.id LIMIT ${countOf(q.limit)}
         )
-        SELECT n.id::text AS id, n.depth, coalesce(w.task_type, i.task_type, p.task_type) AS task_type, w.step_key,
+        SELECT n.id::text AS id, n.distance, coalesce(w.task_type, i.task_type, s.task_type, p.task_type) AS task_type,
+          coalesce(w.step_key, s.step_key) AS step_key,
           CASE WHEN w.id IS NOT NULL THEN 'waiting'
                WHEN i.status = 'processing' THEN 'running'
                WHEN i.id IS NOT NULL THEN 'queued'
+               WHEN s.cancelled_at IS NOT NULL THEN 'cancelled'
                WHEN p.status = 'ok' THEN 'ok'
                WHEN p.status = 'error' AND p.error_msg LIKE 'not run: %' THEN 'not run'
                WHEN p.status = 'error' THEN 'error'
                ELSE 'gone' END AS state,
-          coalesce(w.after::text[], '{}') AS after
+          coalesce(w.after, s.after, '{}')::text[] AS after
         FROM near n
         LEFT JOIN ${waitingTable} w ON w.id = n.id
+        LEFT JOIN ${steps} s ON s.id = n.id
         LEFT JOIN ${items} i ON i.id = n.id
         LEFT JOIN LATERAL (
           SELECT p.status, p.task_type, left(p.error_msg, 20) AS error_msg FROM ${processed} p
           WHERE p.queue_item_id = n.id ORDER BY p.id DESC LIMIT 1
         ) p ON true
-        ORDER BY n.depth, n.id`
+        ORDER BY n.distance, n.id`
     })
 
     const holdingRows = SqlSchema.findAll({
@@ -674,7 +716,11 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
           Effect.map((rows) => rows[0]?.n ?? 0),
           Effect.mapError(toError("reading queue_waiting failed"))
         ),
-      flow: (id, limit) => flowRows({ id, limit }).pipe(Effect.mapError(toError("reading the flow failed"))),
+      flow: (id, limit) =>
+        flowRows({ id, limit }).pipe(
+          Effect.map((rows) => flowDepths(id, rows)),
+          Effect.mapError(toError("reading the flow failed"))
+        ),
       holding: (taskTypes) =>
         taskTypes.length === 0
           ? Effect.succeed([])
@@ -742,7 +788,7 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
           Effect.mapError(toError("reading the database's time failed"))
         ),
       truncate: () =>
-        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}, ${sql(table(schema, "queue_waiting"))}`.pipe(
+        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}, ${waitingTable}, ${steps}`.pipe(
           Effect.asVoid,
           Effect.mapError(toError("truncating failed"))
         )

@@ -129,7 +129,8 @@ export const migrationNames = [
   "0019_vacuum_the_queue",
   "0020_flows",
   "0021_flow_control",
-  "0022_waiting_groups"
+  "0022_waiting_groups",
+  "0023_flow_steps"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */
