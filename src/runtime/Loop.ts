@@ -264,8 +264,11 @@ const makeTick =
       let queued = 0
       let overlapped = 0
       let rescued = 0
-      for (const lane of lanes) {
-        const report = yield* lane.claimAndStart({ ...request, limit: room })
+      for (const [i, lane] of lanes.entries()) {
+        // Each lane's claim at its own time: the one before it may have waited long (a loaded machine, a pool with
+        // no free connection), and a lease reckoned from the tick's start would be that much shorter.
+        const at = i === 0 ? request : requestAt(yield* clockNow, interval, force)
+        const report = yield* lane.claimAndStart({ ...at, limit: room })
         room -= report.started
         started += report.started
         if (lane.kind === "queue") {

@@ -13,6 +13,7 @@ import * as Schedule from "../domain/Schedule.js"
 import { planDue, type JobRun, type ScheduledJob } from "../domain/ScheduledJob.js"
 import { attemptAfterLoss, retryAt, type SchedulerConfig } from "../domain/SchedulerConfig.js"
 import { type DueJob, JobStore, type JobStoreError, type Lease, type RunCompletion } from "../ports/JobStore.js"
+import { now as clockNow } from "../ports/Clock.js"
 import type { Transaction, TransactOptions } from "../ports/Transaction.js"
 import type { Claimed, Finished, Holdings, WorkSource } from "./WorkSource.js"
 
@@ -88,7 +89,7 @@ const takenBackBecause = (run: JobRun, owner: string, holds: ReadonlySet<string>
 /** Claims in one transaction: rescues, due retries, then due jobs, each planned by `planDue`. */
 const claimDue = (
   deps: ClaimDeps,
-  now: Date,
+  requestedAt: Date,
   limit: number,
   taskTypes: ReadonlyArray<string>,
   lateAfterMs: number,
@@ -97,6 +98,9 @@ const claimDue = (
   const { config, owner, store } = deps
   return store.transaction(
     Effect.gen(function* () {
+      // The time is read again once the transaction has its connection: on a loaded machine the wait for one can
+      // outlast a short lease, and runs started (and leased) at the tick's time would be written already expired.
+      const now = new Date(Math.max(requestedAt.getTime(), (yield* clockNow).getTime()))
       const claimed: Array<ClaimedRun> = []
       let overlapped = 0
       let rescued = 0

@@ -57,7 +57,7 @@ const EXAMPLES = 5
  * at the rescue (`finished_at`), but it held its slot only until its lease expired, which the rescue's error names.
  */
 const jobRunSpans = `
-  SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.status, r.started_at,
+  SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.status, r.started_at, r.owner, r.error,
     CASE
       WHEN r.status = 'running' THEN coalesce(r.lease_until, 'infinity')
       WHEN r.error LIKE 'owner lost:%'
@@ -134,7 +134,7 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
     `WITH r AS (${jobRunSpans})
      SELECT s.*, to_jsonb(overlapped) AS overlapped FROM (
        SELECT r.id::text AS run, r.job_id::text AS job, j.overlap, r.scheduled_for, r.attempt, r.status, r.started_at,
-         r.ended_at,
+         r.ended_at, r.owner,
          max(r.ended_at) OVER (
            PARTITION BY r.job_id, CASE WHEN j.overlap = 'skip' THEN NULL ELSE r.scheduled_for END
            ORDER BY r.started_at, r.id ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS previous_end
@@ -142,7 +142,8 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
      ) s
      -- The run it overlapped, to show both sides.
      CROSS JOIN LATERAL (
-       SELECT p.id::text AS run, p.scheduled_for, p.attempt, p.status, p.started_at, p.ended_at FROM r p
+       SELECT p.id::text AS run, p.scheduled_for, p.attempt, p.status, p.started_at, p.ended_at, p.owner, p.error
+       FROM r p
        WHERE p.job_id::text = s.job AND p.ended_at = s.previous_end AND p.id::text <> s.run LIMIT 1
      ) AS overlapped
      WHERE s.started_at < s.previous_end - interval '${clockSlack}' ORDER BY s.started_at`
