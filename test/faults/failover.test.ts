@@ -299,14 +299,13 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
  * Every worker ticked again soon after the standby accepted writes: its listener, retrying twice a second, reconnected
  * and ended its backoff, and its first tick through a fresh connection succeeded (under 1 s on a quiet machine; 2 s
  * leaves room for a loaded one, still well short of the 4 s backoff each sat in), and the fleet executed again within
- * 1.5 s. A single worker may take longer
- * to get an execution: under its peers' claims its first claim may find every due item locked (that is the claim's
- * fairness, not the failover's): it must within 10 s.
+ * 1.5 s. When each worker executes again is not bounded: one may find nothing left to take (its peers claimed the
+ * rest of the backlog, batch and buffer, in their first ticks; a loaded run saw two workers of three run nothing
+ * until the next slot of a job, 3 and 5 s later, though both had ticked at 0.2 s).
  */
 const resumedInTime = (figures: Figures) => {
   for (const ms of figures.backAfterMs) expect(ms).toBeLessThan(2000)
   expect(Math.min(...figures.resumedAfterMs)).toBeLessThan(1500)
-  expect(Math.max(...figures.resumedAfterMs)).toBeLessThan(10_000)
 }
 
 describe.skipIf(bindir === undefined && !required)("failover to a promoted standby", () => {
