@@ -270,6 +270,53 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
       })
     )
 
+    it.effect("an item carries its group: enqueue returns it, every claim hands it to the handler, empty is none", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const plain = type("grp-plain")
+        const limited = type("grp-limited")
+        const first = type("grp-first")
+        yield* limits.set({ taskType: limited, concurrency: 1, perGroup: true })
+        const a = yield* q.enqueue({ taskType: plain, payload: "a", group: "ga" }, T0)
+        expect(a.group).toBe("ga")
+        expect((yield* q.enqueue({ taskType: plain, payload: "none", thread: 1 }, T0)).group).toBeNull()
+        expect((yield* q.enqueue({ taskType: plain, payload: "empty", group: "", thread: 1 }, T0)).group).toBeNull()
+        // Already queued under its unique key: the queued item, with its own group.
+        const keyed = yield* q.enqueue({ taskType: plain, payload: "k", group: "gk", uniqueKey: `${plain}-k` }, T0)
+        expect(keyed.group).toBe("gk")
+        expect(
+          yield* q.enqueue({ taskType: plain, payload: "k2", group: "other", uniqueKey: `${plain}-k` }, T0)
+        ).toEqual(keyed)
+        yield* q.enqueueMany(
+          [
+            { taskType: limited, payload: "l1", group: "g1" },
+            { taskType: limited, payload: "l2", group: "g2" }
+          ],
+          T0
+        )
+        const prior = yield* q.enqueue({ taskType: first, payload: "first" }, T0)
+        const waiting = yield* q.enqueue({ taskType: plain, payload: "w", group: "gw", after: [prior.id] }, T0)
+        expect(waiting.group).toBe("gw")
+        const groups = (claims: ReadonlyArray<QueueClaim>) =>
+          Object.fromEntries(claims.map((c) => [c.item.payload, c.item.group]))
+        // The plain claim, and the limited one.
+        const plainClaims = yield* q.claimBatch({ ...claimOpts([plain], 2), limited: [] })
+        expect(groups(plainClaims)).toEqual({ a: "ga", none: null })
+        expect(groups(yield* q.claimBatch(claimOpts([limited], 1)))).toEqual({ l1: "g1" })
+        // Claimed along with a record: one result (the next item's claim) and several.
+        const next = yield* q.recordAndClaim([done(plainClaims[0]!)], { ...claimOpts([plain], 1), limited: [] })
+        expect(groups(next.claims)).toEqual({ empty: null })
+        const more = yield* q.recordAndClaim([done(plainClaims[1]!), done(next.claims[0]!)], claimOpts([limited], 5))
+        expect(groups(more.claims)).toEqual({ l2: "g2" })
+        // A waiting item, released, keeps its group on the claimed item too.
+        const [claimPrior] = yield* q.claimBatch({ ...claimOpts([first], 1), limited: [] })
+        yield* q.recordResults([done(claimPrior!)])
+        expect(groups(yield* q.claimBatch({ ...claimOpts([plain], 5), limited: [] }))).toEqual({ k: "gk", w: "gw" })
+        yield* limits.clear(limited)
+      })
+    )
+
     it.effect("a claim that does not know a type has limits (a runner yet to read them) leaves its items alone", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -67,4 +67,25 @@ describe("Runner under flow limits", () => {
         expect(order.filter((p) => p.startsWith(g))).toEqual([0, 1, 2, 3].map((i) => `${g}${i}`))
     }).pipe(Effect.provide(testLayer({ workers: 8, interval: "1 hour" })))
   )
+
+  it.scoped("a handler reads its item's group on the job (null without one, and for scheduled jobs)", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const memory = yield* MemoryQueueStore.MemoryQueue
+      const seen = yield* Ref.make<Record<string, string | null>>({})
+      yield* runner.register("event", (job) => Ref.update(seen, (xs) => ({ ...xs, [job.payload]: job.group })))
+      yield* queue.enqueueMany(
+        [
+          { taskType: "event", payload: "grouped", group: "customer-42" },
+          { taskType: "event", payload: "alone" }
+        ],
+        new Date()
+      )
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 2))
+      expect(yield* Ref.get(seen)).toEqual({ grouped: "customer-42", alone: null })
+    }).pipe(Effect.provide(testLayer({ workers: 8, interval: "1 hour" })))
+  )
 })

@@ -328,6 +328,7 @@ export const make: Effect.Effect<
       thread: normalizeThread(Limits.threadFor(input.thread, group)),
       runAfter: normalizeRunAfter(input.runAfter),
       uniqueKey,
+      group,
       createdAt,
       updatedAt: now
     }
