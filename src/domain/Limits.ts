@@ -3,7 +3,8 @@
  * `queue_limits`). A concurrency limit bounds the executions of the type that hold a live lease, cluster-wide, or,
  * per group (`perGroup`), those of each group (an item's `group`, column `group_key`); a limit of 1 per group runs
  * each group's items one at a time in queue order. A rate limit bounds the executions started per window
- * (`rate` per `per`), counted across the cluster by the database's clock.
+ * (`rate` per `per`), counted across the cluster by the database's clock: of the whole type, or of each group
+ * (`perGroup`).
  */
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -21,9 +22,12 @@ export interface FlowLimit {
   readonly taskType: string
   /** At most this many executions hold a lease at once (per group when `perGroup`); `null`: no bound. */
   readonly concurrency: number | null
-  /** The concurrency bound is per group: each group may run that many, the groups side by side. */
+  /**
+   * The bounds are per group: each group may run `concurrency` at once and start `rate.limit` per window, the groups
+   * side by side.
+   */
   readonly perGroup: boolean
-  /** At most `rate.limit` starts per `rate.perMs`, across the cluster; `null`: no rate. */
+  /** At most `rate.limit` starts per `rate.perMs`, across the cluster (per group when `perGroup`); `null`: no rate. */
   readonly rate: Rate | null
 }
 
@@ -32,7 +36,7 @@ export interface FlowLimitInput {
   readonly taskType: string
   /** A whole number of at least 1. */
   readonly concurrency?: number | undefined
-  /** With `concurrency`: the bound applies to each group. */
+  /** The bounds (`concurrency`, `rate`, or both) apply to each group. */
   readonly perGroup?: boolean | undefined
   /** A whole number of at least 1 executions started per `per`. */
   readonly rate?: number | undefined
@@ -61,8 +65,8 @@ export const parse = (input: FlowLimitInput): Either.Either<FlowLimit, InvalidLi
   if (input.rate !== undefined && !positiveInt(input.rate))
     return fail("rate", `rate must be a whole number of at least 1 (got ${String(input.rate)})`)
   if (input.per !== undefined && input.rate === undefined) return fail("per", "per is the window of a rate: give rate")
-  if (input.perGroup === true && input.concurrency === undefined)
-    return fail("perGroup", "perGroup bounds the concurrency of each group: give concurrency")
+  if (input.perGroup === true && input.concurrency === undefined && input.rate === undefined)
+    return fail("perGroup", "perGroup applies the limits to each group: give concurrency, rate, or both")
   if (input.concurrency === undefined && input.rate === undefined)
     return fail("concurrency", "a limit needs concurrency, rate, or both (clear a type's limits instead)")
   let perMs = 1000
@@ -94,7 +98,7 @@ export const describe = (limit: FlowLimit): string => {
     parts.push(
       `concurrency ${limit.concurrency}${limit.perGroup ? " per group" : ""}${limit.concurrency === 1 && limit.perGroup ? " (ordered)" : ""}`
     )
-  if (limit.rate !== null) parts.push(`rate ${describeRate(limit.rate)}`)
+  if (limit.rate !== null) parts.push(`rate ${describeRate(limit.rate)}${limit.perGroup ? " per group" : ""}`)
   return parts.join(", ")
 }
 

@@ -26,7 +26,20 @@ const done = (claim: QueueClaim, error?: string, finishedAt = at(1)) => ({
 })
 const payloads = (claims: ReadonlyArray<QueueClaim>) => claims.map((c) => c.item.payload).sort()
 
-export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits | WakeUps, unknown>) =>
+/**
+ * What a store needs beside its ports: `closeWindows(taskType)` makes the type's current rate windows (its own and
+ * its groups') count as past, as a day going by would. The memory store judges windows by the claim's `now` (the
+ * tests then claim a day later: nothing to do); Postgres by its own clock, so its windows are moved back a day.
+ */
+export interface SuiteHooks<R> {
+  readonly closeWindows: (taskType: string) => Effect.Effect<void, unknown, R>
+}
+
+export const suite = <R = never>(
+  name: string,
+  portsLayer: Layer.Layer<QueueStore | Limits | WakeUps | R, unknown>,
+  hooks: SuiteHooks<R>
+) =>
   layer(portsLayer, { timeout: "60 seconds", excludeTestServices: true })(`Limits contract: ${name}`, (it) => {
     it.effect("set, list and clear a type's limits; a change wakes the runners", () =>
       Effect.gen(function* () {
@@ -356,6 +369,82 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
         expect(yield* q.claimBatch(claimOpts([t], 2))).toHaveLength(2)
         expect(yield* q.claimBatch(claimOpts([t], 10, at(0), "w2"))).toHaveLength(1)
         expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect(
+      "a rate per group: each group starts at most N per window, the groups side by side; N again next window",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const limits = yield* Limits
+          const t = type("grp-rate")
+          expect(yield* limits.set({ taskType: t, rate: 2, per: "1 day", perGroup: true })).toEqual({
+            taskType: t,
+            concurrency: null,
+            perGroup: true,
+            rate: { limit: 2, perMs: 86_400_000 }
+          })
+          expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
+            { taskType: t, concurrency: null, perGroup: true, rate: { limit: 2, perMs: 86_400_000 } }
+          ])
+          yield* q.enqueueMany(
+            [
+              ...["a", "b", "c"].flatMap((g) =>
+                Array.from({ length: 3 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+              ),
+              { taskType: t, payload: "alone", thread: 1 }
+            ],
+            T0
+          )
+          // Two of each group, side by side, in one claim (no concurrency bound: all of them at once).
+          const first = yield* q.claimBatch(claimOpts([t], 20))
+          expect(payloads(first)).toEqual(["a0", "a1", "b0", "b1", "c0", "c1"])
+          // Finished, they free no start: the window's count is spent, whoever claims.
+          yield* q.recordResults(first.map((c) => done(c)))
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(2)))).toEqual([])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(2), "w2"))).toEqual([])
+          // A new group has its own count.
+          yield* q.enqueueMany(
+            Array.from({ length: 3 }, (_, i) => ({ taskType: t, payload: `d${i}`, group: "d" })),
+            at(3)
+          )
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 1, at(3))))).toEqual(["d0"])
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(3))))).toEqual(["d1"])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(3)))).toEqual([])
+          // The next window: each group may start two again (one is left in each; the item without a group waits).
+          yield* hooks.closeWindows(t)
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(86_401))))).toEqual(["a2", "b2", "c2", "d2"])
+          yield* limits.clear(t)
+        })
+    )
+
+    it.effect("1 per group with a rate per group: each group in order, at most N starts per window each", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("grp-rate-ordered")
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true, rate: 2, per: "1 day" })
+        yield* q.enqueueMany(
+          [
+            ...Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `g${i}`, group: "g" })),
+            { taskType: t, payload: "h0", group: "h" }
+          ],
+          T0
+        )
+        const [g0, h0] = yield* q.claimBatch(claimOpts([t], 10))
+        expect([g0!.item.payload, h0!.item.payload]).toEqual(["g0", "h0"])
+        // g's head runs: its group waits (concurrency), whatever the rate has left.
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        yield* q.recordResults([done(g0!)])
+        const [g1] = yield* q.claimBatch(claimOpts([t], 10, at(2)))
+        expect(g1!.item.payload).toBe("g1")
+        // Its second start in the window was the last: g2 waits for the next window, in order.
+        yield* q.recordResults([done(g1!, undefined, at(3))])
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(4)))).toEqual([])
+        yield* hooks.closeWindows(t)
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10, at(86_401))))).toEqual(["g2"])
         yield* limits.clear(t)
       })
     )

@@ -791,7 +791,7 @@ describe("flows, outputs and limits", () => {
     for (const [fields, message] of [
       [{ task_type: "payments", concurrency: "two" }, "concurrency: must be a whole number"],
       [{ task_type: "payments", concurrency: "0" }, "concurrency: must be a whole number"],
-      [{ task_type: "payments", per_group: "on" }, "per_group: perGroup bounds the concurrency"],
+      [{ task_type: "payments", per_group: "on" }, "per_group: perGroup applies the limits to each group"],
       [{ task_type: "payments", concurrency: "1", per: "1s" }, "per: per is the window of a rate"],
       [{ task_type: "payments", rate: "3", per: "soon" }, "per: per:"],
       [{ concurrency: "1" }, "task_type: missing"],

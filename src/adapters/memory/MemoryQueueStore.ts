@@ -430,24 +430,33 @@ export const make: Effect.Effect<
   const claimLimited = (limit: Limits.FlowLimit, room: number, options: ClaimOptions): Array<QueueClaim> => {
     const { now } = options
     const type = limit.taskType
-    const state = db.limitState.get(type) ?? { windowStart: null, windowStarts: 0, groupCursor: null }
+    const state = db.limitState.get(type) ?? {
+      windowStart: null,
+      windowStarts: 0,
+      groupCursor: null,
+      groupStarts: new Map<string, number>()
+    }
     let budget = room
     let window: number | null = null
     let used = 0
     if (limit.rate !== null) {
       window = Limits.windowStart(limit.rate, now.getTime())
       used = state.windowStart === window ? state.windowStarts : 0
-      budget = Math.min(budget, limit.rate.limit - used)
+      // Per group, the rate bounds each group's starts (below), not the type's.
+      if (!limit.perGroup) budget = Math.min(budget, limit.rate.limit - used)
     }
+    // The groups' starts in this window (a new window starts them from nothing).
+    const groupStarts = new Map(limit.rate !== null && state.windowStart === window ? state.groupStarts : [])
     const live = limit.concurrency === null ? [] : liveSlots(type, now)
     if (limit.concurrency !== null && !limit.perGroup) budget = Math.min(budget, limit.concurrency - live.length)
     if (budget <= 0) return []
     let claims: Array<QueueClaim> = []
     let cursor = state.groupCursor
-    if (!limit.perGroup || limit.concurrency === null)
+    if (!limit.perGroup)
       claims = slotted(claimPlain(new Set([type]), budget, options), type, null, limit.concurrency !== null)
     else {
-      const concurrency = limit.concurrency
+      const { concurrency, rate } = limit
+      const counted = concurrency !== null
       const heldBy = new Map<string, number>()
       for (const slot of live) if (slot.group !== null) heldBy.set(slot.group, (heldBy.get(slot.group) ?? 0) + 1)
       let seqBusy = busySequentialTypes().has(type)
@@ -459,8 +468,10 @@ export const make: Effect.Effect<
       for (const g of rotation) {
         if (claims.length >= budget) break
         cursor = g
-        const free = concurrency - (heldBy.get(g) ?? 0)
+        let free = concurrency === null ? budget - claims.length : concurrency - (heldBy.get(g) ?? 0)
+        if (rate !== null) free = Math.min(free, rate.limit - (groupStarts.get(g) ?? 0))
         if (free <= 0) continue
+        const before = claims.length
         const members = rows.filter((r) => r.item.taskType === type && r.group === g).sort(order)
         if (concurrency === 1) {
           // Ordered: only the group's head may start; one that runs or waits for its time holds the group.
@@ -469,7 +480,7 @@ export const make: Effect.Effect<
           if (head.item.runAfter !== null && head.item.runAfter.getTime() > now.getTime()) continue
           if (head.item.thread === 0 && seqBusy) continue
           if (head.item.thread === 0) seqBusy = true
-          claims.push(...slotted(take(head, 1, options), type, g, true))
+          claims.push(...slotted(take(head, 1, options), type, g, counted))
         } else {
           const due = members.filter(
             (r) => r.inFlight === 0 && (r.item.runAfter === null || r.item.runAfter.getTime() <= now.getTime())
@@ -479,17 +490,20 @@ export const make: Effect.Effect<
             if (left <= 0) break
             if (r.item.thread === 0 && seqBusy) continue
             if (r.item.thread === 0) seqBusy = true
-            claims.push(...slotted(take(r, 1, options), type, g, true))
+            claims.push(...slotted(take(r, 1, options), type, g, counted))
             left--
           }
         }
+        if (rate !== null && claims.length > before)
+          groupStarts.set(g, (groupStarts.get(g) ?? 0) + claims.length - before)
       }
     }
     if (limit.perGroup || (limit.rate !== null && claims.length > 0)) {
       db.limitState.set(type, {
         windowStart: limit.rate !== null ? window : state.windowStart,
         windowStarts: limit.rate !== null ? used + claims.length : state.windowStarts,
-        groupCursor: limit.perGroup ? cursor : state.groupCursor
+        groupCursor: limit.perGroup ? cursor : state.groupCursor,
+        groupStarts: limit.perGroup && limit.rate !== null ? groupStarts : state.groupStarts
       })
     }
     return claims

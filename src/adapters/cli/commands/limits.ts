@@ -40,12 +40,14 @@ export const limitsSetCommand = Command.make(
     ),
     perGroup: Options.boolean("per-group").pipe(
       Options.withDescription(
-        "the concurrency bound applies to each group (an item's --group): 1 per group runs each group's items one at a time, in order"
+        "the bounds apply to each group (an item's --group): --concurrency 1 runs each group's items one at a time, in order; --rate N, N starts per window for each group"
       )
     ),
     rate: countOption("rate", 1).pipe(
       Options.withPseudoName("N"),
-      Options.withDescription("at most N executions start per --per window, across all workers"),
+      Options.withDescription(
+        "at most N executions start per --per window, across all workers (per group with --per-group)"
+      ),
       Options.optional
     ),
     per: Options.text("per").pipe(
@@ -84,7 +86,7 @@ export const limitsSetCommand = Command.make(
 const flagMessage = (e: Limits.InvalidLimitError): string => {
   switch (e.field) {
     case "perGroup":
-      return "--per-group bounds the concurrency of each group: give --concurrency N too"
+      return "--per-group applies the limits to each group: give --concurrency N, --rate N (--per 1s), or both"
     case "per":
       return e.message.startsWith("per is the window")
         ? "--per is the window of a rate: give --rate N too"
