@@ -1,10 +1,10 @@
 /**
  * Flow control with connections cut: three `kairos worker` processes (the built CLI) drain a type under a concurrency
- * limit and a type ordered per group (1 per group) while this test terminates their Postgres backends again and again
- * (pg_terminate_backend: claims, records and renewals die mid-statement, the listener drops). A sampler reads the
- * live leases from the database throughout: no limit is ever exceeded, each group's items run in order, every item
- * is recorded exactly once, and the workers survive, take new work and stop cleanly. Integration: real processes, a
- * real Postgres, wall time.
+ * limit, a type ordered per group (1 per group) and one under a rate per group, while this test terminates their
+ * Postgres backends again and again (pg_terminate_backend: claims, records and renewals die mid-statement, the
+ * listener drops). A sampler reads the live leases from the database throughout: no limit is ever exceeded, each
+ * group's items run in order, each group's rate holds, every item is recorded exactly once, and the workers survive,
+ * take new work and stop cleanly. Integration: real processes, a real Postgres, wall time.
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { channel } from "../../src/adapters/postgres/PgSchema.js"
@@ -64,7 +64,8 @@ describe("flow control with connections cut", () => {
       db = await migratedSchema("limitscut")
       for (const args of [
         ["set", "capped", "--concurrency", "3"],
-        ["set", "ordered", "--concurrency", "1", "--per-group"]
+        ["set", "ordered", "--concurrency", "1", "--per-group"],
+        ["set", "grouprated", "--rate", "3", "--per", "1s", "--per-group"]
       ]) {
         const r = await kairos(["limits", ...args, "--database-url", db.url, "--schema", db.schema])
         expect(r.stderr).toBe("")
@@ -99,9 +100,10 @@ describe("flow control with connections cut", () => {
         `INSERT INTO $schema.queue_items (task_type, payload, thread, group_key)
          SELECT 'capped', '60', 1, NULL FROM generate_series(1, 200)
          UNION ALL SELECT 'ordered', '50', 1, 'o' || (i % 8) FROM generate_series(1, 320) i
+         UNION ALL SELECT 'grouprated', '0', 1, 'r' || (i % 4) FROM generate_series(1, 36) i
          RETURNING id::text AS id, task_type, group_key`
       )
-      expect(inserted).toHaveLength(520)
+      expect(inserted).toHaveLength(556)
 
       const max = new Map<string, number>()
       let samples = 0
@@ -160,6 +162,16 @@ describe("flow control with connections cut", () => {
           expect(runs[k]!.started.getTime()).toBeGreaterThanOrEqual(runs[k - 1]!.finished.getTime())
           expect(Number(runs[k]!.id)).toBeGreaterThan(Number(runs[k - 1]!.id))
         }
+      }
+
+      // The rate per group held: each group's 9 starts at 3 per second span at least three windows (more than a full
+      // second between its first and its last), however the cuts fell.
+      for (const g of ["r0", "r1", "r2", "r3"]) {
+        const starts = inserted
+          .filter((i) => i.task_type === "grouprated" && i.group_key === g)
+          .map((i) => byItem.get(i.id)!.started.getTime())
+        expect(starts).toHaveLength(9)
+        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000)
       }
 
       // The workers survived and said what happened to them.
