@@ -15,7 +15,7 @@
       );
 
       -- 0021's claim of limited types, with the rate per group: under a limit per group with a rate, each group in
-      -- the rotation is offered the least of its concurrency room (none without a concurrency) and what is left of
+      -- the rotation is offered the least of its concurrency room (no bound without a concurrency) and what is left of
       -- its rate in the window; the type's own count (kairos_limit_state.window_starts) is kept but does not bound.
       -- The plain claim and the types without a rate per group run as before.
       CREATE OR REPLACE FUNCTION {{schema}}.kairos_claim_limited(
