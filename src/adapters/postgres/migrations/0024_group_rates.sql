@@ -1,7 +1,11 @@
 
-      -- A rate per group (issue 36): with per_group, a type's rate bounds each group's starts per window, as its
-      -- concurrency bounds each group's executions; a limit per group may then have a rate and no concurrency.
-      ALTER TABLE {{schema}}.queue_limits DROP CONSTRAINT IF EXISTS queue_limits_group_needs_concurrency;
+      -- A rate per group (issue 36): rate_per_group makes the rate bound each group's starts per window, apart from
+      -- per_group, which keeps its meaning (the concurrency is each group's). So a limit stored before this one
+      -- (per_group with a concurrency and a rate: the concurrency per group, the rate for the whole type) keeps its
+      -- meaning, and the four combinations of a concurrency and a rate, each for the type or per group, can be written.
+      ALTER TABLE {{schema}}.queue_limits ADD COLUMN rate_per_group boolean NOT NULL DEFAULT false;
+      ALTER TABLE {{schema}}.queue_limits ADD CONSTRAINT queue_limits_group_rate_needs_rate
+        CHECK (NOT rate_per_group OR rate IS NOT NULL);
 
       -- Written by claims only: each group's starts in the type's current rate window. The first claim of a new
       -- window drops the rows of the windows before it, so the table holds only the groups that started in the
@@ -14,10 +18,12 @@
         PRIMARY KEY (task_type, group_key)
       );
 
-      -- 0021's claim of limited types, with the rate per group: under a limit per group with a rate, each group in
-      -- the rotation is offered the least of its concurrency room (no bound without a concurrency) and what is left of
-      -- its rate in the window; the type's own count (kairos_limit_state.window_starts) is kept but does not bound.
-      -- The plain claim and the types without a rate per group run as before.
+      -- 0021's claim of limited types, with the rate per group: a type whose concurrency or rate is per group is
+      -- served in the rotation, each group offered the least of its concurrency room (the type's budget left when the
+      -- concurrency is the type's, or absent) and, with rate_per_group, what is left of its rate in the window. A
+      -- concurrency or rate of the whole type bounds the claim's budget, as in 0021; under rate_per_group the type's
+      -- own count (kairos_limit_state.window_starts) is kept but does not bound. The plain claim and the types
+      -- without a rate per group run as before.
       CREATE OR REPLACE FUNCTION {{schema}}.kairos_claim_limited(
         p_types text[], p_limit int, p_owner text, p_now timestamptz, p_lease_until timestamptz,
         p_repeat_after timestamptz
@@ -32,6 +38,7 @@
         v_left int := p_limit;
         v_budget int;
         v_lim {{schema}}.queue_limits%ROWTYPE;
+        v_grouped boolean;
         v_state {{schema}}.kairos_limit_state%ROWTYPE;
         v_clock timestamptz;
         v_window timestamptz;
@@ -65,6 +72,8 @@
             CONTINUE;
           END IF;
           v_budget := v_left;
+          -- Served group by group when either bound is per group.
+          v_grouped := v_lim.per_group OR v_lim.rate_per_group;
           SELECT s.* INTO v_state FROM {{schema}}.kairos_limit_state s WHERE s.task_type = v_type;
           v_used := 0;
           IF v_lim.rate IS NOT NULL THEN
@@ -75,7 +84,7 @@
             IF v_state.window_start IS NOT DISTINCT FROM v_window THEN
               v_used := v_state.window_starts;
             END IF;
-            IF NOT v_lim.per_group THEN
+            IF NOT v_lim.rate_per_group THEN
               v_budget := least(v_budget, v_lim.rate - v_used);
             ELSIF v_state.window_start IS DISTINCT FROM v_window THEN
               -- The first claim of a new window: the groups' counts of the windows before it go.
@@ -103,7 +112,7 @@
           END IF;
           CONTINUE WHEN v_budget <= 0;
           v_taken := 0;
-          IF NOT v_lim.per_group THEN
+          IF NOT v_grouped THEN
             RETURN QUERY WITH claimed AS (
               SELECT * FROM {{schema}}.kairos_claim(ARRAY[v_type], v_budget, p_owner, p_now, p_lease_until,
                 p_repeat_after, true)
@@ -144,9 +153,9 @@
               END IF;
               EXIT WHEN v_wrapped AND v_g > v_start;
               v_cursor := v_g;
-              v_room := CASE WHEN v_lim.concurrency IS NULL THEN v_budget - v_taken
-                ELSE v_lim.concurrency - coalesce((v_held_by ->> v_g)::int, 0) END;
-              IF v_lim.rate IS NOT NULL THEN
+              v_room := CASE WHEN v_lim.per_group THEN v_lim.concurrency - coalesce((v_held_by ->> v_g)::int, 0)
+                ELSE v_budget - v_taken END;
+              IF v_lim.rate_per_group THEN
                 -- The group's starts in this window (SELECT INTO leaves NULL when it has none yet).
                 SELECT w.starts INTO v_group_used FROM {{schema}}.kairos_limit_group_windows w
                 WHERE w.task_type = v_type AND w.group_key = v_g AND w.window_start = v_window;
@@ -154,7 +163,7 @@
               END IF;
               CONTINUE WHEN v_room <= 0;
               v_group_taken := v_taken;
-              IF v_lim.concurrency = 1 THEN
+              IF v_lim.per_group AND v_lim.concurrency = 1 THEN
                 -- Ordered: only the group's head (in queue order, whatever its state) may start. A head that runs
                 -- (or whose dead holder's execution is not yet taken back), or waits for its time (a retry's
                 -- backoff), holds the group.
@@ -195,7 +204,7 @@
                 END LOOP;
               END IF;
               v_group_taken := v_taken - v_group_taken;
-              IF v_lim.rate IS NOT NULL AND v_group_taken > 0 THEN
+              IF v_lim.rate_per_group AND v_group_taken > 0 THEN
                 INSERT INTO {{schema}}.kairos_limit_group_windows AS w (task_type, group_key, window_start, starts)
                 VALUES (v_type, v_g, v_window, v_group_taken)
                 ON CONFLICT ON CONSTRAINT kairos_limit_group_windows_pkey DO UPDATE SET
@@ -206,13 +215,13 @@
             END LOOP;
           END IF;
           v_left := v_left - v_taken;
-          IF v_lim.per_group OR (v_lim.rate IS NOT NULL AND v_taken > 0) THEN
+          IF v_grouped OR (v_lim.rate IS NOT NULL AND v_taken > 0) THEN
             INSERT INTO {{schema}}.kairos_limit_state AS s (task_type, window_start, window_starts, group_cursor)
-            VALUES (v_type, v_window, v_used + v_taken, CASE WHEN v_lim.per_group THEN v_cursor END)
+            VALUES (v_type, v_window, v_used + v_taken, CASE WHEN v_grouped THEN v_cursor END)
             ON CONFLICT ON CONSTRAINT kairos_limit_state_pkey DO UPDATE SET
               window_start = CASE WHEN v_lim.rate IS NOT NULL THEN v_window ELSE s.window_start END,
               window_starts = CASE WHEN v_lim.rate IS NOT NULL THEN v_used + v_taken ELSE s.window_starts END,
-              group_cursor = CASE WHEN v_lim.per_group THEN v_cursor ELSE s.group_cursor END;
+              group_cursor = CASE WHEN v_grouped THEN v_cursor ELSE s.group_cursor END;
           END IF;
         END LOOP;
       END
