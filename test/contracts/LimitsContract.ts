@@ -53,19 +53,31 @@ export const suite = <R = never>(
               if (topic === "settings") Deferred.unsafeDone(woken, Effect.void)
             })
             const set = yield* limits.set({ taskType: t, concurrency: 3, rate: 10, per: "1 minute" })
-            expect(set).toEqual({ taskType: t, concurrency: 3, perGroup: false, rate: { limit: 10, perMs: 60_000 } })
+            expect(set).toEqual({
+              taskType: t,
+              concurrency: 3,
+              perGroup: false,
+              rate: { limit: 10, perMs: 60_000 },
+              ratePerGroup: false
+            })
             yield* Deferred.await(woken).pipe(
               Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => "no wake-up" })
             )
           })
         )
         expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
-          { taskType: t, concurrency: 3, perGroup: false, rate: { limit: 10, perMs: 60_000 } }
+          {
+            taskType: t,
+            concurrency: 3,
+            perGroup: false,
+            rate: { limit: 10, perMs: 60_000 },
+            ratePerGroup: false
+          }
         ])
         // Set again: replaced whole.
         yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
         expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
-          { taskType: t, concurrency: 1, perGroup: true, rate: null }
+          { taskType: t, concurrency: 1, perGroup: true, rate: null, ratePerGroup: false }
         ])
         expect(yield* limits.clear(t)).toBe(true)
         expect(yield* limits.clear(t)).toBe(false)
@@ -84,6 +96,10 @@ export const suite = <R = never>(
           [{ taskType: t, rate: 5, per: "soon" }, "per"],
           [{ taskType: t, per: "1s", concurrency: 2 }, "per"],
           [{ taskType: t, perGroup: true }, "perGroup"],
+          // perGroup is the concurrency's scope, ratePerGroup the rate's: each needs its bound.
+          [{ taskType: t, perGroup: true, rate: 5 }, "perGroup"],
+          [{ taskType: t, ratePerGroup: true }, "ratePerGroup"],
+          [{ taskType: t, ratePerGroup: true, concurrency: 2 }, "ratePerGroup"],
           [{ taskType: t }, "concurrency"],
           [{ taskType: "", concurrency: 1 }, "taskType"]
         ] as const
@@ -94,6 +110,14 @@ export const suite = <R = never>(
           expect(error).toBeInstanceOf(InvalidLimitError)
           expect((error as InvalidLimitError).field).toBe(field)
         }
+        const messageOf = (input: Parameters<typeof limits.set>[0]) =>
+          Effect.flip(limits.set(input)).pipe(Effect.map((e) => e.message))
+        expect(yield* messageOf({ taskType: t, perGroup: true, rate: 5 })).toBe(
+          "perGroup bounds the concurrency of each group: give concurrency"
+        )
+        expect(yield* messageOf({ taskType: t, ratePerGroup: true, concurrency: 2 })).toBe(
+          "ratePerGroup bounds the starts of each group per window: give rate"
+        )
         expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([])
       })
     )
@@ -380,14 +404,21 @@ export const suite = <R = never>(
           const q = yield* QueueStore
           const limits = yield* Limits
           const t = type("grp-rate")
-          expect(yield* limits.set({ taskType: t, rate: 2, per: "1 day", perGroup: true })).toEqual({
+          expect(yield* limits.set({ taskType: t, rate: 2, per: "1 day", ratePerGroup: true })).toEqual({
             taskType: t,
             concurrency: null,
-            perGroup: true,
-            rate: { limit: 2, perMs: 86_400_000 }
+            perGroup: false,
+            rate: { limit: 2, perMs: 86_400_000 },
+            ratePerGroup: true
           })
           expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
-            { taskType: t, concurrency: null, perGroup: true, rate: { limit: 2, perMs: 86_400_000 } }
+            {
+              taskType: t,
+              concurrency: null,
+              perGroup: false,
+              rate: { limit: 2, perMs: 86_400_000 },
+              ratePerGroup: true
+            }
           ])
           yield* q.enqueueMany(
             [
@@ -425,7 +456,7 @@ export const suite = <R = never>(
         const q = yield* QueueStore
         const limits = yield* Limits
         const t = type("grp-rate-ordered")
-        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true, rate: 2, per: "1 day" })
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true, rate: 2, per: "1 day", ratePerGroup: true })
         yield* q.enqueueMany(
           [
             ...Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `g${i}`, group: "g" })),
@@ -447,6 +478,86 @@ export const suite = <R = never>(
         expect(payloads(yield* q.claimBatch(claimOpts([t], 10, at(86_401))))).toEqual(["g2"])
         yield* limits.clear(t)
       })
+    )
+
+    it.effect(
+      "1 per group with a rate for the whole type (the meaning before 0024, kept): groups in order, the type's starts per window bounded",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const limits = yield* Limits
+          const t = type("grp-type-rate")
+          const set = yield* limits.set({ taskType: t, concurrency: 1, perGroup: true, rate: 3, per: "1 day" })
+          expect(set).toEqual({
+            taskType: t,
+            concurrency: 1,
+            perGroup: true,
+            rate: { limit: 3, perMs: 86_400_000 },
+            ratePerGroup: false
+          })
+          expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([set])
+          yield* q.enqueueMany(
+            ["a", "b", "c", "d", "e"].flatMap((g) =>
+              Array.from({ length: 2 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+            ),
+            T0
+          )
+          // Three starts in all for the window (not three per group): the heads of the first three groups.
+          const first = yield* q.claimBatch(claimOpts([t], 20))
+          expect(payloads(first)).toEqual(["a0", "b0", "c0"])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(1), "w2"))).toEqual([])
+          // Finished, they free their groups, but the type's window is spent: d and e, never started, wait too.
+          yield* q.recordResults(first.map((c) => done(c)))
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(2)))).toEqual([])
+          // The next window: three more, the rotation going on from where it stopped; each group still in order.
+          yield* hooks.closeWindows(t)
+          const next = yield* q.claimBatch(claimOpts([t], 20, at(86_401)))
+          expect(payloads(next)).toEqual(["a1", "d0", "e0"])
+          // d's and e's heads run: their followers wait for them, whatever the window.
+          yield* q.recordResults(next.filter((c) => c.item.payload === "a1").map((c) => done(c, undefined, at(86_402))))
+          yield* hooks.closeWindows(t)
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(2 * 86_400 + 1))))).toEqual(["b1", "c1"])
+          yield* limits.clear(t)
+        })
+    )
+
+    it.effect(
+      "a concurrency for the whole type with a rate per group: the type's executions bounded, each group's starts per window",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const limits = yield* Limits
+          const t = type("grp-rate-type-conc")
+          const set = yield* limits.set({ taskType: t, concurrency: 3, rate: 2, per: "1 day", ratePerGroup: true })
+          expect(set).toEqual({
+            taskType: t,
+            concurrency: 3,
+            perGroup: false,
+            rate: { limit: 2, perMs: 86_400_000 },
+            ratePerGroup: true
+          })
+          yield* q.enqueueMany(
+            ["a", "b", "c"].flatMap((g) =>
+              Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+            ),
+            T0
+          )
+          // Three at once in all: a's two starts, then one of b's.
+          const first = yield* q.claimBatch(claimOpts([t], 20))
+          expect(payloads(first)).toEqual(["a0", "a1", "b0"])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(1), "w2"))).toEqual([])
+          // Finished, they free the type's slots; a has spent its window, b has one start left, c two.
+          yield* q.recordResults(first.map((c) => done(c)))
+          const second = yield* q.claimBatch(claimOpts([t], 20, at(2)))
+          expect(payloads(second)).toEqual(["b1", "c0", "c1"])
+          yield* q.recordResults(second.map((c) => done(c, undefined, at(3))))
+          // Slots free, every group's window spent.
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(4)))).toEqual([])
+          // The next window: two per group again, three at once in all.
+          yield* hooks.closeWindows(t)
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(86_401))))).toEqual(["a2", "c2", "c3"])
+          yield* limits.clear(t)
+        })
     )
 
     it.effect("a limited type and a plain one claimed together: the plain one takes what is left", () =>
