@@ -65,7 +65,7 @@ describe("flow control with connections cut", () => {
       for (const args of [
         ["set", "capped", "--concurrency", "3"],
         ["set", "ordered", "--concurrency", "1", "--per-group"],
-        ["set", "grouprated", "--rate", "3", "--per", "1s", "--per-group"]
+        ["set", "grouprated", "--rate", "3", "--per", "1s", "--rate-per-group"]
       ]) {
         const r = await kairos(["limits", ...args, "--database-url", db.url, "--schema", db.schema])
         expect(r.stderr).toBe("")

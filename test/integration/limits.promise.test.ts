@@ -23,13 +23,24 @@ describe("Kairos.create: flow limits", () => {
         taskType: "events",
         concurrency: 1,
         perGroup: true,
-        rate: null
+        rate: null,
+        ratePerGroup: false
       })
-      await kairos.setLimit({ taskType: "mails", rate: 100, per: "1 minute" })
+      await kairos.setLimit({ taskType: "mails", rate: 100, per: "1 minute", ratePerGroup: true })
       expect(await kairos.limits()).toEqual([
-        { taskType: "events", concurrency: 1, perGroup: true, rate: null },
-        { taskType: "mails", concurrency: null, perGroup: false, rate: { limit: 100, perMs: 60_000 } }
+        { taskType: "events", concurrency: 1, perGroup: true, rate: null, ratePerGroup: false },
+        {
+          taskType: "mails",
+          concurrency: null,
+          perGroup: false,
+          rate: { limit: 100, perMs: 60_000 },
+          ratePerGroup: true
+        }
       ])
+      await expect(kairos.setLimit({ taskType: "x", concurrency: 2, ratePerGroup: true })).rejects.toMatchObject({
+        _tag: "InvalidLimitError",
+        field: "ratePerGroup"
+      })
       await expect(kairos.setLimit({ taskType: "x", concurrency: 0 })).rejects.toBeInstanceOf(InvalidLimitError)
       expect(await kairos.clearLimit("mails")).toBe(true)
       expect(await kairos.clearLimit("mails")).toBe(false)

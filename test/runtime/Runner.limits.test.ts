@@ -98,7 +98,7 @@ describe("Runner under flow limits", () => {
       const memory = yield* MemoryQueueStore.MemoryQueue
       const seen = yield* Ref.make<ReadonlyArray<string>>([])
       yield* runner.register("sync", (job) => Ref.update(seen, (xs) => [...xs, job.payload]))
-      yield* limits.set({ taskType: "sync", rate: 2, per: "1 minute", perGroup: true })
+      yield* limits.set({ taskType: "sync", rate: 2, per: "1 minute", ratePerGroup: true })
       yield* queue.enqueueMany(
         ["a", "b"].flatMap((g) => [0, 1, 2].map((i) => ({ taskType: "sync", payload: `${g}${i}`, group: g }))),
         new Date()
