@@ -3,7 +3,9 @@
       -- per_group, which keeps its meaning (the concurrency is each group's). So a limit stored before this one
       -- (per_group with a concurrency and a rate: the concurrency per group, the rate for the whole type) keeps its
       -- meaning, and the four combinations of a concurrency and a rate, each for the type or per group, can be written.
-      ALTER TABLE {{schema}}.queue_limits ADD COLUMN rate_per_group boolean NOT NULL DEFAULT false;
+      -- (Written to run again over itself, as the others: a schema whose row of this migration is gone.)
+      ALTER TABLE {{schema}}.queue_limits ADD COLUMN IF NOT EXISTS rate_per_group boolean NOT NULL DEFAULT false;
+      ALTER TABLE {{schema}}.queue_limits DROP CONSTRAINT IF EXISTS queue_limits_group_rate_needs_rate;
       ALTER TABLE {{schema}}.queue_limits ADD CONSTRAINT queue_limits_group_rate_needs_rate
         CHECK (NOT rate_per_group OR rate IS NOT NULL);
 
