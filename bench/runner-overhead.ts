@@ -47,6 +47,7 @@ const synthetic = Layer.effect(
             thread: THREAD,
             runAfter: null,
             uniqueKey: null,
+            group: null,
             createdAt: created,
             updatedAt: created
           },

@@ -121,6 +121,7 @@ export const waitingItem = (id: string, input: WaitingInput, now: Date): QueueIt
   thread: normalizeThread(threadFor(input.thread, normalizeGroup(input.group))),
   runAfter: normalizeRunAfter(input.runAfter),
   uniqueKey: null,
+  group: normalizeGroup(input.group),
   createdAt: now,
   updatedAt: now
 })

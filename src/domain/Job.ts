@@ -35,13 +35,19 @@ export class Job extends Schema.Class<Job>("Job")({
    * For a queue item that waited for others (`after`, or a flow's step): what their handlers returned (JSON values),
    * keyed by step key in a flow, by item id otherwise; `null` for one that returned nothing. Empty for everything else.
    */
-  inputs: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) })
+  inputs: Schema.optionalWith(Schema.Record({ key: Schema.String, value: Schema.Unknown }), { default: () => ({}) }),
+  /**
+   * A queue item's group (`group` at enqueue, column `group_key`), which its task type's limits per group count;
+   * `null` for an item without one and for scheduled jobs.
+   */
+  group: Schema.optionalWith(Schema.NullOr(Schema.String), { default: () => null })
 }) {}
 
 /**
  * A `Job` of fields the runner already holds valid: what `new Job(fields, { disableValidation: true })` builds (the
- * same prototype and own fields; `inputs`, the one field with a default, must be given), without the constructor's
+ * same prototype and own fields; `inputs` and `group`, the fields with a default, must be given), without the constructor's
  * copy of its input and pass over the schema's fields. One is made per execution, on the runner's hot path.
  */
-export const unsafeMakeJob = (fields: ConstructorParameters<typeof Job>[0] & { readonly inputs: Job["inputs"] }): Job =>
-  Object.assign(Object.create(Job.prototype) as Job, fields)
+export const unsafeMakeJob = (
+  fields: ConstructorParameters<typeof Job>[0] & { readonly inputs: Job["inputs"]; readonly group: Job["group"] }
+): Job => Object.assign(Object.create(Job.prototype) as Job, fields)

@@ -3,7 +3,9 @@
  * `queue_limits`). A concurrency limit bounds the executions of the type that hold a live lease, cluster-wide, or,
  * per group (`perGroup`), those of each group (an item's `group`, column `group_key`); a limit of 1 per group runs
  * each group's items one at a time in queue order. A rate limit bounds the executions started per window
- * (`rate` per `per`), counted across the cluster by the database's clock.
+ * (`rate` per `per`), counted across the cluster by the database's clock: of the whole type, or of each group
+ * (`ratePerGroup`). Each bound has its own scope, so all four combinations can be written (e.g. each group in order,
+ * at most 100 starts a minute in all).
  */
 import * as Data from "effect/Data"
 import * as Duration from "effect/Duration"
@@ -21,10 +23,12 @@ export interface FlowLimit {
   readonly taskType: string
   /** At most this many executions hold a lease at once (per group when `perGroup`); `null`: no bound. */
   readonly concurrency: number | null
-  /** The concurrency bound is per group: each group may run that many, the groups side by side. */
+  /** The concurrency is each group's: each group may run `concurrency` at once, the groups side by side. */
   readonly perGroup: boolean
-  /** At most `rate.limit` starts per `rate.perMs`, across the cluster; `null`: no rate. */
+  /** At most `rate.limit` starts per `rate.perMs`, across the cluster (per group when `ratePerGroup`); `null`: no rate. */
   readonly rate: Rate | null
+  /** The rate is each group's: each group may start `rate.limit` per window, the groups counted apart. */
+  readonly ratePerGroup: boolean
 }
 
 /** What `Limits.set` takes: a task type's limits, as a caller writes them. */
@@ -32,17 +36,19 @@ export interface FlowLimitInput {
   readonly taskType: string
   /** A whole number of at least 1. */
   readonly concurrency?: number | undefined
-  /** With `concurrency`: the bound applies to each group. */
+  /** The concurrency applies to each group (needs `concurrency`). */
   readonly perGroup?: boolean | undefined
   /** A whole number of at least 1 executions started per `per`. */
   readonly rate?: number | undefined
   /** The rate's window (`"1s"`, `"1 minute"`, milliseconds). Default one second. */
   readonly per?: DurationInput.Input | undefined
+  /** The rate applies to each group (needs `rate`). */
+  readonly ratePerGroup?: boolean | undefined
 }
 
 /** A limit that cannot be stored, `field` naming what is wrong. */
 export class InvalidLimitError extends Data.TaggedError("InvalidLimitError")<{
-  readonly field: "taskType" | "concurrency" | "perGroup" | "rate" | "per"
+  readonly field: "taskType" | "concurrency" | "perGroup" | "rate" | "per" | "ratePerGroup"
   readonly message: string
 }> {}
 
@@ -63,6 +69,8 @@ export const parse = (input: FlowLimitInput): Either.Either<FlowLimit, InvalidLi
   if (input.per !== undefined && input.rate === undefined) return fail("per", "per is the window of a rate: give rate")
   if (input.perGroup === true && input.concurrency === undefined)
     return fail("perGroup", "perGroup bounds the concurrency of each group: give concurrency")
+  if (input.ratePerGroup === true && input.rate === undefined)
+    return fail("ratePerGroup", "ratePerGroup bounds the starts of each group per window: give rate")
   if (input.concurrency === undefined && input.rate === undefined)
     return fail("concurrency", "a limit needs concurrency, rate, or both (clear a type's limits instead)")
   let perMs = 1000
@@ -77,7 +85,8 @@ export const parse = (input: FlowLimitInput): Either.Either<FlowLimit, InvalidLi
     taskType: input.taskType,
     concurrency: input.concurrency ?? null,
     perGroup: input.perGroup === true,
-    rate: input.rate === undefined ? null : { limit: input.rate, perMs }
+    rate: input.rate === undefined ? null : { limit: input.rate, perMs },
+    ratePerGroup: input.ratePerGroup === true
   })
 }
 
@@ -94,7 +103,8 @@ export const describe = (limit: FlowLimit): string => {
     parts.push(
       `concurrency ${limit.concurrency}${limit.perGroup ? " per group" : ""}${limit.concurrency === 1 && limit.perGroup ? " (ordered)" : ""}`
     )
-  if (limit.rate !== null) parts.push(`rate ${describeRate(limit.rate)}`)
+  if (limit.rate !== null)
+    parts.push(`rate ${describeRate(limit.rate)}${limit.ratePerGroup ? " per group" : limit.perGroup ? " in all" : ""}`)
   return parts.join(", ")
 }
 

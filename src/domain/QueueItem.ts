@@ -32,6 +32,10 @@ export const QueueItem = Schema.Struct({
   runAfter: Schema.NullOr(Schema.DateFromSelf),
   /** While this item is queued, enqueueing another with the same key returns this one instead; `null`: no key. */
   uniqueKey: Schema.NullOr(Schema.String),
+  /**
+   * Its group (`group` at enqueue, column `group_key`), which its task type's limits per group count; `null`: none.
+   */
+  group: Schema.NullOr(Schema.String),
   createdAt: Schema.DateFromSelf,
   updatedAt: Schema.DateFromSelf
 })

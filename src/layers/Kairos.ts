@@ -81,7 +81,8 @@ export interface Kairos {
   readonly stats: () => Promise<RunnerStats>
   /**
    * Sets a task type's flow limits, replacing what it had, for every worker on the database (they hear of it at
-   * once): `{ taskType, concurrency?, perGroup?, rate?, per? }`. Rejects with InvalidLimitError when not valid.
+   * once): `{ taskType, concurrency?, perGroup?, rate?, per?, ratePerGroup? }` (`perGroup`: the concurrency is each
+   * group's; `ratePerGroup`: the rate is). Rejects with InvalidLimitError when not valid.
    */
   readonly setLimit: (input: FlowLimitInput) => Promise<FlowLimit>
   /** Removes a task type's flow limits; resolves to whether it had any. */

@@ -173,7 +173,8 @@ const toClaimed = (claim: QueueClaim): ClaimedItem => ({
       maxRuns: claim.item.maxRuns,
       leaseId: claim.leaseId
     },
-    inputs: claim.inputs ?? NO_INPUTS
+    inputs: claim.inputs ?? NO_INPUTS,
+    group: claim.item.group
   })
 })
 

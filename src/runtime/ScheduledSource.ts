@@ -71,7 +71,8 @@ const toClaimed = (owner: string, scheduled: ScheduledJob, run: JobRun, lease: L
     scheduledFor: run.scheduledFor,
     attempt: run.attempt,
     metadata: { runId: run.id, owner },
-    inputs: {}
+    inputs: {},
+    group: null
   })
 })
 

@@ -2,7 +2,7 @@
  * Flow control on the memory adapters (the queue, the limits and wake-ups over one MemoryDatabase) against the
  * contract suite shared with Postgres.
  */
-import { Layer } from "effect"
+import { Effect, Layer } from "effect"
 import * as MemoryDatabase from "../../src/adapters/memory/MemoryDatabase.js"
 import * as MemoryLimits from "../../src/adapters/memory/MemoryLimits.js"
 import * as MemoryQueueStore from "../../src/adapters/memory/MemoryQueueStore.js"
@@ -13,5 +13,7 @@ suite(
   "memory",
   Layer.mergeAll(MemoryQueueStore.layerFromDatabase, MemoryLimits.layer, MemoryWakeUps.layer).pipe(
     Layer.provideMerge(MemoryDatabase.layer())
-  )
+  ),
+  // Windows by the claim's `now`: the tests' later claims are in the next window.
+  { closeWindows: () => Effect.void }
 )

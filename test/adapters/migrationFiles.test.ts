@@ -37,7 +37,8 @@ const fileHashes: ReadonlyArray<readonly [string, string]> = [
   ["0020_flows", "8b29ff94b5403e52d956284406d9e3dae8e81d490ae9bedea51f7fcad1eb8a92"],
   ["0021_flow_control", "987ad9d6380191953decdad48cff68c7a453d218170f91c4fcaf7ed3270b26cd"],
   ["0022_waiting_groups", "f2fadfdd7540ae4984f3002559e9f31b1f126c451e349eb9978a4c41b8806103"],
-  ["0023_flow_steps", "62e42f03f2a7bcad795a92f01bd83bcc9e275a10d0471e1867c2dfa89f44f7e0"]
+  ["0023_flow_steps", "62e42f03f2a7bcad795a92f01bd83bcc9e275a10d0471e1867c2dfa89f44f7e0"],
+  ["0024_group_rates", "2cc2a06b6f94e9ce7f955643b6d10da2b484d42abadee6522e64ca10ccaee703"]
 ]
 
 /**

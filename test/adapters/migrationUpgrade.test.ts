@@ -3,7 +3,7 @@
  * per-execution attempts, lean leases, the claim functions and row leases) holds what that version's code wrote —
  * items pending, a sequential item leased by a worker that died, an item half done, rows in the execution log, a
  * job's slot mid-run, the old pause setting — then migrates to the head, and a runner of today finishes everything
- * exactly once.
+ * exactly once. And limits written before 0024 (a concurrency per group with a rate) keep their meaning after it.
  * Integration: a real Postgres, the real clock (short intervals), its own schema.
  */
 import { SqlClient } from "@effect/sql"
@@ -11,6 +11,8 @@ import * as Migrator from "@effect/sql/Migrator"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { migrate, type MigrationName, migrationNames, migrations } from "../../src/adapters/postgres/migrations.js"
+import * as PgLimits from "../../src/adapters/postgres/PgLimits.js"
+import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
 import { Runner } from "../../src/index.js"
 import { databaseUrl, PgTestClient, uniqueSchemaName } from "../support/database.js"
@@ -170,5 +172,52 @@ describe("upgrading a schema with work in flight", () => {
         expect(runs[0]!.error).toContain("owner lost")
       }).pipe(Effect.scoped, Effect.provide(PgTestClient)),
     { timeout: 90_000 }
+  )
+
+  it.live(
+    "limits stored before 0024 keep their meaning: a concurrency per group beside a rate for the whole type",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = uniqueSchemaName("upgrade_limits")
+        yield* Effect.addFinalizer(() => sql`DROP SCHEMA IF EXISTS ${sql(schema)} CASCADE`.pipe(Effect.ignore))
+        const t = (name: string) => sql(`${schema}.${name}`)
+        yield* migrateTo(schema, "0023_flow_steps")
+        // As 0021's code wrote them: each group in order, 3 starts a day in all; and 2 per group without a rate.
+        yield* sql`INSERT INTO ${t("queue_limits")} (task_type, concurrency, per_group, rate, rate_per_ms) VALUES
+          ('up.ordered', 1, true, 3, 86400000), ('up.grouped', 2, true, NULL, NULL)`
+        expect((yield* migrate({ schema }))[0]).toEqual([24, "group_rates"])
+        const limits = yield* PgLimits.make({ schema })
+        expect(yield* limits.list).toEqual([
+          { taskType: "up.grouped", concurrency: 2, perGroup: true, rate: null, ratePerGroup: false },
+          {
+            taskType: "up.ordered",
+            concurrency: 1,
+            perGroup: true,
+            rate: { limit: 3, perMs: 86_400_000 },
+            ratePerGroup: false
+          }
+        ])
+        // And the claim reads them so: three heads in all, not three per group.
+        const queue = yield* PgQueueStore.make({ schema })
+        const now = new Date()
+        yield* queue.enqueueMany(
+          ["a", "b", "c", "d"].flatMap((g) =>
+            [0, 1].map((i) => ({ taskType: "up.ordered", payload: `${g}${i}`, group: g }))
+          ),
+          now
+        )
+        const claims = yield* queue.claimBatch({
+          limit: 20,
+          taskTypes: ["up.ordered"],
+          owner: "w1",
+          now,
+          leaseUntil: new Date(now.getTime() + 30_000),
+          repeatAfter: new Date(now.getTime() + 10_000),
+          limited: ["up.ordered"]
+        })
+        expect(claims.map((c) => c.item.payload).sort()).toEqual(["a0", "b0", "c0"])
+      }).pipe(Effect.scoped, Effect.provide(PgTestClient)),
+    { timeout: 60_000 }
   )
 })

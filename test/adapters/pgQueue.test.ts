@@ -1018,10 +1018,10 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
       const now = new Date("2026-10-25T01:30:00.123Z")
       // One row touched after it was created (a later UPDATE by SQL), one not; microseconds are cut to milliseconds.
       yield* sql`INSERT INTO ${items} (task_type, payload, priority, max_runs, thread, run_after, unique_key,
-                   created_at, updated_at)
+                   created_at, updated_at, group_key)
                  VALUES ('columns', 'touched', 7, 3, 1, '2026-10-25 01:00:00.5+00', 'k1',
-                   '2026-10-24 23:59:59.999999+00', '2026-10-25 03:00:00.25+02'),
-                 ('columns', NULL, 0, 1, 0, NULL, NULL, '2026-01-01 00:00:00+00', '2026-01-01 00:00:00+00')`
+                   '2026-10-24 23:59:59.999999+00', '2026-10-25 03:00:00.25+02', 'g1'),
+                 ('columns', NULL, 0, 1, 0, NULL, NULL, '2026-01-01 00:00:00+00', '2026-01-01 00:00:00+00', NULL)`
       const claims = yield* q.claimBatch({
         limit: 5,
         taskTypes: ["columns"],
@@ -1040,6 +1040,7 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
         thread: 1,
         runAfter: new Date("2026-10-25T01:00:00.500Z"),
         uniqueKey: "k1",
+        group: "g1",
         createdAt: new Date("2026-10-24T23:59:59.999Z"),
         updatedAt: new Date("2026-10-25T01:00:00.250Z")
       }
@@ -1052,6 +1053,7 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
         thread: 0,
         runAfter: null,
         uniqueKey: null,
+        group: null,
         createdAt: new Date("2026-01-01T00:00:00.000Z"),
         updatedAt: new Date("2026-01-01T00:00:00.000Z")
       }

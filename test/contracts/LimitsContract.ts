@@ -26,7 +26,20 @@ const done = (claim: QueueClaim, error?: string, finishedAt = at(1)) => ({
 })
 const payloads = (claims: ReadonlyArray<QueueClaim>) => claims.map((c) => c.item.payload).sort()
 
-export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits | WakeUps, unknown>) =>
+/**
+ * What a store needs beside its ports: `closeWindows(taskType)` makes the type's current rate windows (its own and
+ * its groups') count as past, as a day going by would. The memory store judges windows by the claim's `now` (the
+ * tests then claim a day later: nothing to do); Postgres by its own clock, so its windows are moved back a day.
+ */
+export interface SuiteHooks<R> {
+  readonly closeWindows: (taskType: string) => Effect.Effect<void, unknown, R>
+}
+
+export const suite = <R = never>(
+  name: string,
+  portsLayer: Layer.Layer<QueueStore | Limits | WakeUps | R, unknown>,
+  hooks: SuiteHooks<R>
+) =>
   layer(portsLayer, { timeout: "60 seconds", excludeTestServices: true })(`Limits contract: ${name}`, (it) => {
     it.effect("set, list and clear a type's limits; a change wakes the runners", () =>
       Effect.gen(function* () {
@@ -40,19 +53,31 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
               if (topic === "settings") Deferred.unsafeDone(woken, Effect.void)
             })
             const set = yield* limits.set({ taskType: t, concurrency: 3, rate: 10, per: "1 minute" })
-            expect(set).toEqual({ taskType: t, concurrency: 3, perGroup: false, rate: { limit: 10, perMs: 60_000 } })
+            expect(set).toEqual({
+              taskType: t,
+              concurrency: 3,
+              perGroup: false,
+              rate: { limit: 10, perMs: 60_000 },
+              ratePerGroup: false
+            })
             yield* Deferred.await(woken).pipe(
               Effect.timeoutFail({ duration: "3 seconds", onTimeout: () => "no wake-up" })
             )
           })
         )
         expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
-          { taskType: t, concurrency: 3, perGroup: false, rate: { limit: 10, perMs: 60_000 } }
+          {
+            taskType: t,
+            concurrency: 3,
+            perGroup: false,
+            rate: { limit: 10, perMs: 60_000 },
+            ratePerGroup: false
+          }
         ])
         // Set again: replaced whole.
         yield* limits.set({ taskType: t, concurrency: 1, perGroup: true })
         expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
-          { taskType: t, concurrency: 1, perGroup: true, rate: null }
+          { taskType: t, concurrency: 1, perGroup: true, rate: null, ratePerGroup: false }
         ])
         expect(yield* limits.clear(t)).toBe(true)
         expect(yield* limits.clear(t)).toBe(false)
@@ -71,6 +96,10 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
           [{ taskType: t, rate: 5, per: "soon" }, "per"],
           [{ taskType: t, per: "1s", concurrency: 2 }, "per"],
           [{ taskType: t, perGroup: true }, "perGroup"],
+          // perGroup is the concurrency's scope, ratePerGroup the rate's: each needs its bound.
+          [{ taskType: t, perGroup: true, rate: 5 }, "perGroup"],
+          [{ taskType: t, ratePerGroup: true }, "ratePerGroup"],
+          [{ taskType: t, ratePerGroup: true, concurrency: 2 }, "ratePerGroup"],
           [{ taskType: t }, "concurrency"],
           [{ taskType: "", concurrency: 1 }, "taskType"]
         ] as const
@@ -81,6 +110,14 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
           expect(error).toBeInstanceOf(InvalidLimitError)
           expect((error as InvalidLimitError).field).toBe(field)
         }
+        const messageOf = (input: Parameters<typeof limits.set>[0]) =>
+          Effect.flip(limits.set(input)).pipe(Effect.map((e) => e.message))
+        expect(yield* messageOf({ taskType: t, perGroup: true, rate: 5 })).toBe(
+          "perGroup bounds the concurrency of each group: give concurrency"
+        )
+        expect(yield* messageOf({ taskType: t, ratePerGroup: true, concurrency: 2 })).toBe(
+          "ratePerGroup bounds the starts of each group per window: give rate"
+        )
         expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([])
       })
     )
@@ -270,6 +307,53 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
       })
     )
 
+    it.effect("an item carries its group: enqueue returns it, every claim hands it to the handler, empty is none", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const plain = type("grp-plain")
+        const limited = type("grp-limited")
+        const first = type("grp-first")
+        yield* limits.set({ taskType: limited, concurrency: 1, perGroup: true })
+        const a = yield* q.enqueue({ taskType: plain, payload: "a", group: "ga" }, T0)
+        expect(a.group).toBe("ga")
+        expect((yield* q.enqueue({ taskType: plain, payload: "none", thread: 1 }, T0)).group).toBeNull()
+        expect((yield* q.enqueue({ taskType: plain, payload: "empty", group: "", thread: 1 }, T0)).group).toBeNull()
+        // Already queued under its unique key: the queued item, with its own group.
+        const keyed = yield* q.enqueue({ taskType: plain, payload: "k", group: "gk", uniqueKey: `${plain}-k` }, T0)
+        expect(keyed.group).toBe("gk")
+        expect(
+          yield* q.enqueue({ taskType: plain, payload: "k2", group: "other", uniqueKey: `${plain}-k` }, T0)
+        ).toEqual(keyed)
+        yield* q.enqueueMany(
+          [
+            { taskType: limited, payload: "l1", group: "g1" },
+            { taskType: limited, payload: "l2", group: "g2" }
+          ],
+          T0
+        )
+        const prior = yield* q.enqueue({ taskType: first, payload: "first" }, T0)
+        const waiting = yield* q.enqueue({ taskType: plain, payload: "w", group: "gw", after: [prior.id] }, T0)
+        expect(waiting.group).toBe("gw")
+        const groups = (claims: ReadonlyArray<QueueClaim>) =>
+          Object.fromEntries(claims.map((c) => [c.item.payload, c.item.group]))
+        // The plain claim, and the limited one.
+        const plainClaims = yield* q.claimBatch({ ...claimOpts([plain], 2), limited: [] })
+        expect(groups(plainClaims)).toEqual({ a: "ga", none: null })
+        expect(groups(yield* q.claimBatch(claimOpts([limited], 1)))).toEqual({ l1: "g1" })
+        // Claimed along with a record: one result (the next item's claim) and several.
+        const next = yield* q.recordAndClaim([done(plainClaims[0]!)], { ...claimOpts([plain], 1), limited: [] })
+        expect(groups(next.claims)).toEqual({ empty: null })
+        const more = yield* q.recordAndClaim([done(plainClaims[1]!), done(next.claims[0]!)], claimOpts([limited], 5))
+        expect(groups(more.claims)).toEqual({ l2: "g2" })
+        // A waiting item, released, keeps its group on the claimed item too.
+        const [claimPrior] = yield* q.claimBatch({ ...claimOpts([first], 1), limited: [] })
+        yield* q.recordResults([done(claimPrior!)])
+        expect(groups(yield* q.claimBatch({ ...claimOpts([plain], 5), limited: [] }))).toEqual({ k: "gk", w: "gw" })
+        yield* limits.clear(limited)
+      })
+    )
+
     it.effect("a claim that does not know a type has limits (a runner yet to read them) leaves its items alone", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore
@@ -311,6 +395,169 @@ export const suite = (name: string, portsLayer: Layer.Layer<QueueStore | Limits 
         expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
         yield* limits.clear(t)
       })
+    )
+
+    it.effect(
+      "a rate per group: each group starts at most N per window, the groups side by side; N again next window",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const limits = yield* Limits
+          const t = type("grp-rate")
+          expect(yield* limits.set({ taskType: t, rate: 2, per: "1 day", ratePerGroup: true })).toEqual({
+            taskType: t,
+            concurrency: null,
+            perGroup: false,
+            rate: { limit: 2, perMs: 86_400_000 },
+            ratePerGroup: true
+          })
+          expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([
+            {
+              taskType: t,
+              concurrency: null,
+              perGroup: false,
+              rate: { limit: 2, perMs: 86_400_000 },
+              ratePerGroup: true
+            }
+          ])
+          yield* q.enqueueMany(
+            [
+              ...["a", "b", "c"].flatMap((g) =>
+                Array.from({ length: 3 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+              ),
+              { taskType: t, payload: "alone", thread: 1 }
+            ],
+            T0
+          )
+          // Two of each group, side by side, in one claim (no concurrency bound: all of them at once).
+          const first = yield* q.claimBatch(claimOpts([t], 20))
+          expect(payloads(first)).toEqual(["a0", "a1", "b0", "b1", "c0", "c1"])
+          // Finished, they free no start: the window's count is spent, whoever claims.
+          yield* q.recordResults(first.map((c) => done(c)))
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(2)))).toEqual([])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(2), "w2"))).toEqual([])
+          // A new group has its own count.
+          yield* q.enqueueMany(
+            Array.from({ length: 3 }, (_, i) => ({ taskType: t, payload: `d${i}`, group: "d" })),
+            at(3)
+          )
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 1, at(3))))).toEqual(["d0"])
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(3))))).toEqual(["d1"])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(3)))).toEqual([])
+          // The next window: each group may start two again (one is left in each; the item without a group waits).
+          yield* hooks.closeWindows(t)
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(86_401))))).toEqual(["a2", "b2", "c2", "d2"])
+          yield* limits.clear(t)
+        })
+    )
+
+    it.effect("1 per group with a rate per group: each group in order, at most N starts per window each", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("grp-rate-ordered")
+        yield* limits.set({ taskType: t, concurrency: 1, perGroup: true, rate: 2, per: "1 day", ratePerGroup: true })
+        yield* q.enqueueMany(
+          [
+            ...Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `g${i}`, group: "g" })),
+            { taskType: t, payload: "h0", group: "h" }
+          ],
+          T0
+        )
+        const [g0, h0] = yield* q.claimBatch(claimOpts([t], 10))
+        expect([g0!.item.payload, h0!.item.payload]).toEqual(["g0", "h0"])
+        // g's head runs: its group waits (concurrency), whatever the rate has left.
+        expect(yield* q.claimBatch(claimOpts([t], 10))).toEqual([])
+        yield* q.recordResults([done(g0!)])
+        const [g1] = yield* q.claimBatch(claimOpts([t], 10, at(2)))
+        expect(g1!.item.payload).toBe("g1")
+        // Its second start in the window was the last: g2 waits for the next window, in order.
+        yield* q.recordResults([done(g1!, undefined, at(3))])
+        expect(yield* q.claimBatch(claimOpts([t], 10, at(4)))).toEqual([])
+        yield* hooks.closeWindows(t)
+        expect(payloads(yield* q.claimBatch(claimOpts([t], 10, at(86_401))))).toEqual(["g2"])
+        yield* limits.clear(t)
+      })
+    )
+
+    it.effect(
+      "1 per group with a rate for the whole type (the meaning before 0024, kept): groups in order, the type's starts per window bounded",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const limits = yield* Limits
+          const t = type("grp-type-rate")
+          const set = yield* limits.set({ taskType: t, concurrency: 1, perGroup: true, rate: 3, per: "1 day" })
+          expect(set).toEqual({
+            taskType: t,
+            concurrency: 1,
+            perGroup: true,
+            rate: { limit: 3, perMs: 86_400_000 },
+            ratePerGroup: false
+          })
+          expect((yield* limits.list).filter((l) => l.taskType === t)).toEqual([set])
+          yield* q.enqueueMany(
+            ["a", "b", "c", "d", "e"].flatMap((g) =>
+              Array.from({ length: 2 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+            ),
+            T0
+          )
+          // Three starts in all for the window (not three per group): the heads of the first three groups.
+          const first = yield* q.claimBatch(claimOpts([t], 20))
+          expect(payloads(first)).toEqual(["a0", "b0", "c0"])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(1), "w2"))).toEqual([])
+          // Finished, they free their groups, but the type's window is spent: d and e, never started, wait too.
+          yield* q.recordResults(first.map((c) => done(c)))
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(2)))).toEqual([])
+          // The next window: three more, the rotation going on from where it stopped; each group still in order.
+          yield* hooks.closeWindows(t)
+          const next = yield* q.claimBatch(claimOpts([t], 20, at(86_401)))
+          expect(payloads(next)).toEqual(["a1", "d0", "e0"])
+          // d's and e's heads run: their followers wait for them, whatever the window.
+          yield* q.recordResults(next.filter((c) => c.item.payload === "a1").map((c) => done(c, undefined, at(86_402))))
+          yield* hooks.closeWindows(t)
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(2 * 86_400 + 1))))).toEqual(["b1", "c1"])
+          yield* limits.clear(t)
+        })
+    )
+
+    it.effect(
+      "a concurrency for the whole type with a rate per group: the type's executions bounded, each group's starts per window",
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const limits = yield* Limits
+          const t = type("grp-rate-type-conc")
+          const set = yield* limits.set({ taskType: t, concurrency: 3, rate: 2, per: "1 day", ratePerGroup: true })
+          expect(set).toEqual({
+            taskType: t,
+            concurrency: 3,
+            perGroup: false,
+            rate: { limit: 2, perMs: 86_400_000 },
+            ratePerGroup: true
+          })
+          yield* q.enqueueMany(
+            ["a", "b", "c"].flatMap((g) =>
+              Array.from({ length: 4 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g }))
+            ),
+            T0
+          )
+          // Three at once in all: a's two starts, then one of b's.
+          const first = yield* q.claimBatch(claimOpts([t], 20))
+          expect(payloads(first)).toEqual(["a0", "a1", "b0"])
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(1), "w2"))).toEqual([])
+          // Finished, they free the type's slots; a has spent its window, b has one start left, c two.
+          yield* q.recordResults(first.map((c) => done(c)))
+          const second = yield* q.claimBatch(claimOpts([t], 20, at(2)))
+          expect(payloads(second)).toEqual(["b1", "c0", "c1"])
+          yield* q.recordResults(second.map((c) => done(c, undefined, at(3))))
+          // Slots free, every group's window spent.
+          expect(yield* q.claimBatch(claimOpts([t], 20, at(4)))).toEqual([])
+          // The next window: two per group again, three at once in all.
+          yield* hooks.closeWindows(t)
+          expect(payloads(yield* q.claimBatch(claimOpts([t], 20, at(86_401))))).toEqual(["a2", "c2", "c3"])
+          yield* limits.clear(t)
+        })
     )
 
     it.effect("a limited type and a plain one claimed together: the plain one takes what is left", () =>

@@ -778,13 +778,28 @@ describe("flows, outputs and limits", () => {
     })
     const rate = await post("limit-set", { task_type: "emails", rate: "100", per: "1 minute" }, { token: TOKEN, csrf })
     expect(rate.status).toBe(200)
+    // The rate's scope is its own checkbox: each group in order, at most 10 starts a second each.
+    const groupRate = await post(
+      "limit-set",
+      { task_type: "events", concurrency: "1", per_group: "on", rate: "10", per: "1s", rate_per_group: "on" },
+      { token: TOKEN, csrf }
+    )
+    expect(groupRate).toEqual({
+      status: 200,
+      body: {
+        ok: true,
+        message: expect.stringContaining("concurrency 1 per group (ordered), rate 10 per 1s per group")
+      }
+    })
     expect(
       await db.query(
-        `SELECT task_type, concurrency, per_group, rate, rate_per_ms::int AS per FROM $schema.queue_limits ORDER BY 1`
+        `SELECT task_type, concurrency, per_group, rate, rate_per_ms::int AS per, rate_per_group
+         FROM $schema.queue_limits ORDER BY 1`
       )
     ).toEqual([
-      { task_type: "emails", concurrency: null, per_group: false, rate: 100, per: 60_000 },
-      { task_type: "payments", concurrency: 2, per_group: true, rate: null, per: null }
+      { task_type: "emails", concurrency: null, per_group: false, rate: 100, per: 60_000, rate_per_group: false },
+      { task_type: "events", concurrency: 1, per_group: true, rate: 10, per: 1000, rate_per_group: true },
+      { task_type: "payments", concurrency: 2, per_group: true, rate: null, per: null, rate_per_group: false }
     ])
 
     // Bad input: one clear error naming the field, and nothing changed.
@@ -792,6 +807,11 @@ describe("flows, outputs and limits", () => {
       [{ task_type: "payments", concurrency: "two" }, "concurrency: must be a whole number"],
       [{ task_type: "payments", concurrency: "0" }, "concurrency: must be a whole number"],
       [{ task_type: "payments", per_group: "on" }, "per_group: perGroup bounds the concurrency"],
+      [{ task_type: "payments", per_group: "on", rate: "5" }, "per_group: perGroup bounds the concurrency"],
+      [
+        { task_type: "payments", concurrency: "2", rate_per_group: "on" },
+        "rate_per_group: ratePerGroup bounds the starts of each group per window: give rate"
+      ],
       [{ task_type: "payments", concurrency: "1", per: "1s" }, "per: per is the window of a rate"],
       [{ task_type: "payments", rate: "3", per: "soon" }, "per: per:"],
       [{ concurrency: "1" }, "task_type: missing"],
@@ -817,9 +837,14 @@ describe("flows, outputs and limits", () => {
     const listed = await get("/limits")
     const payments = /<tr data-type="payments">[\s\S]*?<\/tr>/.exec(listed.text)?.[0] ?? ""
     expect(payments.replace(/\s+/g, " ")).toMatch(
-      /<td class="num">2<\/td> <td>yes<\/td> <td>–<\/td> <td class="num">1<\/td>/
+      /<td class="num">2<\/td> <td>yes<\/td> <td>–<\/td> <td>–<\/td> <td class="num">1<\/td>/
     )
     expect(listed.text).toContain("100 per 1m")
+    const events = /<tr data-type="events">[\s\S]*?<\/tr>/.exec(listed.text)?.[0] ?? ""
+    expect(events.replace(/\s+/g, " ")).toMatch(/<td>yes \(ordered\)<\/td> <td>10 per 1s<\/td> <td>yes<\/td>/)
+    const emails = /<tr data-type="emails">[\s\S]*?<\/tr>/.exec(listed.text)?.[0] ?? ""
+    expect(emails.replace(/\s+/g, " ")).toMatch(/<td>100 per 1m<\/td> <td>no<\/td>/)
+    expect(listed.text).toContain('name="rate_per_group"')
     const queue = await get("/queue?task_type=payments")
     expect(queue.text).toContain("customer-7")
     expect(queue.text).toContain("customer-8")
@@ -829,7 +854,10 @@ describe("flows, outputs and limits", () => {
     expect(cleared).toEqual({ status: 200, body: { ok: true, message: 'cleared the limits of "payments"' } })
     expect((await post("limit-clear", { task_type: "payments" }, { token: TOKEN, csrf })).status).toBe(404)
     expect((await post("limit-clear", {}, { token: TOKEN, csrf })).status).toBe(400)
-    expect(await db.query(`SELECT task_type FROM $schema.queue_limits`)).toEqual([{ task_type: "emails" }])
+    expect(await db.query(`SELECT task_type FROM $schema.queue_limits ORDER BY 1`)).toEqual([
+      { task_type: "emails" },
+      { task_type: "events" }
+    ])
     await db.query(`DELETE FROM $schema.queue_items WHERE task_type = 'payments'`)
     await db.query(`DELETE FROM $schema.queue_limits`)
   })

@@ -11,7 +11,8 @@ const fields = {
   scheduledFor: new Date("2026-12-02T08:30:00.000Z"),
   attempt: 2,
   metadata: { priority: 5, thread: 1, maxRuns: 1, leaseId: "-42" },
-  inputs: { render: { pages: 3 } }
+  inputs: { render: { pages: 3 } },
+  group: "customer-42"
 }
 
 describe("unsafeMakeJob", () => {

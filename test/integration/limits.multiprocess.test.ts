@@ -54,18 +54,25 @@ describe("flow control across processes", () => {
         ["set", "capped", "--concurrency", "3"],
         ["set", "ordered", "--concurrency", "1", "--per-group"],
         ["set", "grouped", "--concurrency", "2", "--per-group"],
-        ["set", "rated", "--rate", "5", "--per", "1s"]
+        ["set", "rated", "--rate", "5", "--per", "1s"],
+        ["set", "grouprated", "--rate", "2", "--per", "1s", "--rate-per-group"],
+        // Each group in order, 4 starts a second for the whole type (the meaning of --per-group with a rate, kept).
+        ["set", "orderedrated", "--concurrency", "1", "--per-group", "--rate", "4", "--per", "1s"]
       ]) {
         const r = await limitsCli(db, args)
         expect(r.stderr).toBe("")
         expect(r.code).toBe(0)
       }
       const listed = JSON.parse((await limitsCli(db, ["--json"])).stdout) as Array<Record<string, unknown>>
-      expect(listed.map((l) => [l["task_type"], l["concurrency"], l["per_group"], l["rate"]])).toEqual([
-        ["capped", 3, false, null],
-        ["grouped", 2, true, null],
-        ["ordered", 1, true, null],
-        ["rated", null, false, 5]
+      expect(
+        listed.map((l) => [l["task_type"], l["concurrency"], l["per_group"], l["rate"], l["rate_per_group"]])
+      ).toEqual([
+        ["capped", 3, false, null, false],
+        ["grouped", 2, true, null, false],
+        ["grouprated", null, false, 2, true],
+        ["ordered", 1, true, null, false],
+        ["orderedrated", 1, true, 4, false],
+        ["rated", null, false, 5, false]
       ])
       clis = Array.from({ length: 3 }, () =>
         live([
@@ -96,9 +103,11 @@ describe("flow control across processes", () => {
          UNION ALL SELECT 'ordered', '15', 1, 'o' || (i % 6) FROM generate_series(1, 48) i
          UNION ALL SELECT 'grouped', '30', 1, 'g' || (i % 4) FROM generate_series(1, 40) i
          UNION ALL SELECT 'rated', '0', 1, NULL FROM generate_series(1, 20)
+         UNION ALL SELECT 'grouprated', '0', 1, 'r' || (i % 3) FROM generate_series(1, 18) i
+         UNION ALL SELECT 'orderedrated', '0', 1, 'q' || (i % 4) FROM generate_series(1, 12) i
          RETURNING id::text AS id, task_type, group_key`
       )
-      expect(inserted).toHaveLength(168)
+      expect(inserted).toHaveLength(198)
       const max = new Map<string, number>()
       let samples = 0
       for (;;) {
@@ -122,6 +131,7 @@ describe("flow control across processes", () => {
       // Each bound held at every sample, and was reached (the sampler saw the work run).
       expect(max.get("capped")).toBe(3)
       expect(max.get("ordered/group")).toBe(1)
+      expect(max.get("orderedrated/group") ?? 0).toBeLessThanOrEqual(1)
       expect(max.get("grouped/group")).toBe(2)
       expect(max.get("ordered")).toBeGreaterThan(1)
 
@@ -129,14 +139,15 @@ describe("flow control across processes", () => {
         `SELECT id::text AS id, queue_item_id::text AS item, started_at AS started, finished_at AS finished
          FROM $schema.processed_items ORDER BY id`
       )
-      expect(log).toHaveLength(168)
+      expect(log).toHaveLength(198)
       expect(log.every((l) => l.item !== null)).toBe(true)
       const byItem = new Map(log.map((l) => [l.item, l]))
       // Ordered groups: in enqueue (id) order, each execution starting after the previous one finished.
       const groups = new Map<string, Array<string>>()
       for (const i of inserted)
-        if (i.task_type === "ordered") groups.set(i.group_key!, [...(groups.get(i.group_key!) ?? []), i.id])
-      expect(groups.size).toBe(6)
+        if (i.task_type === "ordered" || i.task_type === "orderedrated")
+          groups.set(`${i.task_type}/${i.group_key!}`, [...(groups.get(`${i.task_type}/${i.group_key!}`) ?? []), i.id])
+      expect(groups.size).toBe(10)
       for (const [, ids] of groups) {
         const runs = ids.map((id) => byItem.get(id)!)
         for (let k = 1; k < runs.length; k++) {
@@ -147,6 +158,26 @@ describe("flow control across processes", () => {
       // The shared rate: 20 starts at 5 per second span at least four windows (two full seconds between the first and the last), whichever process claimed.
       const rated = inserted.filter((i) => i.task_type === "rated").map((i) => byItem.get(i.id)!.started.getTime())
       expect(Math.max(...rated) - Math.min(...rated)).toBeGreaterThanOrEqual(2000)
+      // The shared rate per group: each group's 6 starts at 2 per second span at least three windows (more than one
+      // full second between its first and its last), whichever process claimed.
+      for (const g of ["r0", "r1", "r2"]) {
+        const starts = inserted
+          .filter((i) => i.task_type === "grouprated" && i.group_key === g)
+          .map((i) => byItem.get(i.id)!.started.getTime())
+        expect(starts).toHaveLength(6)
+        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000)
+      }
+      // The rate of a type ordered per group is the type's: 12 starts at 4 per second span at least three windows (more
+      // than one full second), though each group's 3 would fit in one.
+      const orderedRated = inserted
+        .filter((i) => i.task_type === "orderedrated")
+        .map((i) => byItem.get(i.id)!.started.getTime())
+      expect(Math.max(...orderedRated) - Math.min(...orderedRated)).toBeGreaterThanOrEqual(1000)
+      // And the groups side by side: one rate of 2 per second for the whole type would need nine windows (more than 8 s).
+      const groupRated = inserted
+        .filter((i) => i.task_type === "grouprated")
+        .map((i) => byItem.get(i.id)!.started.getTime())
+      expect(Math.max(...groupRated) - Math.min(...groupRated)).toBeLessThan(8000)
       // And every worker took part.
       const owners = await db.query<{ n: number }>(`SELECT count(DISTINCT id)::int AS n FROM $schema.scheduler_workers`)
       expect(owners[0]!.n).toBe(3)

@@ -615,7 +615,8 @@ export const router = (
           perGroup: field("per_group") === "on" || field("per_group") === "true",
           rate: yield* count(field, "rate"),
           // Checked by Limits.parse (an unreadable duration is refused there, naming `per`).
-          per: (field("per")?.trim() || undefined) as DomainLimits.FlowLimitInput["per"]
+          per: (field("per")?.trim() || undefined) as DomainLimits.FlowLimitInput["per"],
+          ratePerGroup: field("rate_per_group") === "on" || field("rate_per_group") === "true"
         }
         const limit = yield* limits
           .set(input)
@@ -757,7 +758,13 @@ const unavailable = (error: { readonly message: string }) =>
 
 /** A limit's field as the form names it. */
 const fieldName = (field: DomainLimits.InvalidLimitError["field"]): string =>
-  field === "taskType" ? "task_type" : field === "perGroup" ? "per_group" : field
+  field === "taskType"
+    ? "task_type"
+    : field === "perGroup"
+      ? "per_group"
+      : field === "ratePerGroup"
+        ? "rate_per_group"
+        : field
 
 /** A random token for actions: 32 bytes, URL-safe. */
 export const generateToken = (): string => randomBytes(32).toString("base64url")

@@ -828,7 +828,7 @@ export const limits = (
     <p class="muted">
       Flow limits every worker obeys together (<code>queue_limits</code>): at most <em>concurrency</em> executions of a
       task type at once (per group: each group that many, in order when 1), and at most <em>rate</em> starts per window
-      across the cluster. A change reaches running workers at once.
+      across the cluster (rate per group: each group that many). A change reaches running workers at once.
     </p>
     <section id="limits-table" data-live>
       ${list.length === 0
@@ -840,6 +840,7 @@ export const limits = (
                 <th class="num">concurrency</th>
                 <th>per group</th>
                 <th>rate</th>
+                <th>rate per group</th>
                 <th class="num" title="executions holding a live lease now">running</th>
                 <th></th>
               </tr>
@@ -852,6 +853,7 @@ export const limits = (
                     <td class="num">${l.concurrency ?? "–"}</td>
                     <td>${l.perGroup ? (l.concurrency === 1 ? "yes (ordered)" : "yes") : "no"}</td>
                     <td>${l.rate === null ? "–" : Limits.describeRate(l.rate)}</td>
+                    <td>${l.rate === null ? "–" : l.ratePerGroup ? "yes" : "no"}</td>
                     <td class="num">${holding.get(l.taskType) ?? 0}</td>
                     <td>${action(ctx, "limit-clear", { task_type: l.taskType }, "Clear", "danger")}</td>
                   </tr>`
@@ -867,9 +869,15 @@ export const limits = (
             ${field("concurrency", "concurrency", undefined, "e.g. 5")}
             <label for="per_group">per group<input type="checkbox" name="per_group" id="per_group" value="on" /></label>
             ${field("rate", "rate", undefined, "e.g. 100")} ${field("per", "per", undefined, "1s, 1 minute")}
+            <label for="rate_per_group"
+              >rate per group<input type="checkbox" name="rate_per_group" id="rate_per_group" value="on"
+            /></label>
             <button type="submit" class="primary">Set limits</button>
           </form>
-          <p class="muted">Setting replaces what the type had. Leave concurrency or rate empty for none.</p>`
+          <p class="muted">
+            Setting replaces what the type had. Leave concurrency or rate empty for none. "per group" makes the
+            concurrency each group's; "rate per group" makes the rate each group's.
+          </p>`
       : html`<p class="muted">Read-only: start the dashboard with a token to set limits here.</p>`}`
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -46,6 +46,8 @@ export interface LimitState {
   windowStart: number | null
   windowStarts: number
   groupCursor: string | null
+  /** Under a rate per group: each group's starts in the window `windowStart` (`kairos_limit_group_windows`). */
+  groupStarts: ReadonlyMap<string, number>
 }
 
 /** A fresh database, its `scheduler_meta` starting from `initial` (written with the same rules as `set`). */

@@ -328,6 +328,7 @@ export const make: Effect.Effect<
       thread: normalizeThread(Limits.threadFor(input.thread, group)),
       runAfter: normalizeRunAfter(input.runAfter),
       uniqueKey,
+      group,
       createdAt,
       updatedAt: now
     }
@@ -424,29 +425,39 @@ export const make: Effect.Effect<
     return claims
   }
 
-  // A limited type's claim, as `kairos_claim_limited` (migration 0021) makes it: the rate window and the live leases
-  // bound what it may take; a limit per group serves the groups in rotation, in key order from after the last served.
+  // A limited type's claim, as `kairos_claim_limited` (migrations 0021, 0024) makes it: the rate window and the live
+  // leases bound what it may take; a concurrency or a rate per group serves the groups in rotation, in key order from
+  // after the last served.
   const claimLimited = (limit: Limits.FlowLimit, room: number, options: ClaimOptions): Array<QueueClaim> => {
     const { now } = options
     const type = limit.taskType
-    const state = db.limitState.get(type) ?? { windowStart: null, windowStarts: 0, groupCursor: null }
+    const state = db.limitState.get(type) ?? {
+      windowStart: null,
+      windowStarts: 0,
+      groupCursor: null,
+      groupStarts: new Map<string, number>()
+    }
     let budget = room
+    const grouped = limit.perGroup || limit.ratePerGroup
     let window: number | null = null
     let used = 0
     if (limit.rate !== null) {
       window = Limits.windowStart(limit.rate, now.getTime())
       used = state.windowStart === window ? state.windowStarts : 0
-      budget = Math.min(budget, limit.rate.limit - used)
+      // A rate per group bounds each group's starts (below), not the type's.
+      if (!limit.ratePerGroup) budget = Math.min(budget, limit.rate.limit - used)
     }
+    // The groups' starts in this window (a new window starts them from nothing).
+    const groupStarts = new Map(limit.rate !== null && state.windowStart === window ? state.groupStarts : [])
     const live = limit.concurrency === null ? [] : liveSlots(type, now)
     if (limit.concurrency !== null && !limit.perGroup) budget = Math.min(budget, limit.concurrency - live.length)
     if (budget <= 0) return []
     let claims: Array<QueueClaim> = []
     let cursor = state.groupCursor
-    if (!limit.perGroup || limit.concurrency === null)
-      claims = slotted(claimPlain(new Set([type]), budget, options), type, null, limit.concurrency !== null)
+    if (!grouped) claims = slotted(claimPlain(new Set([type]), budget, options), type, null, limit.concurrency !== null)
     else {
-      const concurrency = limit.concurrency
+      const { concurrency, rate } = limit
+      const counted = concurrency !== null
       const heldBy = new Map<string, number>()
       for (const slot of live) if (slot.group !== null) heldBy.set(slot.group, (heldBy.get(slot.group) ?? 0) + 1)
       let seqBusy = busySequentialTypes().has(type)
@@ -458,17 +469,19 @@ export const make: Effect.Effect<
       for (const g of rotation) {
         if (claims.length >= budget) break
         cursor = g
-        const free = concurrency - (heldBy.get(g) ?? 0)
+        let free = limit.perGroup && concurrency !== null ? concurrency - (heldBy.get(g) ?? 0) : budget - claims.length
+        if (rate !== null && limit.ratePerGroup) free = Math.min(free, rate.limit - (groupStarts.get(g) ?? 0))
         if (free <= 0) continue
+        const before = claims.length
         const members = rows.filter((r) => r.item.taskType === type && r.group === g).sort(order)
-        if (concurrency === 1) {
+        if (limit.perGroup && concurrency === 1) {
           // Ordered: only the group's head may start; one that runs or waits for its time holds the group.
           const head = members[0]
           if (head === undefined || head.inFlight > 0) continue
           if (head.item.runAfter !== null && head.item.runAfter.getTime() > now.getTime()) continue
           if (head.item.thread === 0 && seqBusy) continue
           if (head.item.thread === 0) seqBusy = true
-          claims.push(...slotted(take(head, 1, options), type, g, true))
+          claims.push(...slotted(take(head, 1, options), type, g, counted))
         } else {
           const due = members.filter(
             (r) => r.inFlight === 0 && (r.item.runAfter === null || r.item.runAfter.getTime() <= now.getTime())
@@ -478,17 +491,20 @@ export const make: Effect.Effect<
             if (left <= 0) break
             if (r.item.thread === 0 && seqBusy) continue
             if (r.item.thread === 0) seqBusy = true
-            claims.push(...slotted(take(r, 1, options), type, g, true))
+            claims.push(...slotted(take(r, 1, options), type, g, counted))
             left--
           }
         }
+        if (limit.ratePerGroup && claims.length > before)
+          groupStarts.set(g, (groupStarts.get(g) ?? 0) + claims.length - before)
       }
     }
-    if (limit.perGroup || (limit.rate !== null && claims.length > 0)) {
+    if (grouped || (limit.rate !== null && claims.length > 0)) {
       db.limitState.set(type, {
         windowStart: limit.rate !== null ? window : state.windowStart,
         windowStarts: limit.rate !== null ? used + claims.length : state.windowStarts,
-        groupCursor: limit.perGroup ? cursor : state.groupCursor
+        groupCursor: grouped ? cursor : state.groupCursor,
+        groupStarts: limit.ratePerGroup ? groupStarts : state.groupStarts
       })
     }
     return claims

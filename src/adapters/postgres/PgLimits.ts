@@ -1,7 +1,7 @@
 /**
- * Flow control's limits on Postgres: the rows of `queue_limits` (migration 0021). The table's NOTIFY trigger wakes
- * every runner on a change, whoever makes it (this port, the CLI, plain SQL); the claim reads the row itself, under
- * the type's lock (`kairos_claim_limited`).
+ * Flow control's limits on Postgres: the rows of `queue_limits` (migrations 0021, 0024). The table's NOTIFY trigger
+ * wakes every runner on a change, whoever makes it (this port, the CLI, plain SQL); the claim reads the row itself,
+ * under the type's lock (`kairos_claim_limited`).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
@@ -27,13 +27,15 @@ interface LimitRow {
   readonly per_group: boolean
   readonly rate: number | null
   readonly rate_per_ms: string | number | null
+  readonly rate_per_group: boolean
 }
 
 const toLimit = (r: LimitRow): FlowLimit => ({
   taskType: r.task_type,
   concurrency: r.concurrency,
   perGroup: r.per_group,
-  rate: r.rate === null || r.rate_per_ms === null ? null : { limit: r.rate, perMs: Number(r.rate_per_ms) }
+  rate: r.rate === null || r.rate_per_ms === null ? null : { limit: r.rate, perMs: Number(r.rate_per_ms) },
+  ratePerGroup: r.rate_per_group
 })
 
 /** The limits over the SqlClient in context. */
@@ -43,7 +45,8 @@ export const make = (options: PgOptions = {}): Effect.Effect<Limits["Type"], nev
     const limits = sql(table(schemaName(options), "queue_limits"))
     return Limits.of({
       list: sql<LimitRow>`
-        SELECT task_type, concurrency, per_group, rate, rate_per_ms::text AS rate_per_ms FROM ${limits}
+        SELECT task_type, concurrency, per_group, rate, rate_per_ms::text AS rate_per_ms, rate_per_group
+        FROM ${limits}
         ORDER BY task_type`.pipe(
         Effect.map((rows) => rows.map(toLimit)),
         orLimitsError
@@ -54,13 +57,12 @@ export const make = (options: PgOptions = {}): Effect.Effect<Limits["Type"], nev
           if (Either.isLeft(limit)) return yield* limit.left
           const l = limit.right
           yield* sql`
-            INSERT INTO ${limits} (task_type, concurrency, per_group, rate, rate_per_ms, updated_at)
+            INSERT INTO ${limits} (task_type, concurrency, per_group, rate, rate_per_ms, rate_per_group, updated_at)
             VALUES (${l.taskType}, ${l.concurrency}, ${l.perGroup}, ${l.rate?.limit ?? null},
-              ${l.rate?.perMs ?? null}, now())
+              ${l.rate?.perMs ?? null}, ${l.ratePerGroup}, now())
             ON CONFLICT (task_type) DO UPDATE SET concurrency = EXCLUDED.concurrency, per_group = EXCLUDED.per_group,
-              rate = EXCLUDED.rate, rate_per_ms = EXCLUDED.rate_per_ms, updated_at = EXCLUDED.updated_at`.pipe(
-            orLimitsError
-          )
+              rate = EXCLUDED.rate, rate_per_ms = EXCLUDED.rate_per_ms, rate_per_group = EXCLUDED.rate_per_group,
+              updated_at = EXCLUDED.updated_at`.pipe(orLimitsError)
           return l
         }),
       clear: (taskType) =>

@@ -57,6 +57,7 @@ const ItemRow = Schema.Struct({
   runs_started: Schema.Int,
   run_after: Schema.NullOr(Schema.DateFromSelf),
   unique_key: Schema.NullOr(Schema.String),
+  group_key: Schema.NullOr(Schema.String),
   created_at: Schema.DateFromSelf,
   updated_at: Schema.DateFromSelf
 })
@@ -75,6 +76,7 @@ const itemOf = (r: ItemColumns, status: QueueItem["status"], updatedAt: Date): Q
   thread: normalizeThread(r.thread),
   runAfter: r.run_after,
   uniqueKey: r.unique_key,
+  group: r.group_key,
   createdAt: r.created_at,
   updatedAt
 })
@@ -128,7 +130,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const waiting = sql(table(schema, "queue_waiting"))
     const itemColumns =
       "id::text AS id, task_type, payload, status, priority, max_runs, thread, runs_done, runs_started, run_after, " +
-      "unique_key, created_at, updated_at"
+      "unique_key, group_key, created_at, updated_at"
     const itemCols = sql.literal(itemColumns)
     // The statements run per execution, prepared once per connection (see PgPrepared). Schema names are plain
     // lower-case identifiers (schemaName checks), so they are written into the text as they are.
@@ -137,8 +139,11 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const flows = PgFlows.make(sql, schema)
     // A name in the schema, as statement text.
     const fn = (name: string) => `"${schema}".${name}`
+    // The claim functions return no group: it is read back by the item's key, in the claim's statement (a probe of a
+    // row the claim has just touched, per claimed item).
     const claimed =
-      "id::text AS id, task_type, payload, priority, max_runs, thread, runs_done, run_after, unique_key, created_at, " +
+      "c.id::text AS id, task_type, payload, priority, max_runs, thread, runs_done, run_after, unique_key, " +
+      `(SELECT g.group_key FROM ${fn("queue_items")} g WHERE g.id = c.id) AS group_key, created_at, ` +
       "nullif(updated_at, created_at) AS updated_at, lease_id::text AS lease_id, token, attempt"
     // The types of resultArrays' columns, in order.
     const resultTypes = ["bigint", "text", "text", "text", "timestamptz", "timestamptz", "int", "int", "bigint"]
@@ -154,7 +159,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     // Migration 0014's overload (as 0016 left it): a run-once item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim")}(${unlimited("$1::text[]")}, $2::int, $3::text, $4::timestamptz, ` +
-        "$5::timestamptz, $6::timestamptz, true)"
+        "$5::timestamptz, $6::timestamptz, true) AS c"
     )
     const recordRowsStatement = prepare<{ id: string }>(
       `SELECT id::text AS id FROM ${fn("kairos_record_row_leases")}(${resultParams}) AS r(id)`
@@ -164,23 +169,23 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     )
     const recordAndClaimStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim")}(${resultParams}, ` +
-        `${unlimited("$12::text[]")}, $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz, true)`
+        `${unlimited("$12::text[]")}, $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz, true) AS c`
     )
     const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
         // A limited type claims no next item (NULL matches none): the record goes on alone.
         `$3::timestamptz, $4::timestamptz, $5::int, (SELECT $6::text WHERE NOT EXISTS (SELECT 1 FROM ` +
         `${table(schema, "queue_limits")} l WHERE l.task_type = $6::text)), $7::text, $8::timestamptz, ` +
-        "$9::timestamptz, $10::timestamptz, true)"
+        "$9::timestamptz, $10::timestamptz, true) AS c"
     )
     // Flow control (migration 0021): the claim of task types that have limits, alone and along with a record.
     const claimLimitedStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim_limited")}($1::text[], $2::int, $3::text, $4::timestamptz, ` +
-        "$5::timestamptz, $6::timestamptz)"
+        "$5::timestamptz, $6::timestamptz) AS c"
     )
     const recordAndClaimLimitedStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_limited")}(${resultParams}, ` +
-        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz)"
+        "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz) AS c"
     )
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))

@@ -130,7 +130,8 @@ export const migrationNames = [
   "0020_flows",
   "0021_flow_control",
   "0022_waiting_groups",
-  "0023_flow_steps"
+  "0023_flow_steps",
+  "0024_group_rates"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */

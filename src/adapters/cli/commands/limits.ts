@@ -23,6 +23,7 @@ const limitJson = (limit: Limits.FlowLimit, running?: number) => ({
   per_group: limit.perGroup,
   rate: limit.rate?.limit ?? null,
   rate_per_ms: limit.rate?.perMs ?? null,
+  rate_per_group: limit.ratePerGroup,
   ...(running === undefined ? {} : { running })
 })
 
@@ -45,8 +46,15 @@ export const limitsSetCommand = Command.make(
     ),
     rate: countOption("rate", 1).pipe(
       Options.withPseudoName("N"),
-      Options.withDescription("at most N executions start per --per window, across all workers"),
+      Options.withDescription(
+        "at most N executions start per --per window, across all workers (per group with --rate-per-group)"
+      ),
       Options.optional
+    ),
+    ratePerGroup: Options.boolean("rate-per-group").pipe(
+      Options.withDescription(
+        "the rate applies to each group (an item's --group): each group starts at most --rate N per window"
+      )
     ),
     per: Options.text("per").pipe(
       Options.withPseudoName("1s"),
@@ -62,7 +70,8 @@ export const limitsSetCommand = Command.make(
         concurrency: Option.getOrUndefined(c.concurrency),
         perGroup: c.perGroup,
         rate: Option.getOrUndefined(c.rate),
-        per: Option.getOrUndefined(c.per) as Limits.FlowLimitInput["per"]
+        per: Option.getOrUndefined(c.per) as Limits.FlowLimitInput["per"],
+        ratePerGroup: c.ratePerGroup
       }
       const parsed = Limits.parse(input)
       if (parsed._tag === "Left") return yield* new CliError({ message: flagMessage(parsed.left) })
@@ -85,6 +94,8 @@ const flagMessage = (e: Limits.InvalidLimitError): string => {
   switch (e.field) {
     case "perGroup":
       return "--per-group bounds the concurrency of each group: give --concurrency N too"
+    case "ratePerGroup":
+      return "--rate-per-group bounds the starts of each group per window: give --rate N too"
     case "per":
       return e.message.startsWith("per is the window")
         ? "--per is the window of a rate: give --rate N too"
@@ -122,12 +133,13 @@ export const limitsCommand = Command.make("limits", common, (c) =>
       yield* output(
         c,
         table(
-          ["task_type", "concurrency", "per_group", "rate", "running"],
+          ["task_type", "concurrency", "per_group", "rate", "rate_per_group", "running"],
           limits.map((l) => [
             l.taskType,
             l.concurrency ?? "-",
             l.perGroup ? "yes" : "no",
             l.rate === null ? "-" : Limits.describeRate(l.rate),
+            l.rate === null ? "-" : l.ratePerGroup ? "yes" : "no",
             runningOf.get(l.taskType) ?? 0
           ])
         ),

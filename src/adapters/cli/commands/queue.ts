@@ -128,7 +128,7 @@ export const enqueueCommand = Command.make(
             `${escapeControls(item.taskType)}, priority ${item.priority}, max runs ${item.maxRuns}, thread ${item.thread}` +
             (item.runAfter === null ? "" : `, run after ${item.runAfter.toISOString()}`) +
             (item.uniqueKey === null ? "" : `, unique key ${escapeControls(item.uniqueKey)}`) +
-            (Option.isNone(c.group) || c.group.value === "" ? "" : `, group ${escapeControls(c.group.value)}`) +
+            (item.group === null ? "" : `, group ${escapeControls(item.group)}`) +
             (retry === undefined || existing ? "" : `, retry ${Retry.describe(Retry.policy(retry))}`) +
             (after === undefined ? "" : `, after ${after.join(",")}`)
           yield* output(c, `${existing ? "already queued" : "enqueued"} ${item.id} (${details})`, {

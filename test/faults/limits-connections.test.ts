@@ -1,0 +1,205 @@
+/**
+ * Flow control with connections cut: three `kairos worker` processes (the built CLI) drain a type under a concurrency
+ * limit, a type ordered per group (1 per group) and one under a rate per group, while this test terminates their
+ * Postgres backends again and again (pg_terminate_backend: claims, records and renewals die mid-statement, the
+ * listener drops). A sampler reads the live leases from the database throughout: no limit is ever exceeded, each
+ * group's items run in order, each group's rate holds, every item is recorded exactly once, and the workers survive,
+ * take new work and stop cleanly. Integration: real processes, a real Postgres, wall time.
+ */
+import { afterEach, describe, expect, it } from "vitest"
+import { channel } from "../../src/adapters/postgres/PgSchema.js"
+import { kairos, live } from "../support/cli.js"
+import { migratedSchema, sleep, type TestDb, until } from "../support/workers.js"
+
+let db: TestDb | undefined
+let clis: Array<ReturnType<typeof live>> = []
+
+afterEach(async () => {
+  for (const w of clis) if (w.child.exitCode === null && w.child.signalCode === null) w.child.kill("SIGKILL")
+  clis = []
+  await db?.close()
+  db = undefined
+})
+
+/**
+ * How far a worker's clock may run ahead of the database's (each follows it within a round trip, PgClock): a worker
+ * may count a lost lease as expired up to that much before the database does. The sampler counts the leases with
+ * more than that left; a healthy lease is renewed every third of it, so it always has more.
+ */
+const SKEW_MS = 1000
+const LEASE = "3s"
+
+/** Live leases (with more than `marginMs` left), per task type and group: what the limits count. */
+const liveLeases = (db: TestDb, marginMs: number) =>
+  db.query<{ task_type: string; group_key: string | null; n: number }>(
+    `SELECT x.task_type, x.group_key, count(*)::int AS n FROM (
+       SELECT i.task_type, i.group_key FROM $schema.queue_items i WHERE i.lease_token IS NOT NULL AND i.lease_until >= now() + $1 * interval '1 millisecond'
+       UNION ALL
+       SELECT i.task_type, i.group_key FROM $schema.queue_leases q JOIN $schema.queue_items i ON i.id = q.item_id
+       WHERE q.lease_until >= now() + $1 * interval '1 millisecond'
+     ) x GROUP BY 1, 2`,
+    [marginMs]
+  )
+
+/**
+ * Terminates this test's worker backends only: other files run beside it on the same server, some with `kairos-cli`
+ * processes of their own. A worker's pooled connections are `kairos`, and every statement kairos sends names its
+ * schema (an idle connection shows its last one); its listener is `kairos-listener:<channel>`.
+ */
+const cut = async (db: TestDb, listener: boolean) => {
+  const [r] = await db.query<{ n: number }>(
+    `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+     WHERE datname = current_database() AND pid <> pg_backend_pid()
+       AND ((application_name = 'kairos' AND position($1 in query) > 0) OR ($3 AND application_name = $2))`,
+    [db.schema, `kairos-listener:${channel(db.schema)}`.slice(0, 63), listener]
+  )
+  return r!.n
+}
+
+describe("flow control with connections cut", () => {
+  it(
+    "three CLI workers whose connections are cut over and over: no limit exceeded, groups in order, each item once",
+    { timeout: 240_000 },
+    async () => {
+      db = await migratedSchema("limitscut")
+      for (const args of [
+        ["set", "capped", "--concurrency", "3"],
+        ["set", "ordered", "--concurrency", "1", "--per-group"],
+        ["set", "grouprated", "--rate", "3", "--per", "1s", "--rate-per-group"]
+      ]) {
+        const r = await kairos(["limits", ...args, "--database-url", db.url, "--schema", db.schema])
+        expect(r.stderr).toBe("")
+        expect(r.code).toBe(0)
+      }
+      clis = Array.from({ length: 3 }, () =>
+        live([
+          "worker",
+          "--tasks",
+          "test/fixtures/limit-tasks.ts",
+          "--database-url",
+          db!.url,
+          "--schema",
+          db!.schema,
+          "--concurrency",
+          "8",
+          "--interval",
+          "500ms",
+          "--lease",
+          LEASE,
+          "--json",
+          "--quiet"
+        ])
+      )
+      await until(
+        async () => (await db!.query(`SELECT 1 FROM $schema.scheduler_workers`)).length === 3,
+        60_000,
+        "three live workers"
+      )
+      // Inserted by plain SQL, in one statement: what the groups' order is judged against is their ids.
+      const inserted = await db.query<{ id: string; task_type: string; group_key: string | null }>(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread, group_key)
+         SELECT 'capped', '60', 1, NULL FROM generate_series(1, 200)
+         UNION ALL SELECT 'ordered', '50', 1, 'o' || (i % 8) FROM generate_series(1, 320) i
+         UNION ALL SELECT 'grouprated', '0', 1, 'r' || (i % 4) FROM generate_series(1, 36) i
+         RETURNING id::text AS id, task_type, group_key`
+      )
+      expect(inserted).toHaveLength(556)
+
+      const max = new Map<string, number>()
+      let samples = 0
+      let rounds = 0
+      let killedMidDrain = 0
+      let roundsThatKilled = 0
+      let nextCut = Date.now() + 200
+      for (;;) {
+        const rows = await liveLeases(db, SKEW_MS)
+        samples++
+        const perType = new Map<string, number>()
+        for (const r of rows) {
+          perType.set(r.task_type, (perType.get(r.task_type) ?? 0) + r.n)
+          if (r.group_key !== null) max.set(`${r.task_type}/group`, Math.max(max.get(`${r.task_type}/group`) ?? 0, r.n))
+        }
+        for (const [t, n] of perType) max.set(t, Math.max(max.get(t) ?? 0, n))
+        const [left] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`)
+        if (left!.n === 0) break
+        if (Date.now() >= nextCut) {
+          // Every 200 ms the workers' pooled connections; every third round their listeners too.
+          rounds++
+          const n = await cut(db, rounds % 3 === 0)
+          killedMidDrain += n
+          if (n > 0) roundsThatKilled++
+          nextCut = Date.now() + 200
+        }
+        if (samples > 50_000) throw new Error("the queue did not drain")
+        await sleep(10)
+      }
+      // The cuts hit the drain over and over, not once.
+      expect(roundsThatKilled).toBeGreaterThanOrEqual(5)
+      expect(killedMidDrain).toBeGreaterThanOrEqual(10)
+      // Each bound held at every sample, and was reached (the sampler saw the work run).
+      expect(max.get("capped")).toBeLessThanOrEqual(3)
+      expect(max.get("capped")).toBeGreaterThanOrEqual(2)
+      expect(max.get("ordered/group")).toBe(1)
+      expect(max.get("ordered")).toBeGreaterThan(1)
+
+      // Every item exactly once: a result whose connection died before its commit was not recorded, its lease
+      // expired and the item ran again; a late result of a lost lease is refused.
+      const log = await db.query<{ id: string; item: string; started: Date; finished: Date }>(
+        `SELECT id::text AS id, queue_item_id::text AS item, started_at AS started, finished_at AS finished
+         FROM $schema.processed_items ORDER BY id`
+      )
+      expect(log).toHaveLength(inserted.length)
+      expect(new Set(log.map((l) => l.item))).toEqual(new Set(inserted.map((i) => i.id)))
+      const byItem = new Map(log.map((l) => [l.item, l]))
+      // Ordered groups: in enqueue (id) order, each execution starting after the previous one finished.
+      const groups = new Map<string, Array<string>>()
+      for (const i of inserted)
+        if (i.task_type === "ordered") groups.set(i.group_key!, [...(groups.get(i.group_key!) ?? []), i.id])
+      expect(groups.size).toBe(8)
+      for (const [, ids] of groups) {
+        const runs = ids.map((id) => byItem.get(id)!)
+        for (let k = 1; k < runs.length; k++) {
+          expect(runs[k]!.started.getTime()).toBeGreaterThanOrEqual(runs[k - 1]!.finished.getTime())
+          expect(Number(runs[k]!.id)).toBeGreaterThan(Number(runs[k - 1]!.id))
+        }
+      }
+
+      // The rate per group held: each group's 9 starts at 3 per second span at least three windows (more than a full
+      // second between its first and its last), however the cuts fell.
+      for (const g of ["r0", "r1", "r2", "r3"]) {
+        const starts = inserted
+          .filter((i) => i.task_type === "grouprated" && i.group_key === g)
+          .map((i) => byItem.get(i.id)!.started.getTime())
+        expect(starts).toHaveLength(9)
+        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000)
+      }
+
+      // The workers survived and said what happened to them.
+      for (const w of clis) expect(w.child.exitCode).toBeNull()
+      const said = clis.map((w) => w.out() + w.err()).join("\n")
+      expect(said).toMatch(/terminating connection due to administrator command/)
+      expect(said).toMatch(/tick failed|not confirmed|took back/)
+      // They still work: new items (limited and ordered) run, through the connections they opened again.
+      const after = await db.query<{ id: string }>(
+        `INSERT INTO $schema.queue_items (task_type, payload, thread, group_key)
+         SELECT 'capped', '0', 1, NULL FROM generate_series(1, 10)
+         UNION ALL SELECT 'ordered', '0', 1, 'late' FROM generate_series(1, 5)
+         RETURNING id::text AS id`
+      )
+      await until(
+        async () =>
+          (
+            await db!.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM $schema.processed_items WHERE queue_item_id = ANY($1::bigint[])`,
+              [after.map((a) => a.id)]
+            )
+          )[0]!.n === after.length,
+        30_000,
+        "new items to run after the cuts"
+      )
+      for (const w of clis) w.child.kill("SIGTERM")
+      await Promise.all(clis.map((w) => until(async () => w.child.exitCode !== null, 30_000, "the workers to stop")))
+      expect(clis.map((w) => w.child.exitCode)).toEqual([0, 0, 0])
+    }
+  )
+})
