@@ -182,7 +182,9 @@ describe("transactional handlers under a storm of faults", () => {
         const pick = (ws: ReadonlyArray<Worker>) => ws[Math.floor(Math.random() * ws.length)]!
         if (freezeAt.length > 0 && Date.now() - stormStart >= freezeAt[0]!) {
           freezeAt.shift()
-          const w = pick(busy.length > 0 ? busy : live)
+          // A worker not frozen before: two freezes of one worker would leave the test one worker's word.
+          const fresh = (ws: ReadonlyArray<Worker>) => ws.filter((x) => !frozen.some((f) => f.worker === x))
+          const w = pick(fresh(busy).length > 0 ? fresh(busy) : fresh(live))
           frozen.push({ worker: w, open: openExecutions(w), from: w.events.length })
           w.child.kill("SIGSTOP")
           await sleep(7000)
