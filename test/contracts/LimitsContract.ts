@@ -270,6 +270,41 @@ export const suite = <R = never>(
       })
     )
 
+    it.effect("N per group with items that run several times: each run holds a slot of its group until recorded", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        const t = type("per-group-runs")
+        yield* limits.set({ taskType: t, concurrency: 2, perGroup: true })
+        // Concurrent items run 3 times each.
+        yield* q.enqueueMany(
+          ["x", "y"].flatMap((g) =>
+            Array.from({ length: 2 }, (_, i) => ({ taskType: t, payload: `${g}${i}`, group: g, thread: 1, maxRuns: 3 }))
+          ),
+          T0
+        )
+        const runs = new Map<string, number>()
+        for (let round = 0; round < 20; round++) {
+          const claims = yield* q.claimBatch(claimOpts([t], 100, at(round)))
+          if (claims.length === 0) break
+          // Never more than 2 of a group at once, whichever of its items they are.
+          for (const g of ["x", "y"]) expect(claims.filter((c) => c.item.group === g).length).toBeLessThanOrEqual(2)
+          for (const c of claims) {
+            // (maxRuns is what is left: an item's last run holds its lease on the item row, the runs before on rows
+            // of their own.)
+            expect(c.leaseId === String(-Number(c.item.id))).toBe(c.item.maxRuns === 1)
+            runs.set(String(c.item.payload), (runs.get(String(c.item.payload)) ?? 0) + 1)
+          }
+          expect(yield* q.claimBatch(claimOpts([t], 100, at(round)))).toEqual([])
+          expect(yield* q.recordResults(claims.map((c) => done(c, undefined, at(round))))).toEqual(
+            claims.map(() => true)
+          )
+        }
+        expect(Object.fromEntries(runs)).toEqual({ x0: 3, x1: 3, y0: 3, y1: 3 })
+        yield* limits.clear(t)
+      })
+    )
+
     it.effect("under a limit per group, an item without a group waits (it is in no group to serve)", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -131,7 +131,8 @@ export const migrationNames = [
   "0021_flow_control",
   "0022_waiting_groups",
   "0023_flow_steps",
-  "0024_group_rates"
+  "0024_group_rates",
+  "0025_set_based_rotation"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */
