@@ -247,14 +247,13 @@ const makeTick =
       let room = capacity.room()
       const now = yield* clockNow
       onTick(now.getTime(), false)
-      const request = requestAt(now, interval, force)
       if (room <= 0) {
         // Every worker busy: only what takes no worker (an overlapped slot recorded as skipped) is done now.
         let overlapped = 0
         let rescued = 0
         for (const lane of lanes) {
           if (!lane.plansWhenFull) continue
-          const report = yield* lane.claimAndStart({ ...request, limit: 0 })
+          const report = yield* lane.claimAndStart({ ...requestAt(yield* clockNow, interval, force), limit: 0 })
           overlapped += report.overlapped
           rescued += report.rescued
         }
@@ -264,11 +263,10 @@ const makeTick =
       let queued = 0
       let overlapped = 0
       let rescued = 0
-      for (const [i, lane] of lanes.entries()) {
+      for (const lane of lanes) {
         // Each lane's claim at its own time: the one before it may have waited long (a loaded machine, a pool with
         // no free connection), and a lease reckoned from the tick's start would be that much shorter.
-        const at = i === 0 ? request : requestAt(yield* clockNow, interval, force)
-        const report = yield* lane.claimAndStart({ ...at, limit: room })
+        const report = yield* lane.claimAndStart({ ...requestAt(yield* clockNow, interval, force), limit: room })
         room -= report.started
         started += report.started
         if (lane.kind === "queue") {
