@@ -3,15 +3,6 @@
  * waiting for the steps its `after` names. Pure: the checks a graph passes before anything is written.
  */
 import { InvalidFlowError } from "./errors.js"
-import { normalizeGroup, threadFor } from "./Limits.js"
-import {
-  normalizeMaxRuns,
-  normalizePayload,
-  normalizePriority,
-  normalizeRunAfter,
-  normalizeThread,
-  type QueueItem
-} from "./QueueItem.js"
 
 /** What a flow's step must have: its key, and the keys of the steps it waits for. */
 export interface Keyed {
@@ -95,33 +86,3 @@ export const normalizeAfter = (after: ReadonlyArray<string> | undefined): Readon
 
 /** The unique key a released item carries in Postgres (it tells a claim that the item has inputs); never shown. */
 export const RELEASED_KEY_PREFIX = "kairos:after:"
-
-/** What a waiting item is enqueued with (the fields of an enqueue that its returned item shows). */
-export interface WaitingInput {
-  readonly taskType: string
-  readonly payload?: string | null | undefined
-  readonly priority?: number | undefined
-  readonly maxRuns?: number | undefined
-  readonly thread?: number | undefined
-  readonly runAfter?: Date | undefined
-  readonly group?: string | undefined
-}
-
-/**
- * The item an enqueue with `after` returns, as both stores write it: pending (it waits outside the queue), no unique
- * key (not allowed with `after`), and the thread any item in its group gets.
- */
-export const waitingItem = (id: string, input: WaitingInput, now: Date): QueueItem => ({
-  id,
-  taskType: input.taskType,
-  payload: normalizePayload(input.payload),
-  status: "pending",
-  priority: normalizePriority(input.priority),
-  maxRuns: normalizeMaxRuns(input.maxRuns),
-  thread: normalizeThread(threadFor(input.thread, normalizeGroup(input.group))),
-  runAfter: normalizeRunAfter(input.runAfter),
-  uniqueKey: null,
-  group: normalizeGroup(input.group),
-  createdAt: now,
-  updatedAt: now
-})

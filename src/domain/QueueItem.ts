@@ -2,6 +2,7 @@
  * Ad-hoc work waiting in `queue_items`, and the rules that normalise what any writer (API, CLI, SQL) stores.
  */
 import * as Schema from "effect/Schema"
+import { normalizeGroup, threadFor } from "./Limits.js"
 
 /** `pending` waits to be claimed; `processing` has at least one live execution. */
 export const QueueStatus = Schema.Literal("pending", "processing")
@@ -79,3 +80,42 @@ export const normalizeUniqueKey = (key: string | null | undefined): string | nul
 /** A delay as stored: a valid time, NULL (at once) when absent. */
 export const normalizeRunAfter = (runAfter: Date | null | undefined): Date | null =>
   runAfter instanceof Date && Number.isFinite(runAfter.getTime()) ? runAfter : null
+
+/** What an enqueue gives a new item: the fields its returned item shows. */
+export interface NewItemInput {
+  readonly taskType: string
+  readonly payload?: string | null | undefined
+  readonly priority?: number | undefined
+  readonly maxRuns?: number | undefined
+  readonly thread?: number | undefined
+  readonly runAfter?: Date | undefined
+  readonly group?: string | undefined
+}
+
+/**
+ * A new item as an enqueue returns it, whichever store wrote it: pending, its fields normalised as stored, and the
+ * thread any item of its group gets.
+ */
+export const pendingItem = (
+  id: string,
+  input: NewItemInput,
+  uniqueKey: string | null,
+  createdAt: Date,
+  updatedAt: Date = createdAt
+): QueueItem => {
+  const group = normalizeGroup(input.group)
+  return {
+    id,
+    taskType: input.taskType,
+    payload: normalizePayload(input.payload),
+    status: "pending",
+    priority: normalizePriority(input.priority),
+    maxRuns: normalizeMaxRuns(input.maxRuns),
+    thread: normalizeThread(threadFor(input.thread, group)),
+    runAfter: normalizeRunAfter(input.runAfter),
+    uniqueKey,
+    group,
+    createdAt,
+    updatedAt
+  }
+}

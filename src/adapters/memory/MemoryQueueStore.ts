@@ -24,6 +24,7 @@ import {
   normalizeRunAfter,
   normalizeThread,
   normalizeUniqueKey,
+  pendingItem,
   type QueueItem
 } from "../../domain/QueueItem.js"
 import {
@@ -316,22 +317,7 @@ export const make: Effect.Effect<
     now: Date,
     retry: Retry.Policy | null
   ): QueueItem => {
-    const uniqueKey = normalizeUniqueKey(input.uniqueKey)
-    const group = Limits.normalizeGroup(input.group)
-    const item: QueueItem = {
-      id,
-      taskType: input.taskType,
-      payload: normalizePayload(input.payload),
-      status: "pending",
-      priority: normalizePriority(input.priority),
-      maxRuns: normalizeMaxRuns(input.maxRuns),
-      thread: normalizeThread(Limits.threadFor(input.thread, group)),
-      runAfter: normalizeRunAfter(input.runAfter),
-      uniqueKey,
-      group,
-      createdAt,
-      updatedAt: now
-    }
+    const item = pendingItem(id, input, normalizeUniqueKey(input.uniqueKey), createdAt, now)
     rows.push({
       item,
       seq: nextSeq++,
@@ -341,7 +327,7 @@ export const make: Effect.Effect<
       unfinished: 0,
       retry,
       failures: 0,
-      group
+      group: item.group
     })
     return item
   }
@@ -557,7 +543,8 @@ export const make: Effect.Effect<
               wakeAll()
               return item
             }
-            return Flow.waitingItem(insertWaiting(input, retry, after, now), input, now)
+            // Pending outside the queue; no unique key (not allowed with after).
+            return pendingItem(insertWaiting(input, retry, after, now), input, null, now)
           },
           catch: (e) => e as InvalidFlowError
         })

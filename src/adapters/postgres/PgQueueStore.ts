@@ -11,7 +11,6 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { InvalidFlowError, InvalidRetryError } from "../../domain/errors.js"
 import { normalizeGroup, threadFor } from "../../domain/Limits.js"
-import * as Flow from "../../domain/Flow.js"
 import * as Retry from "../../domain/Retry.js"
 import * as PgPrepared from "./PgPrepared.js"
 import {
@@ -23,6 +22,7 @@ import {
   normalizeRunAfter,
   normalizeThread,
   normalizeUniqueKey,
+  pendingItem,
   QueueItem
 } from "../../domain/QueueItem.js"
 import {
@@ -153,9 +153,9 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     // The plain claims take only types that have no limits in queue_limits (migration 0021), whatever the runner
     // believes: one that has not yet read a new limit (its NOTIFY missed, behind a pooler without a direct URL) leaves
     // the type alone until it does, rather than claiming past the limit. A probe of queue_limits's key per type.
-    const unlimited = (types: string) =>
-      `ARRAY(SELECT t FROM unnest(${types}) AS t WHERE NOT EXISTS (SELECT 1 FROM ${table(schema, "queue_limits")} l ` +
-      "WHERE l.task_type = t))"
+    const noLimits = (type: string) =>
+      `NOT EXISTS (SELECT 1 FROM ${table(schema, "queue_limits")} l WHERE l.task_type = ${type})`
+    const unlimited = (types: string) => `ARRAY(SELECT t FROM unnest(${types}) AS t WHERE ${noLimits("t")})`
     // Migration 0014's overload (as 0016 left it): a run-once item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim")}(${unlimited("$1::text[]")}, $2::int, $3::text, $4::timestamptz, ` +
@@ -174,9 +174,8 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const recordAndClaimNextStatement = prepare<ClaimRow & { recorded: string | null }>(
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_next")}($1::bigint, $2::text, ` +
         // A limited type claims no next item (NULL matches none): the record goes on alone.
-        `$3::timestamptz, $4::timestamptz, $5::int, (SELECT $6::text WHERE NOT EXISTS (SELECT 1 FROM ` +
-        `${table(schema, "queue_limits")} l WHERE l.task_type = $6::text)), $7::text, $8::timestamptz, ` +
-        "$9::timestamptz, $10::timestamptz, true) AS c"
+        `$3::timestamptz, $4::timestamptz, $5::int, (SELECT $6::text WHERE ${noLimits("$6::text")}), $7::text, ` +
+        "$8::timestamptz, $9::timestamptz, $10::timestamptz, true) AS c"
     )
     // Flow control (migration 0021): the claim of task types that have limits, alone and along with a record.
     const claimLimitedStatement = prepare<ClaimRow>(
@@ -552,7 +551,8 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         const after = yield* PgFlows.checkAfter(input)
         const retry = yield* policyOf(input)
         const [id] = yield* flows.insertWaiting([{ input, retry, after }], now)
-        return Flow.waitingItem(id!, input, now)
+        // Pending outside the queue; no unique key (not allowed with after).
+        return pendingItem(id!, input, null, now)
       }).pipe(orFlowError)
 
     const enqueueValid = (input: EnqueueInput, retry: Retry.Policy | null, now: Date) =>
