@@ -87,7 +87,9 @@ describe("kairos commands", () => {
       expect(refused.stderr).toBe(
         "kairos: truncate deletes every queue item, execution and run: add --yes to confirm\n"
       )
-      expect(await json(["truncate", "--yes"])).toEqual({ truncated: ["queue_items", "processed_items", "job_runs"] })
+      expect(await json(["truncate", "--yes"])).toEqual({
+        truncated: ["queue_items", "queue_leases", "queue_waiting", "flow_steps", "processed_items", "job_runs"]
+      })
       expect(await json(["queue"])).toEqual([])
     }
   )

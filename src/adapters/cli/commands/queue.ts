@@ -435,9 +435,13 @@ export const truncateCommand = Command.make(
       ? withReads(c, (reads) =>
           Effect.gen(function* () {
             yield* reads.truncate()
-            yield* output(c, "emptied queue_items, processed_items and job_runs (jobs and settings stay)", {
-              truncated: ["queue_items", "processed_items", "job_runs"]
-            })
+            yield* output(
+              c,
+              "emptied queue_items (with their leases), queue_waiting, flow_steps, processed_items and job_runs (jobs, limits and settings stay)",
+              {
+                truncated: ["queue_items", "queue_leases", "queue_waiting", "flow_steps", "processed_items", "job_runs"]
+              }
+            )
           })
         )
       : Effect.fail(
@@ -445,6 +449,6 @@ export const truncateCommand = Command.make(
         )
 ).pipe(
   Command.withDescription(
-    "empty queue_items, processed_items and job_runs (jobs and settings stay); results still in flight are refused"
+    "empty queue_items (with their leases), queue_waiting, flow_steps, processed_items and job_runs (jobs, limits and settings stay); results still in flight are refused"
   )
 )
