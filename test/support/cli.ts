@@ -11,7 +11,11 @@ import pg from "pg"
 
 export const bin = path.join(projectRoot, "bin/kairos.js")
 export let url = ""
-export const schema = uniqueSchemaName("cli")
+/**
+ * The schema of the file that runs now. A new one for each file that calls `useCli()`: files share this module when
+ * a worker runs several of them in turn (no isolation), and each must still start from an empty schema of its own.
+ */
+export let schema = uniqueSchemaName("cli")
 
 // Without blocking the test file's event loop (see `run` in test/support/process.ts): independent commands run side
 // by side.
@@ -91,6 +95,7 @@ export const query = async (text: string, inSchema = schema, params: ReadonlyArr
 export const useCli = (): void => {
   beforeAll(() => {
     url = databaseUrl()
+    schema = uniqueSchemaName("cli")
   })
   afterAll(async () => {
     await query(`DROP SCHEMA IF EXISTS $schema CASCADE`)
