@@ -380,10 +380,11 @@ export interface PgReadModel {
   /** The database's time: what an operator's change is stamped with, and what "the last hour" is counted from. */
   readonly now: () => Effect.Effect<Date, ReadModelError>
   /**
-   * Empties `queue_items` (with their leases, so results of executions in flight are refused), `processed_items`
-   * and `job_runs`. Jobs, settings and workers stay.
+   * Empties `queue_items` (with their leases, so results of executions in flight are refused), `queue_waiting`,
+   * `flow_steps`, `processed_items` and `job_runs`, and answers with those tables' names, in that order. Jobs,
+   * limits, settings and workers stay.
    */
-  readonly truncate: () => Effect.Effect<void, ReadModelError>
+  readonly truncate: () => Effect.Effect<ReadonlyArray<string>, ReadModelError>
   /** Items waiting for other items, oldest first: in `queue_items` only once their wait is over. */
   readonly waiting: (limit?: number) => Effect.Effect<ReadonlyArray<Waiting>, ReadModelError>
   /** How many items wait for others (all of `waiting`, counted). */
@@ -788,8 +789,8 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
           Effect.mapError(toError("reading the database's time failed"))
         ),
       truncate: () =>
-        sql`TRUNCATE ${items}, ${leases}, ${processed}, ${runs}, ${waitingTable}, ${steps}`.pipe(
-          Effect.asVoid,
+        sql`TRUNCATE ${items}, ${leases}, ${waitingTable}, ${steps}, ${processed}, ${runs}`.pipe(
+          Effect.as(["queue_items", "queue_leases", "queue_waiting", "flow_steps", "processed_items", "job_runs"]),
           Effect.mapError(toError("truncating failed"))
         )
     } satisfies PgReadModel

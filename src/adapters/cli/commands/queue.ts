@@ -434,14 +434,8 @@ export const truncateCommand = Command.make(
     c.yes
       ? withReads(c, (reads) =>
           Effect.gen(function* () {
-            yield* reads.truncate()
-            yield* output(
-              c,
-              "emptied queue_items (with their leases), queue_waiting, flow_steps, processed_items and job_runs (jobs, limits and settings stay)",
-              {
-                truncated: ["queue_items", "queue_leases", "queue_waiting", "flow_steps", "processed_items", "job_runs"]
-              }
-            )
+            const truncated = yield* reads.truncate()
+            yield* output(c, `emptied ${truncated.join(", ")} (jobs, limits and settings stay)`, { truncated })
           })
         )
       : Effect.fail(
