@@ -16,7 +16,7 @@ import * as HashMap from "effect/HashMap"
 import * as Logger from "effect/Logger"
 
 /** An Effect Console printing with `unsafe` (Effect's default Console, over any console-like object). */
-const fromUnsafe = (unsafe: Console.UnsafeConsole): Console.Console => ({
+export const fromUnsafe = (unsafe: Console.UnsafeConsole): Console.Console => ({
   [Console.TypeId]: Console.TypeId,
   assert: (condition, ...args) => Effect.sync(() => unsafe.assert(condition, ...args)),
   clear: Effect.sync(() => unsafe.clear()),

@@ -7,6 +7,7 @@ import * as ValidationError from "@effect/cli/ValidationError"
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Cause from "effect/Cause"
+import type * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
@@ -66,30 +67,37 @@ const root = Command.make("kairos").pipe(
 // The handlers print through the Console as it is, outside the rewrite of @effect/cli's help (see withCliConsole).
 const cli = Command.run(root.pipe(Command.transformHandler(plainConsole)), { name: "kairos", version: "0.1.0" })
 
-/** Runs the CLI on `argv` (as `process.argv`), exiting with 0, or 1 after one clear line. */
-export const main = (argv: ReadonlyArray<string>): void => {
+/**
+ * The command line on `argv` (as `process.argv`), printing through `console`: succeeds with the exit code, 0, or 1
+ * after one clear line. What `main` runs; a test runs it in its own process with a Console that collects the text.
+ */
+export const program = (argv: ReadonlyArray<string>, console: Console.Console): Effect.Effect<number> => {
   flags.verbose = argv.includes("--verbose")
   const args = argv.filter((a) => a !== "--verbose")
-  const program = cli(args).pipe(
+  return cli(args).pipe(
     withCliConsole(args.slice(2)),
+    Effect.as(0),
     Effect.catchAllCause((cause) => {
       const failure = Cause.failureOption(cause)
       if (failure._tag === "Some" && ValidationError.isValidationError(failure.value)) {
         // @effect/cli has already printed what was wrong with the arguments.
-        return Effect.sync(() => void (process.exitCode = 1))
+        return Effect.succeed(1)
       }
-      if (Cause.isInterruptedOnly(cause)) return Effect.void
+      if (Cause.isInterruptedOnly(cause)) return Effect.succeed(0)
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       // One line, whatever the database or a tasks module put in the message; with --verbose, the full cause.
       const line = escapeControls(error instanceof CliError ? error.message : describe(error))
-      return CliOutput.failure(flags.verbose ? `${line}\n${Cause.pretty(cause)}` : line).pipe(
-        Effect.zipRight(Effect.sync(() => void (process.exitCode = 1)))
-      )
+      return CliOutput.failure(flags.verbose ? `${line}\n${Cause.pretty(cause)}` : line).pipe(Effect.as(1))
     }),
-    Effect.withConsole(CliOutput.console),
+    Effect.withConsole(console),
     Effect.provide(NodeContext.layer),
     Effect.provide(Logger.replace(Logger.defaultLogger, CliOutput.logger)),
     Logger.withMinimumLogLevel(flags.verbose ? LogLevel.Debug : LogLevel.Warning)
   )
-  NodeRuntime.runMain(program, { disableErrorReporting: true, disablePrettyLogger: true })
+}
+
+/** Runs the CLI on `argv` (as `process.argv`) in this process, which exits with the code `program` gives. */
+export const main = (argv: ReadonlyArray<string>): void => {
+  const run = program(argv, CliOutput.console).pipe(Effect.map((code) => void (process.exitCode = code)))
+  NodeRuntime.runMain(run, { disableErrorReporting: true, disablePrettyLogger: true })
 }
