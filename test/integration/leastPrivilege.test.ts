@@ -11,7 +11,7 @@ import pg from "pg"
 import { migrationNames } from "../../src/adapters/postgres/migrations.js"
 import { databaseUrl, uniqueSchemaName } from "../support/database.js"
 import { exited, projectRoot } from "../support/process.js"
-import { bin, kairos, live } from "../support/cli.js"
+import { bin, kairos, kairosHere, live } from "../support/cli.js"
 
 const suffix = randomBytes(4).toString("hex")
 const owner = `kt_owner_${suffix}`
@@ -52,8 +52,12 @@ const refusal = (role: string, text: string): Promise<string> =>
 const newest = migrationNames[migrationNames.length - 1]!
 const previous = migrationNames[migrationNames.length - 2]!
 
+/**
+ * A command as `role`. What the role may do is the database's answer, the same from any process: the commands run
+ * in this one (kairosHere), a worker's start by a real process.
+ */
 const cli = (role: string, args: ReadonlyArray<string>) =>
-  kairos([...args, "--database-url", as(role), "--schema", schema])
+  (args[0] === "worker" ? kairos : kairosHere)([...args, "--database-url", as(role), "--schema", schema])
 
 beforeAll(async () => {
   await sqlAs(undefined, `CREATE ROLE ${owner} LOGIN`)
