@@ -211,11 +211,12 @@ describe("PgListener", () => {
           channel,
           onNotify: (p) => got.push(p),
           onReconnect: () => reconnects++,
-          healthCheckInterval: "200 millis"
+          healthCheckInterval: "200 millis",
+          operationTimeout: "1 second"
         })
         expect(yield* listener.connected).toBe(true)
         proxy.freeze()
-        // No error, no end event: only the health check (SELECT 1 unanswered for 10 s) can notice.
+        // No error, no end event: only the health check (SELECT 1 unanswered for 1 s, here) can notice.
         yield* eventually(
           "onReconnect after a silent connection",
           Effect.sync(() => reconnects >= 1),

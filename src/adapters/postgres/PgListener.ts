@@ -45,6 +45,11 @@ export interface ListenerOptions {
   readonly onReconnect?: (() => void) | undefined
   /** How often `SELECT 1` checks the listening connection; a failure reconnects. Default 5 seconds. */
   readonly healthCheckInterval?: Duration.DurationInput | undefined
+  /**
+   * How long a connect, the LISTEN or a health check may take before the connection is given up. Bounds every round
+   * trip, so that a half-open TCP connection (no RST ever arrives) cannot hang a step forever. Default 10 seconds.
+   */
+  readonly operationTimeout?: Duration.DurationInput | undefined
   /** How long a probe NOTIFY may take to come back through a connection that is not direct. Default 2 seconds. */
   readonly probeTimeout?: Duration.DurationInput | undefined
   /** What to do when LISTEN delivers nothing, ending the line that says so. */
@@ -61,8 +66,6 @@ class ListenerError extends Data.TaggedError("ListenerError")<{
   readonly cause: unknown
 }> {}
 
-// Bounds every round trip, so a half-open TCP connection (no RST ever arrives) cannot hang a step forever.
-const operationTimeout = Duration.seconds(10)
 // Closing must not hold the scope open for long: a graceful end is tried, then the socket is destroyed.
 const closeTimeout = Duration.seconds(2)
 
@@ -122,6 +125,7 @@ export const make: (options: ListenerOptions) => Effect.Effect<
   const { channel, onNotify, onReconnect } = options
   const applicationName = `kairos-listener:${channel}`.slice(0, 63)
   const healthCheckInterval = Duration.decode(options.healthCheckInterval ?? "5 seconds")
+  const operationTimeout = Duration.decode(options.operationTimeout ?? "10 seconds")
   const initialBackoff = Duration.decode(options.reconnectBackoff?.initial ?? "100 millis")
   const maxBackoff = Duration.max(initialBackoff, Duration.decode(options.reconnectBackoff?.max ?? "5 seconds"))
   const probeTimeout = Duration.decode(options.probeTimeout ?? "2 seconds")
