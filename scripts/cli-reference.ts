@@ -22,7 +22,11 @@ const first = (name: string) => name.split(" ")[0]!
 const NOISE =
   /^(A user-defined piece of text\.|A true or false value\.|An integer\.|One of the following: .*|This setting is optional\.|A value of type .*)$/
 
-const help = async (words: ReadonlyArray<string>): Promise<string> =>
+/** A command's `--help` (its words, e.g. `["db", "status"]`): what stdout shows. */
+export type Help = (words: ReadonlyArray<string>) => Promise<string>
+
+/** `--help` as the compiled bin prints it, uncoloured. */
+const binHelp: Help = async (words) =>
   (
     await promisify(execFile)(process.execPath, [path.join(root, "bin/kairos.js"), ...words, "--help"], {
       env: { ...process.env, NO_COLOR: "1" }
@@ -56,7 +60,8 @@ const entries = (lines: ReadonlyArray<string>): Array<{ name: string; text: stri
 
 const cell = (text: string) => text.replaceAll("|", "\\|")
 
-export const generate = async (): Promise<string> => {
+/** The reference section of docs/cli.md, markers included, from each command's `help`. */
+export const generate = async (help: Help = binHelp): Promise<string> => {
   const top = sections(await help([]))
   // "  - jobs [options] run [options] <name>   description": the words left once options and arguments are gone.
   const commands = (top.get("COMMANDS") ?? [])
@@ -117,15 +122,21 @@ export const generate = async (): Promise<string> => {
   return [START, "", commonTable, "", ...blocks.flatMap((b) => [b, ""]), END].join("\n")
 }
 
-const main = async () => {
+/** The reference section docs/cli.md holds now, markers included. */
+export const current = (): string => {
   const text = fs.readFileSync(page, "utf8")
   const start = text.indexOf(START)
   const end = text.indexOf(END)
   if (start === -1 || end === -1) throw new Error(`docs/cli.md has no ${START} ... ${END} section`)
-  const current = text.slice(start, end + END.length)
+  return text.slice(start, end + END.length)
+}
+
+const main = async () => {
+  const text = fs.readFileSync(page, "utf8")
+  const section = current()
   const generated = await generate()
   if (process.argv.includes("--check")) {
-    if (current !== generated) {
+    if (section !== generated) {
       process.stderr.write(
         `docs/cli.md's CLI reference is out of date: run \`npm run docs:cli\`. Expected:\n${generated}\n`
       )
@@ -133,7 +144,9 @@ const main = async () => {
     }
     return
   }
-  fs.writeFileSync(page, text.slice(0, start) + generated + text.slice(end + END.length))
+  const start = text.indexOf(START)
+  fs.writeFileSync(page, text.slice(0, start) + generated + text.slice(start + section.length))
 }
 
-await main()
+// Run as a script (npm run docs:cli), not when a test imports `generate`.
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) await main()
