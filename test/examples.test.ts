@@ -11,7 +11,9 @@ import pg from "pg"
 import { projectRoot, run as runCommand } from "./support/process.js"
 import { migratedSchema } from "./support/workers.js"
 
-describe("examples", () => {
+// Side by side: each example is a process of its own on a database or schema of its own, and mostly waits (for its
+// server to start, for its seconds of running); one after another they took ~50 s.
+describe.concurrent("examples", () => {
   it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, async () => {
     const run = await runCommand(
       process.execPath,
@@ -53,44 +55,52 @@ describe("examples", () => {
     expect(run.stdout).toContain("next morning-report: ")
   })
 
-  it("opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry", async () => {
-    const run = await runCommand(
-      process.execPath,
-      ["--conditions=kairos-source", "--import", "tsx", "examples/opentelemetry.ts"],
-      { cwd: projectRoot, encoding: "utf8", timeout: 100_000 }
-    )
-    expect(run.stderr).toBe("")
-    expect(run.status).toBe(0)
-    expect(run.stdout.match(/kairos\.execute {2}kind=queue {2}task_type=send_email .* outcome=ok/g)?.length).toBe(2)
-    expect(run.stdout).toMatch(/kairos\.execute .* outcome=failed \(not an address\)/)
-    expect(run.stdout).toContain('kairos_executions_total {"kind":"queue","task_type":"send_email","outcome":"ok"} 2')
-    expect(run.stdout).toContain(
-      'kairos_executions_total {"kind":"queue","task_type":"send_email","outcome":"failed"} 1'
-    )
-  })
+  it(
+    "opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry",
+    { timeout: 120_000 },
+    async () => {
+      const run = await runCommand(
+        process.execPath,
+        ["--conditions=kairos-source", "--import", "tsx", "examples/opentelemetry.ts"],
+        { cwd: projectRoot, encoding: "utf8", timeout: 100_000 }
+      )
+      expect(run.stderr).toBe("")
+      expect(run.status).toBe(0)
+      expect(run.stdout.match(/kairos\.execute {2}kind=queue {2}task_type=send_email .* outcome=ok/g)?.length).toBe(2)
+      expect(run.stdout).toMatch(/kairos\.execute .* outcome=failed \(not an address\)/)
+      expect(run.stdout).toContain('kairos_executions_total {"kind":"queue","task_type":"send_email","outcome":"ok"} 2')
+      expect(run.stdout).toContain(
+        'kairos_executions_total {"kind":"queue","task_type":"send_email","outcome":"failed"} 1'
+      )
+    }
+  )
 
-  it("quickstart.ts against a port where nothing listens: one line that says what to fix, exit 1", async () => {
-    const port = await new Promise<number>((resolve) => {
-      const server = net.createServer().listen(0, "127.0.0.1", () => {
-        const { port } = server.address() as net.AddressInfo
-        server.close(() => resolve(port))
+  it(
+    "quickstart.ts against a port where nothing listens: one line that says what to fix, exit 1",
+    { timeout: 60_000 },
+    async () => {
+      const port = await new Promise<number>((resolve) => {
+        const server = net.createServer().listen(0, "127.0.0.1", () => {
+          const { port } = server.address() as net.AddressInfo
+          server.close(() => resolve(port))
+        })
       })
-    })
-    const run = await runCommand(
-      process.execPath,
-      ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
-      {
-        cwd: projectRoot,
-        encoding: "utf8",
-        env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
-        timeout: 60_000
-      }
-    )
-    expect(run.status).toBe(1)
-    expect(run.stderr).toBe(
-      `quickstart: cannot reach the database at 127.0.0.1:${port}/app: connection refused (is Postgres running there? check the URL's host and port)\n`
-    )
-  })
+      const run = await runCommand(
+        process.execPath,
+        ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
+        {
+          cwd: projectRoot,
+          encoding: "utf8",
+          env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
+          timeout: 60_000
+        }
+      )
+      expect(run.status).toBe(1)
+      expect(run.stderr).toBe(
+        `quickstart: cannot reach the database at 127.0.0.1:${port}/app: connection refused (is Postgres running there? check the URL's host and port)\n`
+      )
+    }
+  )
 
   it(
     "quickstart.ts (npm start) runs on the development database, prints what ran, and the CLI sees it after",
