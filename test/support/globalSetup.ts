@@ -2,7 +2,7 @@
  * Starts one throwaway embedded Postgres for the whole test run unless `DATABASE_URL` is set, and stops it when
  * the run ends, failed tests included. Test files read the URL with `inject("databaseUrl")`.
  * It also brings `dist/` up to date first: the CLI tests spawn `bin/kairos.js`, which runs the compiled code, as
- * users do (every command but `worker` from its bundle, dist/cli.js), and so do the worker processes of the
+ * users do (from its bundles, dist/cli.js and the worker's), and so do the worker processes of the
  * multi-process tests (their fixtures compiled here).
  */
 import { execFileSync } from "node:child_process"
@@ -71,8 +71,11 @@ export const setup = async (project: TestProject): Promise<void> => {
   buildDist(root)
   // As `npm run build` does: the migrations' .sql files beside the compiled module that reads them.
   execFileSync(process.execPath, ["scripts/copy-migrations.mjs", "dist"], { cwd: root, stdio: "inherit" })
-  // And the CLI's bundle (dist/cli.js), which every command but `worker` runs, when dist/ is newer than it.
-  if (!fs.existsSync(path.join(root, "dist/cli.js")) || mtime(root, "dist/cli.js") < mtime(root, "dist/.tsbuildinfo"))
+  // And the CLI's bundles (scripts/bundle-cli.mjs: dist/cli.js for every command but `worker`, and the worker's), when
+  // one is missing or older than dist/ or than the script that makes them.
+  const bundles = ["dist/cli.js", "dist/adapters/cli/main.bundle.js"]
+  const newest = Math.max(mtime(root, "dist/.tsbuildinfo"), mtime(root, "scripts/bundle-cli.mjs"))
+  if (bundles.some((file) => !fs.existsSync(path.join(root, file)) || mtime(root, file) < newest))
     execFileSync(process.execPath, ["scripts/bundle-cli.mjs"], { cwd: root, stdio: "inherit" })
   project.provide("compiledFixtures", await compileFixtures(root))
   const fromEnv = process.env["DATABASE_URL"]
