@@ -10,14 +10,18 @@
  *   is lost with it (results, claims); each such execution runs again — a queue item once its lease expires, a
  *   scheduled run at once, let go by its live owner — and the final counts are exact.
  * In both, every worker's backoff ends within a second of the standby accepting writes and the workers execute
- * again (the standby is promoted 3 s after the crash, so that every worker's ticks fail and back off first), and no run is left to expire
- * as "owner lost" while its owner was alive. Also: a worker pointed at the standby by mistake says so in one line.
+ * again: items enqueued as it accepts writes start within 1.5 s (the standby is promoted 3 s after the crash, so that
+ * every worker's ticks fail and back off first), and no run is left to expire as "owner lost" while its owner was
+ * alive. Also: a worker pointed at the standby by mistake says so in one line.
  *
  * Measured (2 cores, other tests running): each worker's backoff ended 0.2–0.5 s after the standby accepted writes
  * and it executed again 0.6–0.9 s after; before the backoff stopped being cut short by finishing handlers (and was
  * ended by the listener's reconnect instead), ~3 s in this test (3.9 s in the issue's). Asynchronous: 220–530 items
  * ran twice, 3–6 scheduled runs let go at once by their owner; before, such runs stayed `running` for their whole
- * lease and were then blamed on a lost owner.
+ * lease and were then blamed on a lost owner. The items enqueued at the failover started 0.35–0.6 s after it. With
+ * the backlog already drained at the crash (forced, to check why loaded runs failed when the fleet's first execution
+ * after the failover was the measure), workers back at 0.3 s ran nothing until a job's slot or an expired lease, up
+ * to 18.7 s later.
  *
  * 1,500 items of 40 ms (the issue measured 5,000) keep the file to under a minute. Skipped, saying why, where the
  * binaries are missing; `KAIROS_REQUIRE_STANDBY=1` (CI) makes that a failure.
@@ -39,6 +43,8 @@ const bindir = postgresBinaries()
 const required = process.env["KAIROS_REQUIRE_STANDBY"] === "1"
 const ITEMS = 1500
 const PROMOTE_AFTER_MS = 3000
+/** Items enqueued as soon as the promoted standby accepts writes. */
+const FRESH = 30
 
 const cleanups: Array<() => Promise<void>> = []
 afterAll(async () => {
@@ -90,11 +96,16 @@ interface Figures {
   readonly writableAfterMs: number
   /** Per worker, from writable to its first execution started after it. */
   readonly resumedAfterMs: ReadonlyArray<number>
+  /** From writable to the fresh items committed, and to the first of them started. */
+  readonly freshEnqueuedAfterMs: number
+  readonly freshStartedAfterMs: number
   /** Per worker, from writable to its line saying the database is reachable again (its first tick that succeeded). */
   readonly backAfterMs: ReadonlyArray<number>
   /** Per worker, how long that first successful tick took (fresh connections to the promoted standby). */
   readonly firstTickMs: ReadonlyArray<number>
   readonly itemsRunTwice: number
+  /** The queue items left just before the crash, and how many of them were not claimed. */
+  readonly backlogAtCrash: { readonly left: number; readonly pending: number }
   readonly lostRunsLetGo: number
   readonly skippedSlotsAfter: number
 }
@@ -140,7 +151,7 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
      SELECT 'long-' || i, 'slow', $2::jsonb, '', now() + interval '2 seconds' FROM generate_series(1, 3) i`,
     [every(1000), every(2000)]
   )
-  const enqueued = await db.query<Enqueued>(
+  const enqueued: Array<Enqueued> = await db.query<Enqueued>(
     `INSERT INTO $schema.queue_items (task_type, payload, thread)
      SELECT 'sleepy', '40', 1 FROM generate_series(1, ${ITEMS})
      RETURNING id::text AS id, max_runs, thread`
@@ -195,6 +206,9 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     workers.map((w, i) => w.waitFor((e) => e.event === "end" && String(e.job).startsWith("long-"), 10_000, from[i]))
   )
   await sleep(300)
+  const [atCrash] = await db.query<{ left: number; pending: number }>(
+    `SELECT count(*)::int AS left, count(*) FILTER (WHERE status = 'pending')::int AS pending FROM $schema.queue_items`
+  )
 
   // The failover.
   const crashedAt = Date.now()
@@ -204,6 +218,18 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   await cluster.promote(cluster.standby)
   proxy.switchTo(cluster.standby.port)
   const writableAt = Date.now()
+  // Work that arrives as the standby accepts writes, ahead of the backlog (priority): what remains of the backlog
+  // depends on how far the drain got before the crash (a loaded run crashed with all of it done, or the rest under
+  // leases from before the crash, and the fleet's next execution waited for a long job's slot, 2.5-10 s later); these
+  // are due and unclaimed whatever the backlog's state, so the first execution after the failover is the workers'
+  // reaction.
+  const fresh = await db.query<Enqueued>(
+    `INSERT INTO $schema.queue_items (task_type, payload, thread, priority)
+     SELECT 'sleepy', '40', 1, 1 FROM generate_series(1, ${FRESH})
+     RETURNING id::text AS id, max_runs, thread`
+  )
+  const freshAt = Date.now()
+  enqueued.push(...fresh)
   for (const w of workers) expect(w.child.exitCode).toBeNull()
 
   const resumedAt = (w: Worker) => {
@@ -225,14 +251,14 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     "running slots to finish"
   )
   const stats = await assertInvariants(db, { enqueued, drained: true, leaseSlackMs: 3000 })
-  expect(stats.processed).toBe(ITEMS)
+  expect(stats.processed).toBe(ITEMS + FRESH)
 
   // Executions started per item, over all workers (a worker may run an item whose result it then cannot record).
   const starts = new Map<string, number>()
   for (const w of workers)
     for (const e of w.events)
       if (e.event === "start" && e.item !== undefined) starts.set(String(e.item), (starts.get(String(e.item)) ?? 0) + 1)
-  expect(starts.size).toBe(ITEMS)
+  expect(starts.size).toBe(ITEMS + FRESH)
   const itemsRunTwice = [...starts.values()].filter((n) => n > 1).length
   const errors = await db.query<{ error: string; finished_at: Date }>(
     `SELECT error, finished_at FROM $schema.job_runs WHERE status = 'failed' AND error IS NOT NULL`
@@ -247,6 +273,12 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     `SELECT count(*)::int AS skipped FROM $schema.job_runs
      WHERE status = 'skipped' AND scheduled_for >= to_timestamp(${writableAt / 1000})`
   )
+  const firstStart = (items: ReadonlySet<string>) =>
+    Math.min(
+      ...workers.flatMap((w) =>
+        w.events.filter((e) => e.event === "start" && items.has(String(e.item))).map((e) => Number(e.at))
+      )
+    )
   const backLines = workers.map((w) =>
     w.events.find((e) => e.event === "log" && /the database is reachable again: ticked after/.test(String(e.message)))
   )
@@ -254,12 +286,15 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     mode,
     writableAfterMs: writableAt - crashedAt,
     resumedAfterMs: workers.map((w) => resumedAt(w)! - writableAt),
+    freshEnqueuedAfterMs: freshAt - writableAt,
+    freshStartedAfterMs: firstStart(new Set(fresh.map((e) => e.id))) - writableAt,
     backAfterMs: backLines.map((e) => (e === undefined ? Number.NaN : Number(e.at) - writableAt)),
     firstTickMs: backLines.map((e) =>
       e === undefined ? Number.NaN : Number(/this tick took (\d+) ms/.exec(String(e.message))?.[1] ?? Number.NaN)
     ),
     itemsRunTwice,
     lostRunsLetGo,
+    backlogAtCrash: atCrash!,
     skippedSlotsAfter: after!.skipped
   }
   console.log(`failover (${mode}): ${JSON.stringify(figures)}`)
@@ -299,13 +334,15 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
  * Every worker ticked again soon after the standby accepted writes: its listener, retrying twice a second, reconnected
  * and ended its backoff, and its first tick through a fresh connection succeeded (under 1 s on a quiet machine; 2 s
  * leaves room for a loaded one, still well short of the 4 s backoff each sat in), and the fleet executed again within
- * 1.5 s. When each worker executes again is not bounded: one may find nothing left to take (its peers claimed the
- * rest of the backlog, batch and buffer, in their first ticks; a loaded run saw two workers of three run nothing
- * until the next slot of a job, 3 and 5 s later, though both had ticked at 0.2 s).
+ * 1.5 s: the first of the items enqueued as the standby accepted writes started by then (so did whatever else
+ * started first). When each worker executes again is not bounded: one may find nothing left to take (its peers
+ * claimed the fresh items and the rest of the backlog, batch and buffer, in their first ticks; a loaded run saw two
+ * workers of three run nothing until the next slot of a job, 3 and 5 s later, though both had ticked at 0.2 s).
  */
 const resumedInTime = (figures: Figures) => {
   for (const ms of figures.backAfterMs) expect(ms).toBeLessThan(2000)
-  expect(Math.min(...figures.resumedAfterMs)).toBeLessThan(1500)
+  expect(figures.freshStartedAfterMs).toBeLessThan(1500)
+  expect(Math.min(...figures.resumedAfterMs)).toBeLessThanOrEqual(figures.freshStartedAfterMs)
 }
 
 describe.skipIf(bindir === undefined && !required)("failover to a promoted standby", () => {

@@ -62,21 +62,28 @@ describe("a flow under SIGKILL", () => {
             `SELECT ((SELECT count(*) FROM $schema.queue_items) + (SELECT count(*) FROM $schema.queue_waiting))::int AS n`
           )
         )[0]!.n
+      // Each kill comes 2-3 s after a worker was running, and the replacement is not waited for: the flow only moves
+      // while a worker runs, so however long a replacement takes to start (seconds, on a loaded machine, when a run
+      // that waited for it saw the flow finish after two kills), it cannot finish between kills.
+      const ready = (w: Worker) => w.events.some((e) => e.event === "ready")
       while (kills < 5 && (await left()) > 0) {
+        await until(async () => live.some(ready), 60_000, "a worker to be running")
         await sleep(2000 + Math.random() * 1000)
         // A busy worker if there is one (handlers started and not ended), so the kills cut steps short.
         const open = live.map((w) =>
           w.events.reduce((n, e) => n + (e.event === "start" ? 1 : e.event === "end" ? -1 : 0), 0)
         )
         const busy = live.flatMap((_, j) => (open[j]! > 0 ? [j] : []))
-        const i = busy.length > 0 ? busy[Math.floor(Math.random() * busy.length)]! : 0
+        const running = live.flatMap((w, j) => (ready(w) ? [j] : []))
+        const pick = (js: ReadonlyArray<number>) => js[Math.floor(Math.random() * js.length)]!
+        const i = busy.length > 0 ? pick(busy) : pick(running)
         live[i]!.child.kill("SIGKILL")
         await exited(live[i]!.child)
         kills++
         if (open[i]! > 0) killedMidStep++
         live[i] = spawn()
-        await live[i]!.waitFor((e) => e.event === "ready", 60_000)
       }
+      await Promise.all(live.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
       expect(kills).toBeGreaterThanOrEqual(3)
       expect(killedMidStep).toBeGreaterThanOrEqual(2)
       await until(async () => (await left()) === 0, 90_000, "the flow to finish")

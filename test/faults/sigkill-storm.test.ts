@@ -30,6 +30,9 @@ describe("a SIGKILL storm", () => {
     "one of three workers killed and replaced every few seconds: nothing lost, nothing doubled, no overlap",
     { timeout: 150_000 },
     async () => {
+      const t0 = Date.now()
+      const phase = (what: string) =>
+        console.log(`sigkill storm: ${what} at ${((Date.now() - t0) / 1000).toFixed(1)} s`)
       db = await migratedSchema("storm")
       const config = { workers: 8, batchSize: 20, interval: "1 second", leaseDuration: "2 seconds" }
       const spawn = () => {
@@ -39,6 +42,7 @@ describe("a SIGKILL storm", () => {
       }
       const live: Array<Worker> = [spawn(), spawn(), spawn()]
       await Promise.all(live.map((w) => w.waitFor((e) => e.event === "ready")))
+      phase("three workers ready")
 
       // 50 interval jobs, every 1 or 2 seconds.
       const every = (ms: number) => Schedule.encodeJson(Schedule.interval({ every: ms }))
@@ -87,10 +91,12 @@ describe("a SIGKILL storm", () => {
         live[i]!.child.kill("SIGKILL")
         await exited(live[i]!.child)
         kills++
+        phase(`kill ${kills}`)
         if (open[i]! > 0) killedMidWork++
         live[i] = spawn()
       }
       clearInterval(waves)
+      phase(`the storm over (${kills} kills)`)
       await until(async () => enqueued.length === 1000, 10_000, "the last wave")
       // The kills hit running handlers, not idle workers only.
       expect(killedMidWork).toBeGreaterThanOrEqual(kills / 2)
@@ -101,6 +107,7 @@ describe("a SIGKILL storm", () => {
         60_000,
         "the queue to drain after the storm"
       )
+      phase("the queue drained")
       await db.query(`UPDATE $schema.scheduled_jobs SET enabled = false`)
       await until(
         async () =>

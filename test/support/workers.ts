@@ -98,7 +98,12 @@ export const startProcess = (
           resolve(found)
         } else if (child.exitCode !== null || child.signalCode !== null) {
           clearTimeout(timer)
-          reject(new Error(`process ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}`))
+          reject(
+            new Error(
+              `process ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}; its last lines: ` +
+                JSON.stringify(events.slice(-5))
+            )
+          )
         } else waiters.push(check)
       }
       check()
