@@ -27,19 +27,24 @@ const banner = {
   js: 'import { createRequire as __kairosRequire } from "node:module"; const require = __kairosRequire(import.meta.url);'
 }
 
-await build({
-  entryPoints: [path.join(dist, "adapters/cli/main.js")],
-  outfile: path.join(dist, "cli.js"),
+/** What both bundles are built with. */
+const bundle = {
   bundle: true,
   platform: "node",
   format: "esm",
   target: "node20",
   external,
-  // The migrations module finds its .sql files beside itself; in the bundle "itself" is dist/cli.js.
-  define: { KAIROS_BUNDLED_MIGRATIONS: JSON.stringify("./adapters/postgres/migrations/") },
   banner,
   legalComments: "none",
   logLevel: "warning"
+}
+
+await build({
+  ...bundle,
+  entryPoints: [path.join(dist, "adapters/cli/main.js")],
+  outfile: path.join(dist, "cli.js"),
+  // The migrations module finds its .sql files beside itself; in the bundle "itself" is dist/cli.js.
+  define: { KAIROS_BUNDLED_MIGRATIONS: JSON.stringify("./adapters/postgres/migrations/") }
 })
 
 // What the package's entry points load (a tasks module may import any of them): the compiled files and packages.
@@ -89,15 +94,8 @@ const shared = {
   }
 }
 await build({
+  ...bundle,
   entryPoints: [path.join(outdir, "main.js")],
   outfile: path.join(outdir, "main.bundle.js"),
-  bundle: true,
-  platform: "node",
-  format: "esm",
-  target: "node20",
-  external,
-  plugins: [shared],
-  banner,
-  legalComments: "none",
-  logLevel: "warning"
+  plugins: [shared]
 })
