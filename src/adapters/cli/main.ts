@@ -69,7 +69,8 @@ const cli = Command.run(root.pipe(Command.transformHandler(plainConsole)), { nam
 
 /**
  * The command line on `argv` (as `process.argv`), printing through `console`: succeeds with the exit code, 0, or 1
- * after one clear line. What `main` runs; a test runs it in its own process with a Console that collects the text.
+ * after one clear line. What `main` runs; a test runs it inside the test's process, with a Console that collects
+ * the text.
  */
 export const program = (argv: ReadonlyArray<string>, console: Console.Console): Effect.Effect<number> => {
   flags.verbose = argv.includes("--verbose")
