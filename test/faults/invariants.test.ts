@@ -109,7 +109,26 @@ describe("the invariant checker", () => {
     )
     await run(clean, 0, 2, "success", 4, 5)
     await run(clean, 3, 1, "success", 3, 3.5)
+    // Two workers' clocks 3 ms apart: a no-op run of slot 9 (claimed and done at 10.003 by one) and the run of slot 10
+    // (started at 10.000 by the other) that came after it.
+    await run(clean, 10, 1, "success", 10, 12)
+    await run(clean, 9, 1, "success", 10.003, 10.003)
     expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([])
+    // But a no-op run deep inside another's span, or one that starts with it and runs on, overlapped it.
+    const inside = await job("inside", "skip")
+    await run(inside, 0, 1, "success", 20, 22)
+    await run(inside, 1, 1, "success", 21, 21)
+    expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([
+      expect.stringMatching(/^job runs that overlapped another run of their slot or job \(1\)/)
+    ])
+    await db.query(`DELETE FROM $schema.job_runs WHERE job_id = $1`, [inside])
+    const together = await job("together", "skip")
+    await run(together, 0, 1, "success", 30, 32)
+    await run(together, 1, 1, "success", 30.003, 31)
+    expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([
+      expect.stringMatching(/^job runs that overlapped another run of their slot or job \(1\)/)
+    ])
+    await db.query(`DELETE FROM $schema.job_runs WHERE job_id = $1`, [together])
 
     const twice = await job("twice", "allow")
     await run(twice, 0, 1, "success", 0, 1)

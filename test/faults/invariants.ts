@@ -146,7 +146,13 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
        FROM r p
        WHERE p.job_id::text = s.job AND p.ended_at = s.previous_end AND p.id::text <> s.run LIMIT 1
      ) AS overlapped
-     WHERE s.started_at < s.previous_end - interval '${clockSlack}' ORDER BY s.started_at`
+     WHERE s.started_at < s.previous_end - interval '${clockSlack}'
+       -- Each run's times are its own worker's reading of the database's clock: two starts within the slack, the later
+       -- one's run over within the slack too, may be a run that ended just before the other began (a no-op handler
+       -- does). The slack both ways, as for the order of the starts.
+       AND (s.started_at > overlapped.started_at + interval '${clockSlack}'
+            OR least(s.ended_at, s.previous_end) > s.started_at + interval '${clockSlack}')
+     ORDER BY s.started_at`
   )
   report("job runs that overlapped another run of their slot or job", jobOverlaps)
   // A slot whose last attempt was cut short (its owner lost) and that was never tried again is a lost slot.
