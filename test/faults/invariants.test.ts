@@ -115,20 +115,18 @@ describe("the invariant checker", () => {
     await run(clean, 9, 1, "success", 10.003, 10.003)
     expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([])
     // But a no-op run deep inside another's span, or one that starts with it and runs on, overlapped it.
-    const inside = await job("inside", "skip")
-    await run(inside, 0, 1, "success", 20, 22)
-    await run(inside, 1, 1, "success", 21, 21)
-    expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([
-      expect.stringMatching(/^job runs that overlapped another run of their slot or job \(1\)/)
-    ])
-    await db.query(`DELETE FROM $schema.job_runs WHERE job_id = $1`, [inside])
-    const together = await job("together", "skip")
-    await run(together, 0, 1, "success", 30, 32)
-    await run(together, 1, 1, "success", 30.003, 31)
-    expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([
-      expect.stringMatching(/^job runs that overlapped another run of their slot or job \(1\)/)
-    ])
-    await db.query(`DELETE FROM $schema.job_runs WHERE job_id = $1`, [together])
+    for (const [name, first, second] of [
+      ["inside", [20, 22], [21, 21]],
+      ["together", [30, 32], [30.003, 31]]
+    ] as const) {
+      const id = await job(name, "skip")
+      await run(id, 0, 1, "success", first[0], first[1])
+      await run(id, 1, 1, "success", second[0], second[1])
+      expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([
+        expect.stringMatching(/^job runs that overlapped another run of their slot or job \(1\)/)
+      ])
+      await db.query(`DELETE FROM $schema.job_runs WHERE job_id = $1`, [id])
+    }
 
     const twice = await job("twice", "allow")
     await run(twice, 0, 1, "success", 0, 1)
