@@ -316,7 +316,7 @@ describe("kairos commands", () => {
     const withUrl = args.includes("--database-url") ? args : [...args, "--database-url", url]
     // A flag's error comes from the CLI's program alone: run here (kairosHere), without a process start each (a
     // worker's start alone is ~1.4 s of CPU). A tasks module is loaded (through tsx) by a real process, which alone
-    // shows what Node or tsx would print besides; and two flag errors go through the binary as a user meets them.
+    // shows what Node or tsx would print besides; and three flag errors go through the binary as a user meets them.
     const r = asProcess.has(name) ? await kairos(withUrl) : await kairosHere(withUrl)
     expect(r.code).not.toBe(0)
     expect(r.stdout + r.stderr).toMatch(pattern)
