@@ -23,7 +23,7 @@ describe.concurrent("examples", () => {
         encoding: "utf8"
       }
     )
-    expect(run.stderr).toBe("")
+    expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("Sun 2026-03-08 03:30 -04:00")
     expect(run.stdout).toContain("2026-03-08T07:30:00Z  02:30 did not exist: shifted by the gap")
@@ -48,7 +48,7 @@ describe.concurrent("examples", () => {
         timeout: 80_000
       }
     )
-    expect(run.stderr).toBe("")
+    expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toMatch(/^\d+ runs:/)
     expect(run.stdout).toMatch(/heartbeat +\S+ +attempt 1 +success +\{"beat":/)
@@ -64,7 +64,7 @@ describe.concurrent("examples", () => {
         ["--conditions=kairos-source", "--import", "tsx", "examples/opentelemetry.ts"],
         { cwd: projectRoot, encoding: "utf8", timeout: 100_000 }
       )
-      expect(run.stderr).toBe("")
+      expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       expect(run.stdout.match(/kairos\.execute {2}kind=queue {2}task_type=send_email .* outcome=ok/g)?.length).toBe(2)
       expect(run.stdout).toMatch(/kairos\.execute .* outcome=failed \(not an address\)/)
@@ -167,7 +167,7 @@ describe.concurrent("examples", () => {
         timeout: 80_000
       }
     )
-    expect(run.stderr).toBe("")
+    expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("hello, Ada (attempt 1)")
     expect(run.stdout).toContain("hello, clock (attempt 1)")
@@ -182,7 +182,7 @@ describe.concurrent("examples", () => {
         ["--conditions=kairos-source", "--import", "tsx", "examples/transactional.ts"],
         { cwd: projectRoot, encoding: "utf8", env: { ...process.env, DATABASE_URL: "" }, timeout: 80_000 }
       )
-      expect(run.stderr).toBe("")
+      expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       // The README shows this output.
       expect(run.stdout).toBe(
@@ -213,7 +213,7 @@ describe.concurrent("examples", () => {
         ["--conditions=kairos-source", "--import", "tsx", "examples/workflow.ts"],
         { cwd: projectRoot, encoding: "utf8", env: { ...process.env, DATABASE_URL: "" }, timeout: 80_000 }
       )
-      expect(run.stderr).toBe("")
+      expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       // The README and docs/workflows.md show this output.
       expect(run.stdout).toBe(

@@ -194,6 +194,9 @@ describe("transactional handlers under a storm of faults", () => {
       while (Date.now() - stormStart < STORM_MS || kills < KILLS || freezeAt.length > 0) {
         await sleep(2500 + Math.random() * 2000)
         await Promise.all(live.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
+        // A fault should hit work: on a loaded machine every worker may be between executions for a moment (a
+        // replacement still claiming its first), so wait a little for one that holds some.
+        await until(async () => live.some((w) => openExecutions(w) > 0), 5_000, "a busy worker").catch(() => undefined)
         const busy = live.filter((w) => openExecutions(w) > 0)
         const pick = (ws: ReadonlyArray<Worker>) => ws[Math.floor(Math.random() * ws.length)]!
         if (freezeAt.length > 0 && Date.now() - stormStart >= freezeAt[0]!) {

@@ -928,11 +928,12 @@ describe("the runner under a test clock", () => {
         expect(runs.filter((r) => r.status === "failed").map((r) => iso(r.scheduledFor)?.slice(0, 10))).toHaveLength(12)
         expect(runs.filter((r) => r.attempt === 2 && r.status === "success")).toHaveLength(12)
         const wallMs = Date.now() - started
-        // A wide functional bound (the issue asks for under a second; CI machines vary): it must not poll its way
-        // through the year minute by minute, which took minutes.
-        expect(wallMs).toBeLessThan(10_000)
+        // A wide functional bound: it must not poll its way through the year minute by minute, which took minutes.
+        // Alone it takes about a second; in a full run this thread shares two cores with five test files' processes
+        // (7 s seen), on a slower machine more (13 s with half the CPU): the bound is for the old behaviour only.
+        expect(wallMs).toBeLessThan(40_000)
       }).pipe(Effect.provide(testLayer({ retryBackoff: "1 minute" }))),
-    20_000
+    60_000
   )
 })
 
