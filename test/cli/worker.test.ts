@@ -315,7 +315,7 @@ describe("kairos worker", () => {
 describe("a tasks module outside any project", () => {
   it.each(["tasks.ts", "tasks.mjs"])(
     "%s imports kairos and effect, which it never installed: they resolve from the CLI's package and it runs",
-    { timeout: 60_000 },
+    { timeout: 120_000 },
     async (file) => {
       const dir = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-outside-"))
       const inSchema = uniqueSchemaName("outside")
@@ -337,8 +337,9 @@ export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.l
         const worker = live(["worker", "--tasks", path.join(dir, file), "--database-url", url, "--schema", inSchema])
         try {
           // The handler's Effect.log line: effect resolved, and the module's handler ran the item.
-          await worker.waitFor(/hello outside/)
-          await worker.waitFor(/Completed hello item \d+/)
+          // A cold worker loading a .ts module through tsx: seconds alone, far more on a loaded or slow machine.
+          await worker.waitFor(/hello outside/, "out", 60_000)
+          await worker.waitFor(/Completed hello item \d+/, "out", 30_000)
         } finally {
           worker.child.kill("SIGTERM")
         }

@@ -119,7 +119,28 @@ describe("transactional handlers under a storm of faults", () => {
         return w
       }
       const live: Array<Worker> = [spawn(), spawn(), spawn()]
-      await Promise.all(live.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
+      // Every live worker ready. A start that the connection killer hit (its migration check or definitions killed
+      // mid-statement) ends the process with a "failed" line, as `kairos worker` does: start another, as a
+      // supervisor would. More likely on a slow machine, where a start takes seconds.
+      const allReady = async () => {
+        for (let i = 0; i < live.length; i++) {
+          for (let restarts = 0; ; restarts++) {
+            const w = live[i]!
+            const failedAtStart = await w
+              .waitFor((e) => e.event === "ready", 60_000)
+              .then(
+                () => false,
+                (e: unknown) => {
+                  if (restarts < 3 && w.child.exitCode === 1 && w.events.some((x) => x.event === "failed")) return true
+                  throw e
+                }
+              )
+            if (!failedAtStart) break
+            live[i] = spawn()
+          }
+        }
+      }
+      await allReady()
 
       // Ten transactional jobs, every 1 or 2 seconds.
       const every = (ms: number) => Schedule.encodeJson(Schedule.interval({ every: ms }))
@@ -193,7 +214,7 @@ describe("transactional handlers under a storm of faults", () => {
       // takes seconds to start, and the loop waits for it: a loaded run had done two kills by then).
       while (Date.now() - stormStart < STORM_MS || kills < KILLS || freezeAt.length > 0) {
         await sleep(2500 + Math.random() * 2000)
-        await Promise.all(live.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
+        await allReady()
         // A fault should hit work: on a loaded machine every worker may be between executions for a moment (a
         // replacement still claiming its first), so wait a little for one that holds some.
         await until(async () => live.some((w) => openExecutions(w) > 0), 5_000, "a busy worker").catch(() => undefined)
@@ -225,7 +246,7 @@ describe("transactional handlers under a storm of faults", () => {
       await connectionKiller
       await until(async () => enqueued.length === wavesSent * 75, 10_000, "the last wave")
 
-      await Promise.all(live.map((w) => w.waitFor((e) => e.event === "ready", 60_000)))
+      await allReady()
       await until(
         async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
         90_000,
