@@ -78,14 +78,21 @@ const toClaimed = (owner: string, scheduled: ScheduledJob, run: JobRun, lease: L
 
 /**
  * Why a run is taken back: its owner — this runner — is alive and no longer runs it (`holds`: the run ids it holds,
- * when known), or its owner stopped renewing its lease (gone, or cut off). Undefined: neither (leave it).
+ * when known), or its owner stopped renewing its lease (gone, or cut off). Undefined: neither (leave it). The lease's
+ * expiry is named when it has passed: from then on the run held no slot of its job (another run of an `overlap:
+ * skip` job may have started), which the recorded end, the time it was let go, does not say.
  */
-const takenBackBecause = (run: JobRun, owner: string, holds: ReadonlySet<string> | undefined, now: Date) =>
-  run.owner === owner && holds !== undefined && !holds.has(run.id)
-    ? `owner ${owner} no longer runs it (a failover lost its result or its claim's answer, or it gave the run up)`
-    : run.leaseUntil !== null && run.leaseUntil.getTime() < now.getTime()
-      ? `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${run.leaseUntil.toISOString()})`
-      : undefined
+const takenBackBecause = (run: JobRun, owner: string, holds: ReadonlySet<string> | undefined, now: Date) => {
+  const expired =
+    run.leaseUntil !== null && run.leaseUntil.getTime() < now.getTime() ? run.leaseUntil.toISOString() : undefined
+  if (run.owner === owner && holds !== undefined && !holds.has(run.id)) {
+    const reason = `owner ${owner} no longer runs it (a failover lost its result or its claim's answer, or it gave the run up)`
+    return expired === undefined ? reason : `${reason}; its lease expired ${expired}`
+  }
+  return expired === undefined
+    ? undefined
+    : `owner lost: ${run.owner ?? "its owner"} stopped renewing its lease (expired ${expired})`
+}
 
 /** Claims in one transaction: rescues, due retries, then due jobs, each planned by `planDue`. */
 const claimDue = (

@@ -109,6 +109,19 @@ describe("the invariant checker", () => {
     )
     await run(clean, 0, 2, "success", 4, 5)
     await run(clean, 3, 1, "success", 3, 3.5)
+    // A run its live owner no longer ran, its lease expired at 6.5 s, let go at 8 s; the next slot ran from 7 s (the
+    // transactional storm, on a slow machine).
+    await run(
+      clean,
+      6,
+      1,
+      "failed",
+      6,
+      8,
+      "owner w no longer runs it (a failover lost its result or its claim's answer, or it gave the run up); " +
+        "its lease expired 2026-01-01T00:00:06.500Z"
+    )
+    await run(clean, 7, 1, "success", 7, 7.5)
     // Two workers' clocks 3 ms apart: a no-op run of slot 9 (claimed and done at 10.003 by one) and the run of slot 10
     // (started at 10.000 by the other) that came after it.
     await run(clean, 10, 1, "success", 10, 12)

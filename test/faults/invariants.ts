@@ -60,7 +60,8 @@ const jobRunSpans = `
   SELECT r.id, r.job_id, r.scheduled_for, r.attempt, r.status, r.started_at, r.owner, r.error,
     CASE
       WHEN r.status = 'running' THEN coalesce(r.lease_until, 'infinity')
-      WHEN r.error LIKE 'owner lost:%'
+      -- A run taken back after its lease expired held its slot until then, not until it was let go.
+      WHEN r.error LIKE 'owner lost:%' OR r.error LIKE 'owner % no longer runs it%'
         THEN least(r.finished_at, substring(r.error FROM 'expired ([0-9T:.Z+-]+)')::timestamptz)
       ELSE r.finished_at
     END AS ended_at

@@ -141,14 +141,14 @@ describe("a run whose record was lost (a failover to a standby that had not rece
    * What the new primary holds after an asynchronous failover lost a record: a run leased to this (live) runner that
    * it does not hold — it finished it (the success was lost), or its claim was lost and the runner's lease with it.
    */
-  const disownedRun = (jobName: string, owner: string, slot: Date) =>
+  const disownedRun = (jobName: string, owner: string, slot: Date, leaseMs = 30_000) =>
     Effect.gen(function* () {
       const store = yield* JobStore
       const fake = yield* FakeStore.FakeStore
       const job = (yield* fake.jobs).find((j) => j.name === jobName)!
       const [started] = yield* store.startRuns([{ jobId: job.id, scheduledFor: slot, attempt: 1 }], {
         owner,
-        leaseUntil: new Date(slot.getTime() + 30_000),
+        leaseUntil: new Date(slot.getTime() + leaseMs),
         now: slot
       })
       return started!.run
@@ -202,6 +202,23 @@ describe("a run whose record was lost (a failover to a standby that had not rece
         [2, "success", "2026-01-01T00:00:05.000Z"]
       ])
       expect(runs[0]!.error).toBe(NO_LONGER(runner.owner))
+    }).pipe(Effect.provide(testLayer({ workers: 4 })))
+  )
+
+  it.scoped("let go after its lease expired, the reason names the expiry (the run held no slot from then on)", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      yield* runner.register("t", () => undefined)
+      yield* store.addJob({ name: "j", taskType: "t", schedule: Schedule.interval({ every: "1 minute" }) })
+      yield* runner.start
+      yield* FakeClock.advance("5 seconds")
+      yield* disownedRun("j", runner.owner, new Date("2026-01-01T00:00:00Z"), 2_000)
+      yield* runner.wake
+      yield* settle(Effect.map(store.runsOf("j"), (runs) => runs.some((r) => r.status === "success")))
+      const runs = yield* store.runsOf("j")
+      expect(runs[0]!.error).toBe(`${NO_LONGER(runner.owner)}; its lease expired 2026-01-01T00:00:02.000Z`)
     }).pipe(Effect.provide(testLayer({ workers: 4 })))
   )
 
