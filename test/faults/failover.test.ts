@@ -332,15 +332,17 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
 
 /**
  * Every worker ticked again soon after the standby accepted writes: its listener, retrying twice a second, reconnected
- * and ended its backoff, and its first tick through a fresh connection succeeded (under 1 s on a quiet machine; 2 s
- * leaves room for a loaded one, still well short of the 4 s backoff each sat in), and the fleet executed again within
- * 1.5 s: the first of the items enqueued as the standby accepted writes started by then (so did whatever else
- * started first). When each worker executes again is not bounded: one may find nothing left to take (its peers
+ * and ended its backoff, and its first tick through a fresh connection began within 1.5 s (under 1 s on a quiet
+ * machine, well short of the 4 s backoff each sat in) and succeeded. How long that tick took is the machine's load, not
+ * the backoff (2.2 s with half the CPU and four other test files), so it is not part of the bound. The fleet executed
+ * again within 1.5 s: the first of the items enqueued as the standby accepted writes started by then (so did whatever
+ * else started first). When each worker executes again is not bounded: one may find nothing left to take (its peers
  * claimed the fresh items and the rest of the backlog, batch and buffer, in their first ticks; a loaded run saw two
  * workers of three run nothing until the next slot of a job, 3 and 5 s later, though both had ticked at 0.2 s).
  */
 const resumedInTime = (figures: Figures) => {
-  for (const ms of figures.backAfterMs) expect(ms).toBeLessThan(2000)
+  // The log line comes when the first tick has succeeded: its start is that line less the tick's length.
+  figures.backAfterMs.forEach((ms, i) => expect(ms - figures.firstTickMs[i]!, `worker ${i}`).toBeLessThan(1500))
   expect(figures.freshStartedAfterMs).toBeLessThan(1500)
   expect(Math.min(...figures.resumedAfterMs)).toBeLessThanOrEqual(figures.freshStartedAfterMs)
 }
