@@ -5,7 +5,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Ref } from "effect"
-import { bestSample, make, type Sample } from "../../src/adapters/postgres/PgClock.js"
+import { bestSample, keepsTighter, make, type Sample } from "../../src/adapters/postgres/PgClock.js"
 import { PgTestClient } from "../support/database.js"
 
 /** A sampler that answers `roundTrips` in turn (offset = round trip, to tell which one was kept) and counts calls. */
@@ -47,6 +47,23 @@ describe("bestSample", () => {
       expect(yield* Ref.get(calls)).toBe(10)
     })
   )
+})
+
+describe("keepsTighter", () => {
+  const sample = (roundTrip: number): Sample => ({ roundTrip, offset: 0, skew: 0 })
+  it("takes the first measurement, and one as tight as the last has become with age", () => {
+    expect(keepsTighter(undefined, sample(4000), 0)).toBe(true)
+    // Measured within ±1 ms at 0; a minute later it is within ±31 ms (500 ppm of drift).
+    const bound = { halfRoundTrip: 1, at: 0 }
+    expect(keepsTighter(bound, sample(2), 1)).toBe(true)
+    expect(keepsTighter(bound, sample(60), 60_000)).toBe(true)
+  })
+  it("keeps the tighter offset over a measurement whose every round trip was slow (a loaded moment)", () => {
+    const bound = { halfRoundTrip: 1, at: 0 }
+    // 3.4 s round trips (a CI run's start): an offset off by up to 1.7 s, against one off by ~31 ms.
+    expect(keepsTighter(bound, sample(3400), 60_000)).toBe(false)
+    expect(keepsTighter(bound, sample(80), 60_000)).toBe(false)
+  })
 })
 
 describe("PgClock.make", () => {

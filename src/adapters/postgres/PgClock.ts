@@ -3,7 +3,9 @@
  * "now" as its own monotonic time plus an offset measured against the database's `clock_timestamp()`, so all of
  * them agree within a round trip whatever their machines' clocks say: a lease, a due slot or a retry means the same
  * instant everywhere. The offset is measured at start (best of a few round trips) and again every minute; a
- * machine whose wall clock is stepped meanwhile changes nothing, since the local side is monotonic.
+ * machine whose wall clock is stepped meanwhile changes nothing, since the local side is monotonic. A measurement
+ * replaces the offset only when it is at least as tight as the last one has become with age (`keepsTighter`): on a
+ * loaded machine every round trip of a measurement may be slow, and its offset off by half of one.
  *
  * Provided as Effect's `Clock` (the runtime's time port), so everything that reads the time follows it and
  * everything that sleeps sleeps as before: durations are the same on both clocks.
@@ -59,6 +61,33 @@ export const bestSample = <E, R>(sample: Effect.Effect<Sample, E, R>): Effect.Ef
     return best
   })
 
+/**
+ * How far the database's clock and this process's monotonic clock may drift apart, per ms: 500 ppm, the most an NTP
+ * daemon slews a clock (hardware clocks drift far less). An offset measured within ±b ms is within ±(b + age × this).
+ */
+const DRIFT_PER_MS = 0.0005
+
+/** How tight an offset is: half the round trip it was measured over, grown by the drift since. */
+export interface Bound {
+  /** Half the round trip of the sample, ms. */
+  readonly halfRoundTrip: number
+  /** When it was measured, on the monotonic clock (ms). */
+  readonly at: number
+}
+
+/**
+ * Whether a new measurement should replace the offset: when its bound (half its round trip) is no wider than the
+ * current one's grown with age. A resync during a loaded moment (slow round trips all ten times) keeps the earlier,
+ * tighter offset; a start that was itself loaded is replaced by the first tighter measurement.
+ */
+export const keepsTighter = (current: Bound | undefined, next: Sample, nowMs: number): boolean =>
+  current === undefined || next.roundTrip / 2 <= current.halfRoundTrip + (nowMs - current.at) * DRIFT_PER_MS
+
+/** A bound wider than this (ms) is measured again soon, not a minute later. */
+const LOOSE_BOUND_MS = 10
+/** How soon (see `LOOSE_BOUND_MS`). */
+const LOOSE_RESYNC = Duration.seconds(5)
+
 /** Skew above which the start says so: it is harmless now, but the operator should know the machine's clock is off. */
 const NOTABLE_SKEW_MS = 1000
 
@@ -73,22 +102,38 @@ export const make = (
     let skew = 0
     let last = 0
 
-    const sample: Effect.Effect<Sample, SqlError> = Effect.gen(function* () {
-      const before = monotonicMs()
-      const wallBefore = Date.now()
-      const rows = yield* sql<{ ms: number }>`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms`
-      const after = monotonicMs()
-      const dbMs = Number(rows[0]!.ms)
-      return {
-        roundTrip: after - before,
-        offset: dbMs - (before + after) / 2,
-        skew: dbMs - (wallBefore + (after - before) / 2)
-      }
-    })
+    let bound: Bound | undefined
+
+    // Timed on a connection already held: the wait for one (a busy pool, a new connection on a loaded machine) comes
+    // before the query reaches the database, and counted in the round trip it would put the offset ahead by up to
+    // half that wait.
+    const sample: Effect.Effect<Sample, SqlError> = Effect.scoped(
+      Effect.gen(function* () {
+        const connection = yield* sql.reserve
+        const before = monotonicMs()
+        const wallBefore = Date.now()
+        const rows = yield* connection.executeValues("SELECT extract(epoch FROM clock_timestamp()) * 1000", [])
+        const after = monotonicMs()
+        const dbMs = Number(rows[0]![0])
+        return {
+          roundTrip: after - before,
+          offset: dbMs - (before + after) / 2,
+          skew: dbMs - (wallBefore + (after - before) / 2)
+        }
+      })
+    )
     const measure = Effect.gen(function* () {
       const best = yield* bestSample(sample)
+      const at = monotonicMs()
+      if (!keepsTighter(bound, best, at)) {
+        yield* Effect.logDebug(
+          `the database clock measured within ±${(best.roundTrip / 2).toFixed(1)} ms; keeping the tighter offset`
+        )
+        return
+      }
       offset = best.offset
       skew = best.skew
+      bound = { halfRoundTrip: best.roundTrip / 2, at }
     })
 
     yield* measure
@@ -100,10 +145,18 @@ export const make = (
     }
     const resyncEvery = Duration.decode(options.resyncEvery ?? "1 minute")
     // A failed measurement keeps the last offset: the database may be away for a while, time goes on regardless.
+    // Sooner while the offset is loose (measured while the machine or the database was busy).
+    const nextResync = Effect.suspend(() =>
+      Effect.sleep(
+        bound !== undefined && bound.halfRoundTrip > LOOSE_BOUND_MS
+          ? Duration.min(resyncEvery, LOOSE_RESYNC)
+          : resyncEvery
+      )
+    )
     yield* Effect.forkScoped(
       Effect.forever(
         Effect.zipRight(
-          Effect.sleep(resyncEvery),
+          nextResync,
           measure.pipe(
             Effect.catchAllCause((cause) =>
               Cause.isInterruptedOnly(cause)
