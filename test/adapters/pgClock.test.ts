@@ -6,7 +6,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { Clock, Effect, Ref } from "effect"
 import { bestSample, keepsTighter, make, type Sample } from "../../src/adapters/postgres/PgClock.js"
-import { PgTestClient } from "../support/database.js"
+import * as PgKairos from "../../src/layers/PgKairos.js"
+import { databaseUrl, PgTestClient } from "../support/database.js"
 
 /** A sampler that answers `roundTrips` in turn (offset = round trip, to tell which one was kept) and counts calls. */
 const scripted = (roundTrips: ReadonlyArray<number>) =>
@@ -83,5 +84,25 @@ describe("PgClock.make", () => {
       const viaEffect = yield* Clock.currentTimeMillis.pipe(Effect.withClock(clock))
       expect(Math.abs(viaEffect - clock.unsafeCurrentTimeMillis())).toBeLessThan(1_000)
     }).pipe(Effect.provide(PgTestClient))
+  )
+
+  it.scopedLive(
+    "does not count the wait for a pooled connection in its round trip (a busy pool)",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        // The pool's one connection busy with 0.3 s queries back to back: each reading waits for one to end first.
+        yield* Effect.forkScoped(Effect.forever(sql`SELECT pg_sleep(0.3)`))
+        yield* Effect.sleep("50 millis")
+        const clock = yield* make()
+        // Counted, the wait (~0.3 s a reading) would leave the offset off by up to ~150 ms, and ahead.
+        expect(clock.boundMs()).toBeLessThan(20)
+        const [row] = yield* sql<{ ms: number }>`SELECT extract(epoch FROM clock_timestamp()) * 1000 AS ms`
+        const after = clock.unsafeCurrentTimeMillis()
+        expect(Number(row!.ms)).toBeLessThanOrEqual(after + 20)
+      }).pipe(
+        Effect.provide(PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 1, applicationName: "kairos-test" }))
+      ),
+    30_000
   )
 })

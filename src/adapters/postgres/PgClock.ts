@@ -28,6 +28,8 @@ export interface Options {
 export interface DatabaseClock extends Clock.Clock {
   /** Database time minus this machine's wall-clock time, in ms, at the last measurement. */
   readonly skewMs: () => number
+  /** How far the offset in use may be off, in ms, when it was measured: half that measurement's round trip. */
+  readonly boundMs: () => number
 }
 
 /** Local monotonic time on the wall-clock scale of the process start (immune to later clock steps). */
@@ -181,7 +183,8 @@ export const make = (
       unsafeCurrentTimeNanos: () => BigInt(Math.round(nowMs() * 1_000_000)),
       currentTimeNanos: Effect.sync(() => BigInt(Math.round(nowMs() * 1_000_000))),
       sleep: (duration) => local.sleep(duration),
-      skewMs: () => skew
+      skewMs: () => skew,
+      boundMs: () => bound?.halfRoundTrip ?? Number.POSITIVE_INFINITY
     }
     return clock
   })
