@@ -85,10 +85,11 @@ export interface Bound {
 export const keepsTighter = (current: Bound | undefined, next: Sample, nowMs: number): boolean =>
   current === undefined || next.roundTrip / 2 <= current.halfRoundTrip + (nowMs - current.at) * DRIFT_PER_MS
 
-/** A bound wider than this (ms) is measured again soon, not a minute later. */
+/** A bound wider than this (ms) is measured again soon, not a minute later: a start on a loaded machine. */
 const LOOSE_BOUND_MS = 10
-/** How soon (see `LOOSE_BOUND_MS`). */
+/** How soon (see `LOOSE_BOUND_MS`), and how many times at most: a database far away stays loose, every minute. */
 const LOOSE_RESYNC = Duration.seconds(5)
+const LOOSE_RESYNCS = 6
 
 /** Skew above which the start says so: it is harmless now, but the operator should know the machine's clock is off. */
 const NOTABLE_SKEW_MS = 1000
@@ -147,10 +148,11 @@ export const make = (
     }
     const resyncEvery = Duration.decode(options.resyncEvery ?? "1 minute")
     // A failed measurement keeps the last offset: the database may be away for a while, time goes on regardless.
-    // Sooner while the offset is loose (measured while the machine or the database was busy).
+    // Sooner while the offset is loose (measured while the machine or the database was busy), a few times.
+    let looseResyncs = 0
     const nextResync = Effect.suspend(() =>
       Effect.sleep(
-        bound !== undefined && bound.halfRoundTrip > LOOSE_BOUND_MS
+        bound !== undefined && bound.halfRoundTrip > LOOSE_BOUND_MS && looseResyncs++ < LOOSE_RESYNCS
           ? Duration.min(resyncEvery, LOOSE_RESYNC)
           : resyncEvery
       )
