@@ -14,14 +14,16 @@ const unit = [
 ]
 
 /**
- * How many postgres files run at a time: KAIROS_TEST_FILES when set, else twice the cores and one more (five on two
- * cores), six at most. Most of these files wait on real time (storms, leases that must expire, processes starting), so
- * more files than cores keep the cores busy: on two cores, two at a time left them ~half idle (~294 s), five keep them
- * busy (~195 s). Six at most: each file's processes and connections add up (five peaked at ~63 connections, against a
- * stock Postgres's 100). docs/development.md has the measurements.
+ * How many postgres files run at a time: KAIROS_TEST_FILES when set, else one fewer than the cores, two at least.
+ * Most of these files wait on real time (storms, leases that must expire, processes starting): on two cores, two at a
+ * time leave the cores about half idle (~294 s on a 2-core machine) and five keep them busy (~195 s). Five is not the
+ * default because it is not yet reliable: in five clean-clone CI runs at five, two passed; the others failed the
+ * storms' job-overlap invariant (workers' readings of the database's clock a second or more apart at the run's most
+ * loaded moment) or vacuum.pg's short claim walk after a vacuum. docs/development.md has the measurements;
+ * `KAIROS_TEST_FILES=5 npm test` runs that way.
  */
 const cores = os.availableParallelism?.() ?? os.cpus().length
-const postgresFiles = Number(process.env["KAIROS_TEST_FILES"] ?? "") || Math.min(6, Math.max(2, 2 * cores + 1))
+const postgresFiles = Number(process.env["KAIROS_TEST_FILES"] ?? "") || Math.max(2, cores - 1)
 
 export default defineConfig({
   // "kairos" (examples import it as users do) resolves to the sources, as under tsc and tsx (the package's
