@@ -8,11 +8,47 @@ import os from "node:os"
 import { pathToFileURL } from "node:url"
 import path from "node:path"
 import pg from "pg"
+import { databaseUrl, uniqueSchemaName } from "./support/database.js"
 import { projectRoot, run as runCommand } from "./support/process.js"
 import { migratedSchema } from "./support/workers.js"
 
-// Side by side: each example is a process of its own on a database or schema of its own, and mostly waits (for its
-// server to start, for its seconds of running); one after another they took ~50 s.
+/**
+ * Runs `body` with the URL of a database of its own on the run's server, dropped after. An example given it works as
+ * on a user's DATABASE_URL (the examples use its `public` schema or one of their own). Without DATABASE_URL each
+ * would start a throwaway embedded server of its own (initdb, start, stop: ~2 s of CPU each); that path is the
+ * quickstart's, tested below as a newcomer meets it.
+ */
+const withDatabase = async <A>(body: (url: string) => Promise<A>): Promise<A> => {
+  const name = uniqueSchemaName("example")
+  const admin = new pg.Client({ connectionString: databaseUrl() })
+  await admin.connect()
+  try {
+    await admin.query(`CREATE DATABASE "${name}"`)
+    const url = new URL(databaseUrl())
+    url.pathname = `/${name}`
+    try {
+      return await body(url.href)
+    } finally {
+      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+    }
+  } finally {
+    await admin.end()
+  }
+}
+
+/** Runs an example through tsx, as `npm run example` does, on a database of its own. */
+const example = (file: string, env: Record<string, string> = {}, timeout = 80_000) =>
+  withDatabase((url) =>
+    runCommand(process.execPath, ["--conditions=kairos-source", "--import", "tsx", file], {
+      cwd: projectRoot,
+      encoding: "utf8",
+      env: { ...process.env, ...env, DATABASE_URL: url },
+      timeout
+    })
+  )
+
+// Side by side: each example is a process of its own on a database of its own, and mostly waits (for its seconds of
+// running); one after another they took ~50 s.
 describe.concurrent("examples", () => {
   it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, async () => {
     const run = await runCommand(
@@ -36,18 +72,7 @@ describe.concurrent("examples", () => {
   })
 
   it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: 90_000 }, async () => {
-    const run = await runCommand(
-      process.execPath,
-      ["--conditions=kairos-source", "--import", "tsx", "examples/effect-program.ts"],
-      {
-        cwd: projectRoot,
-        encoding: "utf8",
-        // Its own embedded server unless the run has DATABASE_URL; then a schema of its own would be needed,
-        // so give it the embedded one too.
-        env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "3", DATABASE_URL: "" },
-        timeout: 80_000
-      }
-    )
+    const run = await example("examples/effect-program.ts", { KAIROS_EXAMPLE_SECONDS: "3" })
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     // A warning may come first (a loaded machine misses a heartbeat slot and says so).
@@ -60,11 +85,7 @@ describe.concurrent("examples", () => {
     "opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry",
     { timeout: 120_000 },
     async () => {
-      const run = await runCommand(
-        process.execPath,
-        ["--conditions=kairos-source", "--import", "tsx", "examples/opentelemetry.ts"],
-        { cwd: projectRoot, encoding: "utf8", timeout: 100_000 }
-      )
+      const run = await example("examples/opentelemetry.ts", {}, 100_000)
       expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       expect(run.stdout.match(/kairos\.execute {2}kind=queue {2}task_type=send_email .* outcome=ok/g)?.length).toBe(2)
@@ -158,16 +179,7 @@ describe.concurrent("examples", () => {
   )
 
   it("plain-async.ts runs handlers written as async functions", { timeout: 90_000 }, async () => {
-    const run = await runCommand(
-      process.execPath,
-      ["--conditions=kairos-source", "--import", "tsx", "examples/plain-async.ts"],
-      {
-        cwd: projectRoot,
-        encoding: "utf8",
-        env: { ...process.env, KAIROS_EXAMPLE_SECONDS: "2", DATABASE_URL: "" },
-        timeout: 80_000
-      }
-    )
+    const run = await example("examples/plain-async.ts", { KAIROS_EXAMPLE_SECONDS: "2" })
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("hello, Ada (attempt 1)")
@@ -178,11 +190,7 @@ describe.concurrent("examples", () => {
     "transactional.ts: a failed attempt's ledger row is rolled back with it; one row per successful charge",
     { timeout: 90_000 },
     async () => {
-      const run = await runCommand(
-        process.execPath,
-        ["--conditions=kairos-source", "--import", "tsx", "examples/transactional.ts"],
-        { cwd: projectRoot, encoding: "utf8", env: { ...process.env, DATABASE_URL: "" }, timeout: 80_000 }
-      )
+      const run = await example("examples/transactional.ts")
       expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       // The README shows this output.
@@ -209,11 +217,7 @@ describe.concurrent("examples", () => {
     "workflow.ts: the invoice waits for its PDF and payment and reads their outputs; a declined one is not sent",
     { timeout: 90_000 },
     async () => {
-      const run = await runCommand(
-        process.execPath,
-        ["--conditions=kairos-source", "--import", "tsx", "examples/workflow.ts"],
-        { cwd: projectRoot, encoding: "utf8", env: { ...process.env, DATABASE_URL: "" }, timeout: 80_000 }
-      )
+      const run = await example("examples/workflow.ts")
       expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       // The README and docs/workflows.md show this output.
