@@ -138,6 +138,20 @@ describe("the invariant checker", () => {
       expect((await checkInvariants(db, { enqueued: [] })).violations).toEqual([
         expect.stringMatching(/^job runs that overlapped another run of their slot or job \(1\)/)
       ])
+      // With the workers' events, the report shows when each run's handler ran, by the machine's clock.
+      const ids = await db.query<{ id: string }>(
+        `SELECT id::text AS id FROM $schema.job_runs WHERE job_id = $1 ORDER BY scheduled_for`,
+        [id]
+      )
+      const events = ids.flatMap((r, k) => [
+        { event: "run-start", runId: Number(r.id), at: 1000 + k, pid: 7 },
+        { event: "start", item: r.id, at: 5, pid: 7 }
+      ])
+      expect((await checkInvariants(db, { enqueued: [], handlerEvents: () => events })).violations).toEqual([
+        expect.stringMatching(
+          /"handlers":\[\{"event":"run-start","at":1001,"pid":7\}\],"overlappedHandlers":\[\{"event":"run-start","at":1000,"pid":7\}\]/
+        )
+      ])
       await db.query(`DELETE FROM $schema.job_runs WHERE job_id = $1`, [id])
     }
 

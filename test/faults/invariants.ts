@@ -32,6 +32,13 @@ export interface InvariantOptions {
    * database's clock, within a round trip). Overlaps shorter than this are not counted. Default 25 ms.
    */
   readonly clockSlackMs?: number | undefined
+  /**
+   * The worker processes' JSON events, when the test has them: a reported job overlap then shows each run's handler
+   * `start`/`end` events (their `at` is the process's `Date.now()`, one clock for every process on the machine), which
+   * tells two handlers that ran at once from recorded times that disagree (each run's times are its worker's
+   * reading of the database's clock, taken before its statement waited for a connection).
+   */
+  readonly handlerEvents?: (() => ReadonlyArray<Record<string, unknown>>) | undefined
 }
 
 /** Counts to show that a scenario did real work (a test asserts on them). */
@@ -155,7 +162,20 @@ export const checkInvariants = async (db: Query, options: InvariantOptions): Pro
             OR least(s.ended_at, s.previous_end) > s.started_at + interval '${clockSlack}')
      ORDER BY s.started_at`
   )
-  report("job runs that overlapped another run of their slot or job", jobOverlaps)
+  const events = options.handlerEvents?.() ?? []
+  const handlersOf = (run: unknown) =>
+    events
+      .filter((e) => e["runId"] !== undefined && String(e["runId"]) === String(run))
+      .map((e) => ({ event: e["event"], at: e["at"], pid: e["pid"] }))
+  report(
+    "job runs that overlapped another run of their slot or job",
+    events.length === 0
+      ? jobOverlaps
+      : jobOverlaps.map((o) => {
+          const row = o as { run?: unknown; overlapped?: { run?: unknown } }
+          return { ...row, handlers: handlersOf(row.run), overlappedHandlers: handlersOf(row.overlapped?.run) }
+        })
+  )
   // A slot whose last attempt was cut short (its owner lost) and that was never tried again is a lost slot.
   const lostSlots = await db.query(
     `SELECT r.job_id::text AS job, r.scheduled_for, r.attempt, r.error FROM $schema.job_runs r

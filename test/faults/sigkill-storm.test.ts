@@ -36,7 +36,7 @@ describe("a SIGKILL storm", () => {
       db = await migratedSchema("storm")
       const config = { workers: 8, batchSize: 20, interval: "1 second", leaseDuration: "2 seconds" }
       const spawn = () => {
-        const w = startWorker(db!, { config, sleepyTypes: sequentialTypes })
+        const w = startWorker(db!, { config, sleepyTypes: sequentialTypes, jobEvents: true })
         workers.push(w)
         return w
       }
@@ -118,7 +118,12 @@ describe("a SIGKILL storm", () => {
         20_000,
         "running slots to finish or be taken back"
       )
-      const stats = await assertInvariants(db, { enqueued, drained: true, leaseSlackMs: 3000 })
+      const stats = await assertInvariants(db, {
+        enqueued,
+        drained: true,
+        leaseSlackMs: 3000,
+        handlerEvents: () => workers.flatMap((w) => w.events)
+      })
       const runs = enqueued.reduce((n, e) => n + e.max_runs, 0)
       expect(stats.processed).toBe(runs)
       // The jobs kept firing through the storm: about 37 slots a second were due.

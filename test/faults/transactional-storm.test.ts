@@ -114,7 +114,13 @@ describe("transactional handlers under a storm of faults", () => {
         retryBackoff: "1 second"
       }
       const spawn = () => {
-        const w = startWorker(db!, { config, transactional: true, txSeqTypes: seqTypes, maxConnections: 8 })
+        const w = startWorker(db!, {
+          config,
+          transactional: true,
+          txSeqTypes: seqTypes,
+          maxConnections: 8,
+          jobEvents: true
+        })
         workers.push(w)
         return w
       }
@@ -336,7 +342,12 @@ describe("transactional handlers under a storm of faults", () => {
       expect(counts!.job_rows).toBe(counts!.job_successes)
 
       // And everything the other fault tests hold: nothing lost, nothing doubled, no overlap, nothing left leased.
-      await assertInvariants(db, { enqueued, drained: true, leaseSlackMs: 3000 })
+      await assertInvariants(db, {
+        enqueued,
+        drained: true,
+        leaseSlackMs: 3000,
+        handlerEvents: () => workers.flatMap((w) => w.events)
+      })
       const exits = await Promise.all(live.map((w) => w.stop()))
       expect(exits.map((e) => e.code)).toEqual([0, 0, 0])
       console.log(
