@@ -112,7 +112,14 @@ const claimDue = (
       const claimed: Array<ClaimedRun> = []
       let overlapped = 0
       let rescued = 0
-      const lease = { owner, leaseUntil: new Date(now.getTime() + Duration.toMillis(config.leaseDuration)), now }
+      // And again once the rows to start are locked: what a run records as its start (and reckons its lease from) is
+      // never before its claim took hold. The statements before it may wait (CPU, a lock): a run of an overlap-skip job
+      // claimed right after another instance's run of it ended was recorded as begun before that end (a SIGKILL storm
+      // at five test files a time: 30 ms).
+      const leaseFromNow = Effect.map(clockNow, (t) => {
+        const at = Math.max(now.getTime(), t.getTime())
+        return { owner, leaseUntil: new Date(at + Duration.toMillis(config.leaseDuration)), now: new Date(at) }
+      })
       // Runs leased to this runner that it does not hold are let go now, not when their lease expires: a run whose
       // success was lost in a failover would otherwise hold its job's slots (overlap: skip) for a whole lease.
       const held = holdings()
@@ -136,14 +143,16 @@ const claimDue = (
       const full = limit <= 0
       // At most one retry of a job that must not overlap starts at a time (another waits for a later tick).
       const retrying = new Set<string>()
-      for (const { job, run } of full ? [] : yield* store.listDueRetries(now, limit, taskTypes)) {
+      const retries = full ? [] : yield* store.listDueRetries(now, limit, taskTypes)
+      const retryLease = yield* leaseFromNow
+      for (const { job, run } of retries) {
         if (job.overlap === "skip") {
           if (retrying.has(job.id)) continue
           retrying.add(job.id)
         }
-        const taken = yield* store.startRetry(run.id, lease)
+        const taken = yield* store.startRetry(run.id, retryLease)
         if (Option.isSome(taken)) {
-          claimed.push(toClaimed(owner, job, { ...run, status: "running", startedAt: now }, taken.value))
+          claimed.push(toClaimed(owner, job, { ...run, status: "running", startedAt: retryLease.now }, taken.value))
         }
       }
       // Slots that only record a row (skipped, disabled) take no worker: keep looking while there is room.
@@ -157,7 +166,7 @@ const claimDue = (
         const due = yield* store.listDue(now, full ? budget : Math.min(room, budget), taskTypes)
         if (due.length === 0) break
         budget -= due.length
-        const planned = yield* startDue(deps, { due, now, lateAfterMs, room, lease }, claimed)
+        const planned = yield* startDue(deps, { due, now, lateAfterMs, room, lease: yield* leaseFromNow }, claimed)
         room = planned.room
         overlapped += planned.overlapped
         if (planned.waiting) waiting = true

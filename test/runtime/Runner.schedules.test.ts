@@ -2,10 +2,10 @@
  * The runner fires scheduled jobs at the right instants across DST, driven by the fake clock (no real sleeps).
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Ref } from "effect"
-import { QueueStore, Runner, Schedule } from "../../src/index.js"
-import { FakeClock, FakeStore } from "../../src/testing.js"
-import { captureLogs, testLayer } from "../support/runner.js"
+import { Deferred, Effect, Layer, Ref } from "effect"
+import { JobStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { FakeClock, FakeStore, TestRunner } from "../../src/testing.js"
+import { captureLogs, settle, testLayer } from "../support/runner.js"
 
 const HOUR = 3_600_000
 
@@ -211,5 +211,63 @@ describe("Runner with scheduled jobs", () => {
         ["2026-05-01T09:00:10.000Z", "2026-05-01T09:00:20.000Z"]
       ])
     }).pipe(Effect.provide(testLayer({ interval: "1 minute", workers: 1 })))
+  )
+
+  it.scoped(
+    "a claimed run's start and lease count from when its job row was locked, not from when its tick began",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* FakeStore.FakeStore
+        const runner = yield* Runner.Runner
+        const release = yield* Deferred.make<void>()
+        yield* runner.register("held", () => Deferred.await(release))
+        yield* store.addJob({
+          name: "held",
+          taskType: "held",
+          schedule: Schedule.daily({ hour: 9, minute: 0, tz: "UTC" })
+        })
+        yield* runner.start
+        yield* FakeClock.advanceTo("2026-05-01T09:00:00Z")
+        yield* settle(Effect.map(store.runsOf("held"), (runs) => runs.length > 0))
+        // Started: the run as claimed (its handler has not finished, so nothing has written its start again). Let go
+        // before the checks, so that a failed one does not leave the runner waiting for it at the end.
+        const [run] = yield* store.runsOf("held")
+        yield* Deferred.succeed(release, undefined)
+        expect(run).toMatchObject({ status: "running" })
+        // Due at 09:00; the claim's statements took 3 s before the row was locked (the JobStore below): the run starts
+        // then, and its 30 s lease runs from then.
+        expect(run!.startedAt?.toISOString()).toBe("2026-05-01T09:00:03.000Z")
+        expect(run!.leaseUntil?.toISOString()).toBe("2026-05-01T09:00:33.000Z")
+      }).pipe(
+        Effect.provide(
+          Runner.layer({ interval: "1 minute", workers: 1, leaseDuration: "30 seconds" }).pipe(
+            // The first listing that finds a job due waits 3 s, as a statement waits for a lock or for the CPU.
+            Layer.provide(
+              Layer.effect(
+                JobStore,
+                Effect.gen(function* () {
+                  const store = yield* JobStore
+                  let waited = false
+                  return {
+                    ...store,
+                    listDue: (now, limit, taskTypes) =>
+                      Effect.tap(store.listDue(now, limit, taskTypes), (due) =>
+                        waited || due.length === 0
+                          ? Effect.void
+                          : Effect.zipRight(
+                              Effect.sync(() => (waited = true)),
+                              FakeClock.advance("3 seconds")
+                            )
+                      )
+                  }
+                })
+              )
+            ),
+            Layer.provideMerge(TestRunner.memoryPorts()),
+            Layer.provideMerge(Layer.effectDiscard(FakeClock.quick)),
+            Layer.provideMerge(Layer.effectDiscard(FakeClock.set("2026-05-01T08:59:00Z")))
+          )
+        )
+      )
   )
 })
