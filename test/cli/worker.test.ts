@@ -362,7 +362,7 @@ export default { hello: (job${typed ? ": { payload: string }" : ""}) => Effect.l
 describe("kairos jobs run|pause|resume", () => {
   it(
     "a live worker polling every 30 s runs a fired job at once; pause keeps its slots from starting, resume lets them",
-    { timeout: 90_000 },
+    { timeout: 120_000 },
     async () => {
       const inSchema = uniqueSchemaName("jobctl")
       try {
@@ -380,7 +380,8 @@ describe("kairos jobs run|pause|resume", () => {
           inSchema
         ])
         try {
-          await worker.waitFor(/kairos worker /)
+          // A cold start beside other tests' twenty starting workers took over 30 s on a 2-core machine (five files a time).
+          await worker.waitFor(/kairos worker /, "out", 60_000)
           // Pause the heartbeat before its first slot is due (10 s after the worker defined it).
           const paused = await db(["jobs", "pause", "heartbeat"], inSchema)
           expect(paused.stderr).toBe("")
