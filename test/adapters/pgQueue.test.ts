@@ -482,6 +482,63 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     )
   )
 
+  it.effect(
+    "repeating items claimed together take their next places in claim order, whatever join is planned (0027)",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const items = sql(`${schema}.queue_items`)
+        const at = new Date("2026-06-02T12:00:00Z")
+        const leaseUntil = new Date(at.getTime() + 60_000)
+        const repeatAfter = new Date(at.getTime() + 5_000)
+        // The planner picks the UPDATE's join by the statistics of the moment; each is forced here in turn (the
+        // session's cached plans dropped before and after, so that the functions are planned again).
+        const joins = {
+          "nested loop": [],
+          merge: ["enable_nestloop", "enable_hashjoin"],
+          hash: ["enable_nestloop", "enable_mergejoin"]
+        } satisfies Record<string, ReadonlyArray<string>>
+        for (const [join, off] of Object.entries(joins)) {
+          for (const fn of ["kairos_claim", "kairos_claim_items"] as const) {
+            const t = `reseq-${fn}-${join.replace(" ", "-")}`
+            const [a, b, c] = yield* sql<{ id: string }>`INSERT INTO ${items} (task_type, payload, thread, max_runs)
+            VALUES (${t}, 'a', 1, -1), (${t}, 'b', 1, -1), (${t}, 'c', 1, -1) RETURNING id::text AS id`
+            // The queue's order (c, b, a), the ids' (a, b, c) and the rows' places in the table (c, a, b: an UPDATE
+            // writes a row anew at the end) all differ, whichever a join reads the rows by.
+            yield* sql`UPDATE ${items} SET seq = seq + 3000 WHERE id = ${a!.id}`
+            yield* sql`UPDATE ${items} SET seq = seq + 2000 WHERE id = ${b!.id}`
+            yield* sql.withTransaction(
+              Effect.gen(function* () {
+                for (const setting of off) yield* sql.unsafe(`SET LOCAL ${setting} = off`)
+                yield* sql`DISCARD PLANS`
+                const claimed =
+                  fn === "kairos_claim"
+                    ? yield* sql<{ payload: string }>`SELECT payload FROM ${sql(`${schema}.kairos_claim`)}(
+                      ARRAY[${t}]::text[], 3, 'w', ${at}::timestamptz, ${leaseUntil}::timestamptz,
+                      ${repeatAfter}::timestamptz, true)`
+                    : yield* sql<{ payload: string }>`SELECT payload FROM ${sql(`${schema}.kairos_claim_items`)}(
+                      ARRAY[${c!.id}, ${b!.id}, ${a!.id}]::bigint[], 'w', ${at}::timestamptz,
+                      ${leaseUntil}::timestamptz, ${repeatAfter}::timestamptz)`
+                expect(claimed.map((r) => r.payload)).toEqual(["c", "b", "a"])
+                for (const setting of off) yield* sql.unsafe(`RESET ${setting}`)
+                yield* sql`DISCARD PLANS`
+              })
+            )
+            const order = yield* sql<{ payload: string }>`SELECT payload FROM ${items} WHERE task_type = ${t}
+            ORDER BY priority DESC, seq`
+            expect(
+              order.map((r) => r.payload),
+              `${fn}, ${join} join`
+            ).toEqual(["c", "b", "a"])
+            yield* sql`DELETE FROM ${sql(`${schema}.queue_leases`)} WHERE item_id IN (SELECT id FROM ${items}
+            WHERE task_type = ${t})`
+            yield* sql`DELETE FROM ${items} WHERE task_type = ${t}`
+          }
+        }
+      })
+  )
+
   it.effect("an instance not yet upgraded past 0013 still records through the record function it knows", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

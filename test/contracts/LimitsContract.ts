@@ -595,6 +595,33 @@ export const suite = <R = never>(
         })
     )
 
+    it.effect("forever items of a limited type claimed together go behind their peers in claim order", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const limits = yield* Limits
+        for (const perGroup of [false, true]) {
+          const t = type("lim-forever")
+          yield* limits.set({ taskType: t, concurrency: 5, perGroup })
+          const group = perGroup ? { group: "g" } : {}
+          const a = yield* q.enqueue({ taskType: t, payload: "a", maxRuns: -1, thread: 1, ...group }, T0)
+          const b = yield* q.enqueue({ taskType: t, payload: "b", maxRuns: -1, thread: 1, ...group }, T0)
+          // a runs alone and goes behind b: from then on the queue's order is not the order of the ids.
+          const [first] = yield* q.claimBatch(claimOpts([t], 1, at(1)))
+          expect(first!.item.id).toBe(a.id)
+          yield* q.recordResults([done(first!, undefined, at(2))])
+          for (const [round, now] of [20, 40, 60].entries()) {
+            const both = yield* q.claimBatch(claimOpts([t], 2, at(now)))
+            expect(
+              both.map((c) => c.item.id),
+              `perGroup ${perGroup}, round ${round}`
+            ).toEqual([b.id, a.id])
+            yield* q.recordResults(both.map((c) => done(c, undefined, at(now))))
+          }
+          yield* limits.clear(t)
+        }
+      })
+    )
+
     it.effect("a limited type and a plain one claimed together: the plain one takes what is left", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -760,6 +760,26 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps
       })
     )
 
+    it.effect("forever items claimed together go behind their peers in the order they were claimed", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("fair-together")
+        const a = yield* q.enqueue({ taskType: t, payload: "a", maxRuns: -1, thread: 1 }, T0)
+        const b = yield* q.enqueue({ taskType: t, payload: "b", maxRuns: -1, thread: 1 }, T0)
+        // a runs alone and goes behind b: from then on the queue's order is not the order of the ids.
+        const [first] = yield* q.claimBatch(claimOpts([t], 1, "w1", at(1)))
+        expect(first!.item.id).toBe(a.id)
+        yield* q.recordResults([done(first!, at(1), at(2))])
+        let now = 20
+        for (let round = 0; round < 3; round++) {
+          const both = yield* q.claimBatch(claimOpts([t], 2, "w1", at(now)))
+          expect(ids(both), `round ${round}`).toEqual([b.id, a.id])
+          yield* q.recordResults(both.map((c) => done(c, at(now), at(now))))
+          now += 20
+        }
+      })
+    )
+
     it.effect("a result is fenced by its lease: a stranger's token or a rescued execution writes nothing", () =>
       Effect.gen(function* () {
         const q = yield* QueueStore

@@ -133,7 +133,8 @@ export const migrationNames = [
   "0023_flow_steps",
   "0024_group_rates",
   "0025_set_based_rotation",
-  "0026_short_limited_claim"
+  "0026_short_limited_claim",
+  "0027_claim_order_sequence"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */
