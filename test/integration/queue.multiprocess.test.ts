@@ -104,7 +104,8 @@ describe("the queue across processes", () => {
       )
       await worker.waitFor((e) => e.event === "end" && e.item === item!.id, 10_000)
       expect(Date.now() - before).toBeLessThan(1500)
-      await sleep(300)
+      // The worker writes its results in batches, after the handler's end.
+      await until(async () => (await processedOf(item!.id)) > 0, 10_000, "the item's result in the log")
       expect(await db.query(`SELECT 1 FROM $schema.processed_items WHERE payload = 'rolled-back'`)).toEqual([])
       expect(await processedOf(item!.id)).toBe(1)
 
