@@ -8,7 +8,7 @@ import os from "node:os"
 import { pathToFileURL } from "node:url"
 import path from "node:path"
 import pg from "pg"
-import { databaseUrl, uniqueSchemaName } from "./support/database.js"
+import { testDatabase } from "./support/database.js"
 import { projectRoot, run as runCommand } from "./support/process.js"
 import { migratedSchema } from "./support/workers.js"
 
@@ -19,20 +19,11 @@ import { migratedSchema } from "./support/workers.js"
  * quickstart's, tested below as a newcomer meets it.
  */
 const withDatabase = async <A>(body: (url: string) => Promise<A>): Promise<A> => {
-  const name = uniqueSchemaName("example")
-  const admin = new pg.Client({ connectionString: databaseUrl() })
-  await admin.connect()
+  const db = await testDatabase("example")
   try {
-    await admin.query(`CREATE DATABASE "${name}"`)
-    const url = new URL(databaseUrl())
-    url.pathname = `/${name}`
-    try {
-      return await body(url.href)
-    } finally {
-      await admin.query(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
-    }
+    return await body(db.url())
   } finally {
-    await admin.end()
+    await db.drop()
   }
 }
 

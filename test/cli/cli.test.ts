@@ -172,13 +172,21 @@ describe("kairos commands", () => {
         ],
         { cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
       )
+      let output = ""
+      worker.stdout.on("data", (chunk: Buffer) => (output += chunk.toString()))
+      worker.stderr.on("data", (chunk: Buffer) => (output += chunk.toString()))
       try {
+        // A cold worker loading a TypeScript tasks module takes seconds of CPU before its first claim; beside other
+        // test files on two cores it once took more than 20 s to the third attempt.
         await until(
           async () =>
             (await query(`SELECT count(*)::int AS n FROM $schema.processed_items WHERE status = 'ok'`))[0]!["n"] === 1,
-          20_000,
+          60_000,
           "the third attempt succeeds"
-        )
+        ).catch(async (e: unknown) => {
+          const log = await query(`SELECT status, error_msg, started_at, finished_at FROM $schema.processed_items`)
+          throw new Error(`${String(e)}; the log: ${JSON.stringify(log)}; the worker said: ${output}`)
+        })
         const log = (await json(["processed", "5"])) as Array<Record<string, unknown>>
         expect(log.map((p) => [p["status"], p["error_msg"]]).reverse()).toEqual([
           ["error", "attempt 1 failed"],

@@ -18,25 +18,18 @@ import { grant } from "../../src/adapters/postgres/PgGrants.js"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
 import { QueueStore, Runner, type VacuumOutcome, type VacuumRequest } from "../../src/index.js"
-import { databaseUrl, uniqueSchemaName } from "../support/database.js"
+import { onServer, type TestDatabase, testDatabase, uniqueSchemaName } from "../support/database.js"
 import { startProxy } from "../support/proxy.js"
 
 const suffix = randomBytes(4).toString("hex")
 const app = `kt_vacuum_app_${suffix}`
-const database = `kt_vacuum_${suffix}`
 const schema = uniqueSchemaName("vacuum")
 const q = `"${schema}"`
 
-/** The test run's server, in this file's database, as `role` (the test servers trust local connections). */
-const as = (role?: string): string => {
-  const url = new URL(databaseUrl())
-  url.pathname = `/${database}`
-  if (role !== undefined) {
-    url.username = role
-    url.password = ""
-  }
-  return url.toString()
-}
+/** This file's database (created before the tests). */
+let db: TestDatabase
+/** The test run's server, in this file's database, as `role`. */
+const as = (role?: string): string => db.url(role)
 
 let admin: pg.Client
 const query = async <T = Record<string, unknown>>(text: string, params: ReadonlyArray<unknown> = []) =>
@@ -117,19 +110,9 @@ const request = (who: string, now = at, deadRows = 1_000, gapFactor = 4): Vacuum
 const vacuum = (client: Client, r: VacuumRequest): Promise<VacuumOutcome> =>
   client.runPromise(Effect.flatMap(QueueStore, (store) => store.vacuum(r)))
 
-const server = async (text: string) => {
-  const client = new pg.Client({ connectionString: databaseUrl() })
-  await client.connect()
-  try {
-    await client.query(text)
-  } finally {
-    await client.end()
-  }
-}
-
 beforeAll(async () => {
-  await server(`CREATE DATABASE ${database}`)
-  await server(`CREATE ROLE ${app} LOGIN`)
+  db = await testDatabase("vacuum")
+  await onServer(`CREATE ROLE ${app} LOGIN`)
   admin = new pg.Client({ connectionString: as() })
   await admin.connect()
   const migrated = ManagedRuntime.make(
@@ -145,8 +128,8 @@ beforeAll(async () => {
 afterAll(async () => {
   for (const client of [owner, other, appStore]) await client?.dispose()
   await admin?.end()
-  await server(`DROP DATABASE IF EXISTS ${database} WITH (FORCE)`)
-  await server(`DROP ROLE IF EXISTS ${app}`)
+  await db?.drop()
+  await onServer(`DROP ROLE IF EXISTS ${app}`)
 }, 60_000)
 
 describe("the queue's vacuum on Postgres", () => {
@@ -224,7 +207,7 @@ describe("the queue's vacuum on Postgres", () => {
   it("the database going away: each call fails with the store's error, and one vacuums once it is back", async () => {
     await query(`DELETE FROM ${q}.kairos_maintenance`)
     await deadAtHead(3_000)
-    const real = Number(new URL(databaseUrl()).port || 5432)
+    const real = Number(new URL(as()).port || 5432)
     const proxy = await startProxy(real)
     const url = new URL(as())
     url.hostname = "127.0.0.1"

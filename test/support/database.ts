@@ -5,6 +5,7 @@ import { SqlClient } from "@effect/sql"
 import type { PgClient } from "@effect/sql-pg"
 import { Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
+import pg from "pg"
 import { inject } from "vitest"
 import type { PgPool } from "../../src/adapters/postgres/PgPrepared.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
@@ -21,6 +22,48 @@ export const uniqueSchemaName = (label: string): string =>
     .toLowerCase()
     .replace(/[^a-z0-9]+/g, "_")
     .slice(0, 30)}_${randomBytes(5).toString("hex")}`
+
+/** Runs one statement on the test run's server, on a connection of its own. */
+export const onServer = async (text: string): Promise<void> => {
+  const client = new pg.Client({ connectionString: databaseUrl() })
+  await client.connect()
+  try {
+    await client.query(text)
+  } finally {
+    await client.end()
+  }
+}
+
+/** A database of a test's own on the run's server (see testDatabase). */
+export interface TestDatabase {
+  readonly name: string
+  /** Its URL, connecting as `role` when given (the test servers trust local connections). */
+  readonly url: (role?: string) => string
+  /** Ends its sessions and drops it. */
+  readonly drop: () => Promise<void>
+}
+
+/**
+ * Creates a database of a test's own on the run's server: for what a schema cannot give (a vacuum's horizon counts
+ * only its own database's sessions; an example that uses the `public` schema as on a user's database).
+ */
+export const testDatabase = async (label: string): Promise<TestDatabase> => {
+  const name = uniqueSchemaName(label)
+  await onServer(`CREATE DATABASE "${name}"`)
+  return {
+    name,
+    url: (role) => {
+      const url = new URL(databaseUrl())
+      url.pathname = `/${name}`
+      if (role !== undefined) {
+        url.username = role
+        url.password = ""
+      }
+      return url.href
+    },
+    drop: () => onServer(`DROP DATABASE IF EXISTS "${name}" WITH (FORCE)`)
+  }
+}
 
 /** A pooled client on the test run's database, built as kairos builds its own (so with its pool: `PgPool`). */
 export const PgTestClient: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown> = Layer.suspend(() =>
