@@ -17,9 +17,10 @@ const unit = [
  * How many postgres files run at a time: KAIROS_TEST_FILES when set, else one fewer than the cores, two at least.
  * Most of these files wait on real time (storms, leases that must expire, processes starting): on two cores, two at a
  * time leave the cores about half idle (~294 s on a 2-core machine) and five keep them busy (~195 s). Five is not the
- * default because it is not yet reliable: in five clean-clone CI runs at five, two passed; the others failed the
- * storms' job-overlap invariant (workers' readings of the database's clock a second or more apart at the run's most
- * loaded moment) or vacuum.pg's short claim walk after a vacuum. docs/development.md has the measurements;
+ * default because it was not reliable: in five clean-clone CI runs at five, two passed; the others failed the
+ * storms' job-overlap invariant or vacuum.pg's short claim walk after a vacuum. Both causes are fixed (a run's recorded
+ * start read before its claim held the row; the test measuring a sequential scan), not yet confirmed by CI runs at
+ * five. On a slower 2-core machine, four at a time is no faster than two (docs/development.md has the measurements);
  * `KAIROS_TEST_FILES=5 npm test` runs that way.
  */
 const cores = os.availableParallelism?.() ?? os.cpus().length
