@@ -183,11 +183,12 @@ describe("kairos commands", () => {
           async () =>
             (await query(`SELECT count(*)::int AS n FROM $schema.processed_items WHERE status = 'ok'`))[0]!["n"] === 1,
           60_000,
-          "the third attempt succeeds"
-        ).catch(async (e: unknown) => {
-          const log = await query(`SELECT status, error_msg, started_at, finished_at FROM $schema.processed_items`)
-          throw new Error(`${String(e)}; the log: ${JSON.stringify(log)}; the worker said: ${output}`)
-        })
+          "the third attempt succeeds",
+          async () => {
+            const log = await query(`SELECT status, error_msg, started_at, finished_at FROM $schema.processed_items`)
+            return `the log: ${JSON.stringify(log)}; the worker said: ${output}`
+          }
+        )
         const log = (await json(["processed", "5"])) as Array<Record<string, unknown>>
         expect(log.map((p) => [p["status"], p["error_msg"]]).reverse()).toEqual([
           ["error", "attempt 1 failed"],

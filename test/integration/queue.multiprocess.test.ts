@@ -44,22 +44,21 @@ describe("the queue across processes", () => {
       await until(
         async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
         200_000,
-        "the queue to drain"
-      ).catch(async (e: unknown) => {
+        "the queue to drain",
         // Say what is left and what the workers logged: a stuck item is otherwise invisible.
-        const left = await db!.query(
-          `SELECT task_type, status, thread, in_flight, max_runs, count(*)::int AS n FROM $schema.queue_items
+        async () => {
+          const left = await db!.query(
+            `SELECT task_type, status, thread, in_flight, max_runs, count(*)::int AS n FROM $schema.queue_items
            GROUP BY 1, 2, 3, 4, 5 ORDER BY 1, 2, 3`
-        )
-        const leases = await db!.query(
-          `SELECT (SELECT count(*) FROM $schema.queue_leases)::int AS n,
+          )
+          const leases = await db!.query(
+            `SELECT (SELECT count(*) FROM $schema.queue_leases)::int AS n,
              (SELECT count(*) FROM $schema.queue_items WHERE lease_token IS NOT NULL)::int AS "onRows"`
-        )
-        const logs = workers.flatMap((w) => w.events.filter((ev) => ev.event === "log").slice(-20))
-        throw new Error(
-          `${String(e)}\nleft: ${JSON.stringify(left)}\nleases: ${JSON.stringify(leases)}\nlogs: ${JSON.stringify(logs)}`
-        )
-      })
+          )
+          const logs = workers.flatMap((w) => w.events.filter((ev) => ev.event === "log").slice(-20))
+          return `left: ${JSON.stringify(left)}\nleases: ${JSON.stringify(leases)}\nlogs: ${JSON.stringify(logs)}`
+        }
+      )
       const counts = await db.query<{ id: string; n: number }>(
         `SELECT queue_item_id::text AS id, count(*)::int AS n FROM $schema.processed_items GROUP BY queue_item_id`
       )

@@ -140,12 +140,21 @@ export const killAll = (workers: ReadonlyArray<Worker>) => {
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms))
 
-/** Polls `check` every 50 ms until it holds; fails naming `what` after `timeoutMs`. */
-export const until = async (check: () => Promise<boolean>, timeoutMs: number, what: string): Promise<void> => {
+/**
+ * Polls `check` every 50 ms until it holds; fails naming `what` after `timeoutMs`, with what `explain` then says (the
+ * state a reader needs to tell why).
+ */
+export const until = async (
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  what: string,
+  explain?: () => Promise<string>
+): Promise<void> => {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
     if (await check()) return
     await sleep(50)
   }
-  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+  const why = explain === undefined ? "" : `; ${await explain()}`
+  throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${why}`)
 }
