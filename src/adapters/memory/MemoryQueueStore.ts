@@ -113,7 +113,8 @@ export const make: Effect.Effect<
   }
 
   // Like the Postgres store: every execution whose lease is still held is logged; then each item is settled once
-  // for all of its executions in the batch (Retry.settle), and deleted when its last run is used up.
+  // for all of its executions in the batch (Retry.settle), and deleted when its last run is used up. What waits for
+  // the items that left is settled last, all together (removeRows).
   const recordBatch = (results: ReadonlyArray<RecordInput>): ReadonlyArray<boolean> => {
     const byItem = new Map<string, { failed: number; executions: number; lastFinish: Date; retry: Retry.Policy }>()
     const recorded = results.map(({ claim, result, retry }) => {
@@ -134,6 +135,7 @@ export const make: Effect.Effect<
       byItem.set(lease!.itemId, entry)
       return true
     })
+    const gone: Array<readonly [Row, Date]> = []
     for (const [itemId, done] of byItem) {
       const r = rows.find((x) => x.item.id === itemId)
       if (r === undefined) continue
@@ -147,8 +149,13 @@ export const make: Effect.Effect<
         runAfter: settled.retried > 0 ? new Date(done.lastFinish.getTime() + settled.delayMs) : r.item.runAfter
       }
       setStatus(r, done.lastFinish)
-      if (r.item.maxRuns === 0 && r.inFlight === 0) removeRow(r, lastStatus(itemId), done.lastFinish)
+      if (r.item.maxRuns === 0 && r.inFlight === 0) gone.push([r, done.lastFinish])
     }
+    if (gone.length > 0)
+      removeRows(
+        gone.map(([r]) => [r, lastStatus(r.item.id)] as const),
+        new Date(Math.max(...gone.map(([, at]) => at.getTime())))
+      )
     return recorded
   }
 
@@ -158,22 +165,33 @@ export const make: Effect.Effect<
     return undefined
   }
 
-  // An item leaves the queue; what waits for it is settled, as migration 0020's trigger does.
-  const removeRow = (r: Row, how: "ok" | "error" | "cancelled" | undefined, now: Date) => {
-    rows.splice(rows.indexOf(r), 1)
-    inputsOf.delete(r.item.id)
-    settle(r.item.id, how === "ok" ? "ok" : how === "error" ? "failed" : "was cancelled", now)
+  const byId = (a: { readonly id: string }, b: { readonly id: string }) => Number(a.id) - Number(b.id)
+
+  /**
+   * Items leave the queue together (one statement in Postgres), and what waits for them is settled as migration
+   * 0028's trigger settles it: each waiter counted down by as many of those that ended well as it waits for, and those
+   * with nothing left released, in id order; then what waits for each of the others, in id order, never runs.
+   */
+  const removeRows = (
+    gone: ReadonlyArray<readonly [Row, "ok" | "error" | "cancelled" | undefined]>,
+    now: Date
+  ): void => {
+    for (const [r] of gone) {
+      rows.splice(rows.indexOf(r), 1)
+      inputsOf.delete(r.item.id)
+    }
+    const ok = new Set(gone.filter(([, how]) => how === "ok").map(([r]) => r.item.id))
+    const counted = waiting.filter((w) => w.after.some((dep) => ok.has(dep))).sort(byId)
+    for (const w of counted) w.remaining -= new Set(w.after.filter((dep) => ok.has(dep))).size
+    for (const w of counted) if (w.remaining <= 0) release(w, now)
+    for (const [r, how] of [...gone].sort(([a], [b]) => byId(a.item, b.item))) {
+      if (how === "ok") continue
+      const waiters = waitersOf(r.item.id)
+      if (waiters.length > 0) doom(waiters, r.item.id, how === "error" ? "failed" : "was cancelled", now)
+    }
   }
 
   const waitersOf = (id: string) => waiting.filter((w) => w.after.includes(id))
-
-  const settle = (id: string, how: "ok" | "failed" | "was cancelled", now: Date) => {
-    const waiters = waitersOf(id)
-    if (waiters.length === 0) return
-    if (how !== "ok") return doom(waiters, id, how, now)
-    for (const w of waiters) w.remaining--
-    for (const w of waiters) if (w.remaining <= 0) release(w, now)
-  }
 
   // Never to run: each recorded once as an error naming what it waited for, and so is whatever waits for it.
   const doom = (
@@ -616,7 +634,9 @@ export const make: Effect.Effect<
             setStatus(r, now)
           }
         }
-        // Items whose executions keep ending without a result: that run is given up, recorded as an error.
+        // Items whose executions keep ending without a result: that run is given up, recorded as an error. Those it
+        // ends leave the queue together once all are logged, as in Postgres's one statement.
+        const gone: Array<Row> = []
         for (const r of rows.filter((x) => x.unfinished >= MAX_UNFINISHED && x.inFlight === 0)) {
           log.push({
             // Never reused, as a sequence: pruning shortens the log.
@@ -636,8 +656,13 @@ export const make: Effect.Effect<
           r.runsDone++
           r.item = { ...r.item, maxRuns: r.item.maxRuns === FOREVER ? FOREVER : Math.max(0, r.item.maxRuns - 1) }
           setStatus(r, now)
-          if (r.item.maxRuns === 0) removeRow(r, "error", now)
+          if (r.item.maxRuns === 0) gone.push(r)
         }
+        if (gone.length > 0)
+          removeRows(
+            gone.map((r) => [r, "error"] as const),
+            now
+          )
         return lost.length
       }),
     nextRunAfter: (taskTypes, now) =>
@@ -666,7 +691,7 @@ export const make: Effect.Effect<
         const row = rows[i]!
         // Its leases go with it, as ON DELETE CASCADE does: a result still in flight is refused.
         for (let j = leases.length - 1; j >= 0; j--) if (leases[j]!.itemId === itemId) leases.splice(j, 1)
-        removeRow(row, "cancelled", row.item.updatedAt)
+        removeRows([[row, "cancelled"]], row.item.updatedAt)
         return Option.some(row.inFlight > 0 ? ("processing" as const) : ("pending" as const))
       }),
     retryExecution: (processedId, createdAt) =>
