@@ -211,7 +211,7 @@ export const make: Effect.Effect<
       if (seen !== undefined) continue
       for (const next of waitersOf(w.id)) queue.push([next, w.id, "did not run"])
     }
-    for (const [w, c, h] of [...doomed.values()].sort((a, b) => Number(a[0].id) - Number(b[0].id))) {
+    for (const [w, c, h] of [...doomed.values()].sort(([a], [b]) => byId(a, b))) {
       waiting.splice(waiting.indexOf(w), 1)
       log.push({
         id: String(nextLogId++),
