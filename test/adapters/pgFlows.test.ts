@@ -4,13 +4,14 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either, Layer, Option } from "effect"
+import { Effect, Either, Fiber, Layer, Option } from "effect"
+import pg from "pg"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgReadModel from "../../src/adapters/postgres/PgReadModel.js"
 import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import { QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/FlowContract.js"
-import { TestSchema } from "../support/database.js"
+import { databaseUrl, TestSchema } from "../support/database.js"
 import { PgMigrated, queueInspector } from "../support/pgStores.js"
 
 const PgQueue = (label: string) =>
@@ -242,6 +243,102 @@ layer(PgQueue("flow_steps"), { timeout: "120 seconds", excludeTestServices: true
         // An item that waits is kept: the count above could fail.
         yield* q.enqueue({ taskType: t, after: [claims[0]!.item.id] }, T0)
         expect(yield* count(sql, schema)).toBe(before + 1)
+      })
+    )
+  }
+)
+
+/**
+ * Locks, seen from outside on connections of the test's own: an enqueue that waits for items (its trigger locks each
+ * of them, in id order) meets result batches and lease renewals, which lock the same rows. Integration: a real
+ * Postgres, its one-second deadlock check.
+ */
+layer(PgQueue("flow_locks"), { timeout: "120 seconds", excludeTestServices: true })(
+  "locks between an enqueue that waits and the items it waits for",
+  (it) => {
+    const connect = Effect.acquireRelease(
+      Effect.promise(async () => {
+        const client = new pg.Client({ connectionString: databaseUrl() })
+        await client.connect()
+        return client
+      }),
+      (client) => Effect.promise(() => client.end().catch(() => undefined))
+    )
+    const query = (client: pg.Client, text: string, values: ReadonlyArray<unknown> = []) =>
+      Effect.promise(() => client.query(text, [...values]))
+    /** Until a backend running a statement that mentions `fragment`, in this schema, waits for a row lock. */
+    const blocked = (client: pg.Client, schema: string, fragment: string) =>
+      Effect.promise(async () => {
+        for (let i = 0; i < 400; i++) {
+          const r = await client.query(
+            `SELECT count(*)::int AS n FROM pg_stat_activity
+             WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%' AND query LIKE '%' || $2 || '%'`,
+            [schema, fragment]
+          )
+          if (r.rows[0].n > 0) return
+          await new Promise((resolve) => setTimeout(resolve, 10))
+        }
+        throw new Error(`no statement with ${fragment} waited for a lock`)
+      })
+
+    /**
+     * An enqueue (as `run` makes it) that waits for two items meets another transaction that holds the second and
+     * then wants the first: the cycle is broken by aborting the enqueue. That transaction checks for a deadlock
+     * last (after a minute), so the enqueue's own check (after a second) is the one that finds the cycle.
+     */
+    const deadlocked = <A, E>(t: string, run: (after: ReadonlyArray<string>) => Effect.Effect<A, E>) =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const schema = yield* TestSchema
+        const a = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
+        const b = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
+        const other = yield* connect
+        const probe = yield* connect
+        yield* query(other, "SET deadlock_timeout = '60s'")
+        yield* query(other, "BEGIN")
+        yield* query(other, `SELECT 1 FROM ${schema}.queue_items WHERE id = $1 FOR UPDATE`, [b.id])
+        // The enqueue locks a, then waits for b.
+        const enqueue = yield* Effect.fork(run([a.id, b.id]))
+        yield* blocked(probe, schema, "queue_waiting")
+        // The other transaction wants a, which the enqueue holds.
+        yield* query(other, `SELECT 1 FROM ${schema}.queue_items WHERE id = $1 FOR UPDATE`, [a.id])
+        yield* query(other, "ROLLBACK")
+        const result = yield* Fiber.join(enqueue)
+        const waiting = yield* query(
+          probe,
+          `SELECT task_type, remaining FROM ${schema}.queue_waiting WHERE task_type LIKE $1`,
+          [`${t}%`]
+        )
+        return { result, waiting: waiting.rows }
+      })
+
+    it.scoped("an enqueue chosen as a deadlock's victim is written again, and waits as asked", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const { result, waiting } = yield* deadlocked("victim", (after) =>
+          q.enqueue({ taskType: "victim_after", after }, T0)
+        )
+        expect(waiting).toEqual([{ task_type: "victim_after", remaining: 2 }])
+        expect(result.status).toBe("pending")
+      })
+    )
+
+    it.scoped("inside the caller's transaction too (a savepoint), which then commits what it wrote before", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const sql = yield* SqlClient.SqlClient
+        const { result, waiting } = yield* deadlocked("victim_tx", (after) =>
+          sql.withTransaction(
+            Effect.gen(function* () {
+              const first = yield* q.enqueue({ taskType: "victim_tx_first" }, T0)
+              const ids = yield* q.enqueueMany([{ taskType: "victim_tx_after", after }], T0)
+              return [first.id, ...ids]
+            })
+          )
+        )
+        expect(waiting).toEqual([{ task_type: "victim_tx_after", remaining: 2 }])
+        const [first] = yield* q.claimBatch(claimOpts(["victim_tx_first"], "w"))
+        expect(first?.item.id).toBe(result[0])
       })
     )
   }

@@ -6,6 +6,7 @@ import { SqlError } from "@effect/sql/SqlError"
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
 
 /** What every port error of the Postgres adapters carries. */
 export type PgFailureReason = "Unavailable" | "Conflict" | "Decode" | "Invalid" | "Unknown"
@@ -73,3 +74,25 @@ export const transactionWith =
       }
       return Effect.fail(toError(classify(failure._tag === "Some" ? failure.value : Cause.squash(cause))))
     })
+
+/**
+ * Whether a statement lost a deadlock (40P01) or a serialization failure (40001): Postgres aborted it (or the
+ * transaction around it) as a whole, so running it again is safe.
+ */
+export const isLockConflict = (e: unknown): boolean => {
+  const code = e instanceof SqlError ? codeOf(e) : undefined
+  return code === "40P01" || code === "40001"
+}
+
+const lockConflictRetries = Schedule.exponential("20 millis").pipe(
+  Schedule.jittered,
+  Schedule.intersect(Schedule.recurs(4))
+)
+
+/**
+ * `self` run again, up to four times, while it loses a deadlock or a serialization failure. `self` must be a
+ * statement or a whole transaction (`withTransaction`: a savepoint inside a caller's transaction, which the retry
+ * rolls back to), never a statement inside a transaction it does not own.
+ */
+export const retryLockConflicts = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.retry(self, { while: isLockConflict, schedule: lockConflictRetries })

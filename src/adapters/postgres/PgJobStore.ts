@@ -5,16 +5,14 @@
  * Time is always the caller's `now`, never the database's.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import { randomUUID } from "node:crypto"
 import type { ScheduledJob } from "../../domain/ScheduledJob.js"
 import { type JobDefinition, JobStore, JobStoreError, type RunSlot } from "../../ports/JobStore.js"
 import { decodeJobs, decodeRuns, JOB_COLUMNS, RUN_COLUMNS, type RunRow, toJob, toRun } from "./jobRows.js"
-import { mapPgErrors, type PgFailure, transactionWith } from "./PgErrors.js"
+import { mapPgErrors, type PgFailure, retryLockConflicts, transactionWith } from "./PgErrors.js"
 import { channel, type PgOptions, schemaName, table } from "./PgSchema.js"
 import { PgPool } from "./PgPrepared.js"
 import * as PgTransaction from "./PgTransaction.js"
@@ -23,21 +21,6 @@ import type * as Pg from "pg"
 const toStoreError = (f: PgFailure): JobStoreError =>
   new JobStoreError({ reason: f.reason === "Invalid" ? "Unknown" : f.reason, message: f.message, cause: f.cause })
 const orStoreError = mapPgErrors(toStoreError)
-
-/**
- * A deadlock (40P01) or serialization failure (40001) aborts only the statement that lost, and running it again is
- * safe for the idempotent writes of `defineJobs`. Their lock order makes it rare; this is the second line.
- */
-const isLockConflict = (e: unknown): boolean => {
-  const code = e instanceof SqlError ? (e.cause as { code?: unknown } | undefined)?.code : undefined
-  return code === "40P01" || code === "40001"
-}
-const lockConflictRetries = Schedule.exponential("20 millis").pipe(
-  Schedule.jittered,
-  Schedule.intersect(Schedule.recurs(4))
-)
-const retryLockConflicts = <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.retry(self, { while: isLockConflict, schedule: lockConflictRetries })
 
 /** What `make` takes. */
 export interface Options extends PgOptions {

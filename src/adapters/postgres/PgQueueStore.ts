@@ -38,7 +38,7 @@ import {
 import type * as Pg from "pg"
 import { arrayLiteral, type Element } from "./PgArrays.js"
 import { isoString } from "./PgTimes.js"
-import { mapPgErrors, type PgFailure } from "./PgErrors.js"
+import { mapPgErrors, type PgFailure, retryLockConflicts } from "./PgErrors.js"
 import * as PgTransaction from "./PgTransaction.js"
 import { PgPool } from "./PgPrepared.js"
 import * as PgVacuum from "./PgVacuum.js"
@@ -550,7 +550,10 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       Effect.gen(function* () {
         const after = yield* PgFlows.checkAfter(input)
         const retry = yield* policyOf(input)
-        const [id] = yield* flows.insertWaiting([{ input, retry, after }], now)
+        // Its trigger locks each item it waits for, which result batches and lease renewals lock too, in an order of
+        // their own: should Postgres abort it to break a deadlock, it is written again (a savepoint when the caller
+        // has a transaction open).
+        const [id] = yield* retryLockConflicts(sql.withTransaction(flows.insertWaiting([{ input, retry, after }], now)))
         // Pending outside the queue; no unique key (not allowed with after).
         return pendingItem(id!, input, null, now)
       }).pipe(orFlowError)
@@ -649,22 +652,25 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         const policies = yield* Effect.forEach(inputs, policyOf)
         const waitingAt = inputs.flatMap((_, i) => (afters[i]!.length > 0 ? [i] : []))
         const plainAt = inputs.flatMap((_, i) => (afters[i]!.length > 0 ? [] : [i]))
-        return yield* sql.withTransaction(
-          Effect.gen(function* () {
-            const plainIds = yield* enqueueManyValid(
-              plainAt.map((i) => inputs[i]!),
-              plainAt.map((i) => policies[i]!),
-              now
-            )
-            const waitingIds = yield* flows.insertWaiting(
-              waitingAt.map((i) => ({ input: inputs[i]!, retry: policies[i]!, after: afters[i]! })),
-              now
-            )
-            const ids: Array<string> = new Array(inputs.length)
-            plainAt.forEach((at, k) => (ids[at] = plainIds[k]!))
-            waitingAt.forEach((at, k) => (ids[at] = waitingIds[k]!))
-            return ids
-          })
+        // Written again should it lose a deadlock, as `enqueueWaiting` is.
+        return yield* retryLockConflicts(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              const plainIds = yield* enqueueManyValid(
+                plainAt.map((i) => inputs[i]!),
+                plainAt.map((i) => policies[i]!),
+                now
+              )
+              const waitingIds = yield* flows.insertWaiting(
+                waitingAt.map((i) => ({ input: inputs[i]!, retry: policies[i]!, after: afters[i]! })),
+                now
+              )
+              const ids: Array<string> = new Array(inputs.length)
+              plainAt.forEach((at, k) => (ids[at] = plainIds[k]!))
+              waitingAt.forEach((at, k) => (ids[at] = waitingIds[k]!))
+              return ids
+            })
+          )
         )
       }).pipe(orFlowError)
 
@@ -672,7 +678,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       Effect.gen(function* () {
         const policies = new Map<string, Retry.Policy | null>()
         for (const step of steps) policies.set(step.key, yield* policyOf(step))
-        return yield* sql.withTransaction(flows.insertFlow(steps, policies, now))
+        return yield* retryLockConflicts(sql.withTransaction(flows.insertFlow(steps, policies, now)))
       }).pipe(orFlowError)
 
     const enqueueManyPlain = (
