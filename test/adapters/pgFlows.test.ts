@@ -5,13 +5,13 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { Effect, Either, Fiber, Layer, Option } from "effect"
-import pg from "pg"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgReadModel from "../../src/adapters/postgres/PgReadModel.js"
 import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import { QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/FlowContract.js"
-import { databaseUrl, TestSchema } from "../support/database.js"
+import { TestSchema } from "../support/database.js"
+import { blocked, connect, patient, query } from "../support/locks.js"
 import { PgMigrated, queueInspector } from "../support/pgStores.js"
 
 const PgQueue = (label: string) =>
@@ -256,35 +256,9 @@ layer(PgQueue("flow_steps"), { timeout: "120 seconds", excludeTestServices: true
 layer(PgQueue("flow_locks"), { timeout: "120 seconds", excludeTestServices: true })(
   "locks between an enqueue that waits and the items it waits for",
   (it) => {
-    const connect = Effect.acquireRelease(
-      Effect.promise(async () => {
-        const client = new pg.Client({ connectionString: databaseUrl() })
-        await client.connect()
-        return client
-      }),
-      (client) => Effect.promise(() => client.end().catch(() => undefined))
-    )
-    const query = (client: pg.Client, text: string, values: ReadonlyArray<unknown> = []) =>
-      Effect.promise(() => client.query(text, [...values]))
-    /** Until a backend running a statement that mentions `fragment`, in this schema, waits for a row lock. */
-    const blocked = (client: pg.Client, schema: string, fragment: string) =>
-      Effect.promise(async () => {
-        for (let i = 0; i < 400; i++) {
-          const r = await client.query(
-            `SELECT count(*)::int AS n FROM pg_stat_activity
-             WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%' AND query LIKE '%' || $2 || '%'`,
-            [schema, fragment]
-          )
-          if (r.rows[0].n > 0) return
-          await new Promise((resolve) => setTimeout(resolve, 10))
-        }
-        throw new Error(`no statement with ${fragment} waited for a lock`)
-      })
-
     /**
      * An enqueue (as `run` makes it) that waits for two items meets another transaction that holds the second and
-     * then wants the first: the cycle is broken by aborting the enqueue. That transaction checks for a deadlock
-     * last (after a minute), so the enqueue's own check (after a second) is the one that finds the cycle.
+     * then wants the first: the cycle is broken by aborting the enqueue (the other is `patient`).
      */
     const deadlocked = <A, E>(t: string, run: (after: ReadonlyArray<string>) => Effect.Effect<A, E>) =>
       Effect.gen(function* () {
@@ -292,9 +266,8 @@ layer(PgQueue("flow_locks"), { timeout: "120 seconds", excludeTestServices: true
         const schema = yield* TestSchema
         const a = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
         const b = yield* q.enqueue({ taskType: t, thread: 1 }, T0)
-        const other = yield* connect
+        const other = yield* patient
         const probe = yield* connect
-        yield* query(other, "SET deadlock_timeout = '60s'")
         yield* query(other, "BEGIN")
         yield* query(other, `SELECT 1 FROM ${schema}.queue_items WHERE id = $1 FOR UPDATE`, [b.id])
         // The enqueue locks a, then waits for b.

@@ -5,7 +5,7 @@
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
 import { PgClient } from "@effect/sql-pg"
-import { Deferred, Effect, Either, Layer, Option, Redacted } from "effect"
+import { Deferred, Effect, Either, Fiber, Layer, Option, Redacted } from "effect"
 import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
@@ -13,6 +13,7 @@ import * as PgKairos from "../../src/layers/PgKairos.js"
 import { type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
 import { databaseUrl, TestSchema, TestSchemaLive } from "../support/database.js"
+import { blocked, connect, patient, query } from "../support/locks.js"
 import { PgMigrated, queueInspector } from "../support/pgStores.js"
 
 const PgQueue = (label: string) =>
@@ -1207,5 +1208,38 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
           )
         }
       })
+  )
+})
+
+// A schema of its own: rows held by connections of the test's own. Integration: Postgres's one-second deadlock check.
+layer(PgQueue("queuekeys"), { timeout: "60 seconds", excludeTestServices: true })("bulks with keys in common", (it) => {
+  it.scoped("a bulk that loses a deadlock on a key another bulk is inserting is written again, and answers", () =>
+    Effect.gen(function* () {
+      const q = yield* QueueStore
+      const schema = yield* TestSchema
+      const other = yield* patient
+      const probe = yield* connect
+      // Another bulk, in the other order: k2 inserted, not committed.
+      yield* query(other, "BEGIN")
+      yield* query(other, `INSERT INTO ${schema}.queue_items (task_type, unique_key) VALUES ('keyed', 'k2')`)
+      // This bulk inserts k1, then waits to learn whether k2 is taken.
+      const bulk = yield* Effect.fork(
+        q.enqueueMany(
+          [
+            { taskType: "keyed", uniqueKey: "k1" },
+            { taskType: "keyed", uniqueKey: "k2" }
+          ],
+          new Date()
+        )
+      )
+      yield* blocked(probe, schema, "unique_key")
+      // The other bulk's k1 waits for this one's: a cycle, this bulk aborted.
+      yield* query(other, `INSERT INTO ${schema}.queue_items (task_type, unique_key) VALUES ('keyed', 'k1')`)
+      yield* query(other, "ROLLBACK")
+      const ids = yield* Fiber.join(bulk)
+      const rows = yield* query(probe, `SELECT id::text AS id, unique_key FROM ${schema}.queue_items ORDER BY id`)
+      expect(rows.rows.map((r: { unique_key: string }) => r.unique_key)).toEqual(["k1", "k2"])
+      expect(ids).toEqual(rows.rows.map((r: { id: string }) => r.id))
+    })
   )
 })

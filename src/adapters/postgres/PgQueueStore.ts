@@ -690,14 +690,26 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         inputs.some((i) => i.retry !== undefined)
           ? Effect.forEach(inputs, policyOf)
           : Effect.succeed(inputs.map(() => null)),
-        (policies) => enqueueManyValid(inputs, policies, now)
+        (policies) =>
+          inputs.some((i) => normalizeUniqueKey(i.uniqueKey) !== null)
+            ? // Two bulks with keys in common, inserted in different orders, each wait for the other's uncommitted
+              // key: Postgres aborts one, which is then written again (a savepoint in a caller's transaction).
+              retryLockConflicts(sql.withTransaction(insertManyRows(inputs, policies, now))).pipe(orStoreError)
+            : enqueueManyValid(inputs, policies, now)
       )
 
     const enqueueManyValid = (
       inputs: ReadonlyArray<EnqueueInput>,
       policies: ReadonlyArray<Retry.Policy | null>,
       now: Date
-    ): Effect.Effect<ReadonlyArray<string>, QueueStoreError> =>
+    ): Effect.Effect<ReadonlyArray<string>, QueueStoreError> => insertManyRows(inputs, policies, now).pipe(orStoreError)
+
+    // The ids of a bulk in input order, a key already queued answering with that item's id.
+    const insertManyRows = (
+      inputs: ReadonlyArray<EnqueueInput>,
+      policies: ReadonlyArray<Retry.Policy | null>,
+      now: Date
+    ) =>
       Effect.gen(function* () {
         if (inputs.length === 0) return []
         const rows = yield* insertMany(inputs, policies, now)
@@ -734,7 +746,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
           const key = normalizeUniqueKey(i.uniqueKey)
           return key === null ? keyless[next++]! : byKey.get(key)!
         })
-      }).pipe(orStoreError)
+      })
 
     // A transactional execution's record (see PgTransaction): the same fenced statements, on its transaction.
     const transact: QueueStore["Type"]["transact"] = (run, record, transactOptions) =>
