@@ -1213,33 +1213,49 @@ layer(PgQueue("queueunique"), { timeout: "60 seconds", excludeTestServices: true
 
 // A schema of its own: rows held by connections of the test's own. Integration: Postgres's one-second deadlock check.
 layer(PgQueue("queuekeys"), { timeout: "60 seconds", excludeTestServices: true })("bulks with keys in common", (it) => {
-  it.scoped("a bulk that loses a deadlock on a key another bulk is inserting is written again, and answers", () =>
-    Effect.gen(function* () {
-      const q = yield* QueueStore
-      const schema = yield* TestSchema
-      const other = yield* patient
-      const probe = yield* connect
-      // Another bulk, in the other order: k2 inserted, not committed.
-      yield* query(other, "BEGIN")
-      yield* query(other, `INSERT INTO ${schema}.queue_items (task_type, unique_key) VALUES ('keyed', 'k2')`)
-      // This bulk inserts k1, then waits to learn whether k2 is taken.
-      const bulk = yield* Effect.fork(
-        q.enqueueMany(
-          [
-            { taskType: "keyed", uniqueKey: "k1" },
-            { taskType: "keyed", uniqueKey: "k2" }
-          ],
-          new Date()
-        )
-      )
-      yield* blocked(probe, schema, "unique_key")
-      // The other bulk's k1 waits for this one's: a cycle, this bulk aborted.
-      yield* query(other, `INSERT INTO ${schema}.queue_items (task_type, unique_key) VALUES ('keyed', 'k1')`)
-      yield* query(other, "ROLLBACK")
-      const ids = yield* Fiber.join(bulk)
-      const rows = yield* query(probe, `SELECT id::text AS id, unique_key FROM ${schema}.queue_items ORDER BY id`)
-      expect(rows.rows.map((r: { unique_key: string }) => r.unique_key)).toEqual(["k1", "k2"])
-      expect(ids).toEqual(rows.rows.map((r: { id: string }) => r.id))
-    })
-  )
+  // A bulk of keyed items alone, and one with an item that waits as well (written in a transaction with them).
+  for (const waits of [false, true]) {
+    it.scoped(
+      `a bulk that loses a deadlock on a key another bulk is inserting is written again, and answers${waits ? " (one of its items waits)" : ""}`,
+      () =>
+        Effect.gen(function* () {
+          const q = yield* QueueStore
+          const schema = yield* TestSchema
+          const t = waits ? "keyed_w" : "keyed"
+          const dep = yield* q.enqueue({ taskType: `${t}_dep` }, new Date())
+          const other = yield* patient
+          const probe = yield* connect
+          // Another bulk, in the other order: k2 inserted, not committed.
+          yield* query(other, "BEGIN")
+          yield* query(other, `INSERT INTO ${schema}.queue_items (task_type, unique_key) VALUES ($1, $2)`, [t, `${t}2`])
+          // This bulk inserts k1, then waits to learn whether k2 is taken.
+          const bulk = yield* Effect.fork(
+            q.enqueueMany(
+              [
+                { taskType: t, uniqueKey: `${t}1` },
+                { taskType: t, uniqueKey: `${t}2` },
+                ...(waits ? [{ taskType: `${t}_after`, after: [dep.id] }] : [])
+              ],
+              new Date()
+            )
+          )
+          yield* blocked(probe, schema, "unique_key")
+          // The other bulk's k1 waits for this one's: a cycle, this bulk aborted.
+          yield* query(other, `INSERT INTO ${schema}.queue_items (task_type, unique_key) VALUES ($1, $2)`, [t, `${t}1`])
+          yield* query(other, "ROLLBACK")
+          const ids = yield* Fiber.join(bulk)
+          const keyed = yield* query(
+            probe,
+            `SELECT id::text AS id, unique_key FROM ${schema}.queue_items WHERE task_type = $1 ORDER BY id`,
+            [t]
+          )
+          expect(keyed.rows.map((r: { unique_key: string }) => r.unique_key)).toEqual([`${t}1`, `${t}2`])
+          expect(ids.slice(0, 2)).toEqual(keyed.rows.map((r: { id: string }) => r.id))
+          if (waits) {
+            const waiting = yield* query(probe, `SELECT id::text AS id FROM ${schema}.queue_waiting`)
+            expect(waiting.rows).toEqual([{ id: ids[2] }])
+          }
+        })
+    )
+  }
 })

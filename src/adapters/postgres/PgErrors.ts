@@ -45,14 +45,16 @@ export const classify = (e: unknown): PgFailure => {
 
 /**
  * Maps every way `self` can end badly — failures and defects alike — to the port's error. Interruption passes
- * through. Put it around every store method, transactions above all.
+ * through, and so does a failure that is the port's error already (`isOwn`): classified again, it would read as a lost
+ * connection. Put it around every store method, transactions above all.
  */
 export const mapPgErrors =
-  <E>(toError: (failure: PgFailure) => E) =>
+  <E>(toError: (failure: PgFailure) => E, isOwn: (e: unknown) => e is E = (_): _ is E => false) =>
   <A, R>(self: Effect.Effect<A, unknown, R>): Effect.Effect<A, E, R> =>
     Effect.catchAllCause(self, (cause) => {
       if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
       const failure = Cause.failureOption(cause)
+      if (failure._tag === "Some" && isOwn(failure.value)) return Effect.fail(failure.value)
       return Effect.fail(toError(classify(failure._tag === "Some" ? failure.value : Cause.squash(cause))))
     })
 

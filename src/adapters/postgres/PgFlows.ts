@@ -20,7 +20,7 @@ import {
   normalizeUniqueKey
 } from "../../domain/QueueItem.js"
 import type * as Retry from "../../domain/Retry.js"
-import type { EnqueueInput, FlowStepInput, QueueClaim, QueueStoreError } from "../../ports/QueueStore.js"
+import { type EnqueueInput, type FlowStepInput, type QueueClaim, QueueStoreError } from "../../ports/QueueStore.js"
 import { classify, type PgFailure } from "./PgErrors.js"
 import { table } from "./PgSchema.js"
 
@@ -57,7 +57,8 @@ export const orFlowErrors =
         if (Cause.isInterruptedOnly(cause)) return Effect.failCause(cause as Cause.Cause<never>)
         const failure = Cause.failureOption(cause)
         const value = failure._tag === "Some" ? failure.value : Cause.squash(cause)
-        if (value instanceof InvalidFlowError || value instanceof InvalidRetryError) return Effect.fail(value)
+        if (value instanceof InvalidFlowError || value instanceof InvalidRetryError || value instanceof QueueStoreError)
+          return Effect.fail(value)
         const refused = refusal(value)
         if (refused !== undefined) return Effect.fail(new InvalidFlowError({ reason: "unknownItem", message: refused }))
         return Effect.fail(toError(classify(value)))

@@ -20,7 +20,7 @@ import type * as Pg from "pg"
 
 const toStoreError = (f: PgFailure): JobStoreError =>
   new JobStoreError({ reason: f.reason === "Invalid" ? "Unknown" : f.reason, message: f.message, cause: f.cause })
-const orStoreError = mapPgErrors(toStoreError)
+const orStoreError = mapPgErrors(toStoreError, (e): e is JobStoreError => e instanceof JobStoreError)
 
 /** What `make` takes. */
 export interface Options extends PgOptions {

@@ -105,7 +105,7 @@ const toStoreError = (f: PgFailure) =>
   })
 
 // Every failure, defects included (a ROLLBACK that fails on a dead connection is one), becomes a QueueStoreError.
-const orStoreError = mapPgErrors(toStoreError)
+const orStoreError = mapPgErrors(toStoreError, (e): e is QueueStoreError => e instanceof QueueStoreError)
 // The same, but a refused flow or policy stays its own error.
 const orFlowError = PgFlows.orFlowErrors(toStoreError)
 
@@ -656,7 +656,8 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         return yield* retryLockConflicts(
           sql.withTransaction(
             Effect.gen(function* () {
-              const plainIds = yield* enqueueManyValid(
+              // Raw errors: a lost deadlock (keys, or what the waiting ones lock) retries the whole transaction.
+              const plainIds = yield* insertManyRows(
                 plainAt.map((i) => inputs[i]!),
                 plainAt.map((i) => policies[i]!),
                 now
