@@ -302,8 +302,7 @@ describe("transactional handlers under a storm of faults", () => {
       expect(frozen.length).toBe(2)
       expect(frozen.some((f) => f.held > 0)).toBe(true)
       // At least one freeze caught leases (by the database) held past their expiry and, resumed, the worker said they
-      // were gone: lost at a renewal, not renewed in time, or its results refused. (Not necessarily both: a worker
-      // whose held executions were all claimed ahead, not started, drops them without a word.)
+      // were gone: lost at a renewal, not renewed in time, or its results refused. (Not necessarily both.)
       const spoke = frozen.filter(
         (f) =>
           f.held > 0 &&

@@ -545,15 +545,20 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         ? Effect.flatMap(policyOf(input), (retry) => enqueueValid(input, retry, now))
         : enqueueWaiting(input, now)
 
+    /**
+     * Writes that take locks others take in an order of their own: an enqueue that waits (its trigger locks each item
+     * it names, which result batches and lease renewals lock too) and a bulk with unique keys (two bulks wait for each
+     * other's uncommitted keys). Postgres may abort one to break a deadlock: it is written again, as a transaction of
+     * its own, or a savepoint when the caller has a transaction open (the retry rolls back to it).
+     */
+    const retriedTransaction = <A, E, R>(self: Effect.Effect<A, E, R>) => retryLockConflicts(sql.withTransaction(self))
+
     // An item that waits: a row of queue_waiting (it moves into the queue at once if it has nothing to wait for).
     const enqueueWaiting = (input: EnqueueInput, now: Date) =>
       Effect.gen(function* () {
         const after = yield* PgFlows.checkAfter(input)
         const retry = yield* policyOf(input)
-        // Its trigger locks each item it waits for, which result batches and lease renewals lock too, in an order of
-        // their own: should Postgres abort it to break a deadlock, it is written again (a savepoint when the caller
-        // has a transaction open).
-        const [id] = yield* retryLockConflicts(sql.withTransaction(flows.insertWaiting([{ input, retry, after }], now)))
+        const [id] = yield* retriedTransaction(flows.insertWaiting([{ input, retry, after }], now))
         // Pending outside the queue; no unique key (not allowed with after).
         return pendingItem(id!, input, null, now)
       }).pipe(orFlowError)
@@ -652,26 +657,23 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         const policies = yield* Effect.forEach(inputs, policyOf)
         const waitingAt = inputs.flatMap((_, i) => (afters[i]!.length > 0 ? [i] : []))
         const plainAt = inputs.flatMap((_, i) => (afters[i]!.length > 0 ? [] : [i]))
-        // Written again should it lose a deadlock, as `enqueueWaiting` is.
-        return yield* retryLockConflicts(
-          sql.withTransaction(
-            Effect.gen(function* () {
-              // Raw errors: a lost deadlock (keys, or what the waiting ones lock) retries the whole transaction.
-              const plainIds = yield* insertManyRows(
-                plainAt.map((i) => inputs[i]!),
-                plainAt.map((i) => policies[i]!),
-                now
-              )
-              const waitingIds = yield* flows.insertWaiting(
-                waitingAt.map((i) => ({ input: inputs[i]!, retry: policies[i]!, after: afters[i]! })),
-                now
-              )
-              const ids: Array<string> = new Array(inputs.length)
-              plainAt.forEach((at, k) => (ids[at] = plainIds[k]!))
-              waitingAt.forEach((at, k) => (ids[at] = waitingIds[k]!))
-              return ids
-            })
-          )
+        return yield* retriedTransaction(
+          Effect.gen(function* () {
+            // Raw errors: a lost deadlock (on keys, or on what the waiting ones lock) retries the whole of it.
+            const plainIds = yield* insertManyRows(
+              plainAt.map((i) => inputs[i]!),
+              plainAt.map((i) => policies[i]!),
+              now
+            )
+            const waitingIds = yield* flows.insertWaiting(
+              waitingAt.map((i) => ({ input: inputs[i]!, retry: policies[i]!, after: afters[i]! })),
+              now
+            )
+            const ids: Array<string> = new Array(inputs.length)
+            plainAt.forEach((at, k) => (ids[at] = plainIds[k]!))
+            waitingAt.forEach((at, k) => (ids[at] = waitingIds[k]!))
+            return ids
+          })
         )
       }).pipe(orFlowError)
 
@@ -679,7 +681,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       Effect.gen(function* () {
         const policies = new Map<string, Retry.Policy | null>()
         for (const step of steps) policies.set(step.key, yield* policyOf(step))
-        return yield* retryLockConflicts(sql.withTransaction(flows.insertFlow(steps, policies, now)))
+        return yield* retriedTransaction(flows.insertFlow(steps, policies, now))
       }).pipe(orFlowError)
 
     const enqueueManyPlain = (
@@ -691,19 +693,13 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         inputs.some((i) => i.retry !== undefined)
           ? Effect.forEach(inputs, policyOf)
           : Effect.succeed(inputs.map(() => null)),
-        (policies) =>
-          inputs.some((i) => normalizeUniqueKey(i.uniqueKey) !== null)
-            ? // Two bulks with keys in common, inserted in different orders, each wait for the other's uncommitted
-              // key: Postgres aborts one, which is then written again (a savepoint in a caller's transaction).
-              retryLockConflicts(sql.withTransaction(insertManyRows(inputs, policies, now))).pipe(orStoreError)
-            : enqueueManyValid(inputs, policies, now)
+        (policies) => {
+          const rows = insertManyRows(inputs, policies, now)
+          // Without keys, plain INSERTs: nothing to wait for, no transaction.
+          const keyed = inputs.some((i) => normalizeUniqueKey(i.uniqueKey) !== null)
+          return (keyed ? retriedTransaction(rows) : rows).pipe(orStoreError)
+        }
       )
-
-    const enqueueManyValid = (
-      inputs: ReadonlyArray<EnqueueInput>,
-      policies: ReadonlyArray<Retry.Policy | null>,
-      now: Date
-    ): Effect.Effect<ReadonlyArray<string>, QueueStoreError> => insertManyRows(inputs, policies, now).pipe(orStoreError)
 
     // The ids of a bulk in input order, a key already queued answering with that item's id.
     const insertManyRows = (
