@@ -8,7 +8,7 @@ import { Writable } from "node:stream"
 import * as Effect from "effect/Effect"
 import path from "node:path"
 import { afterAll, beforeAll, expect } from "vitest"
-import { databaseUrl, uniqueSchemaName } from "./database.js"
+import { databaseUrl, dropSchema, uniqueSchemaName } from "./database.js"
 import { projectRoot, run as runCommand } from "./process.js"
 import pg from "pg"
 
@@ -130,6 +130,6 @@ export const useCli = (): void => {
     schema = uniqueSchemaName("cli")
   })
   afterAll(async () => {
-    await query(`DROP SCHEMA IF EXISTS $schema CASCADE`)
+    await dropSchema((text) => query(text), schema)
   })
 }

@@ -65,6 +65,23 @@ export const testDatabase = async (label: string): Promise<TestDatabase> => {
   }
 }
 
+/**
+ * Drops a schema with everything in it. A worker killed just before may leave a backend finishing a statement that
+ * locks the schema's tables in another order than `DROP ... CASCADE` does, and Postgres aborts one side as a
+ * deadlock; the other side ends soon (its client is gone), so the drop is tried again.
+ */
+export const dropSchema = async (query: (text: string) => Promise<unknown>, schema: string): Promise<void> => {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      return
+    } catch (error) {
+      if (attempt >= 10 || (error as { readonly code?: unknown }).code !== "40P01") throw error
+      await new Promise((resolve) => setTimeout(resolve, 200))
+    }
+  }
+}
+
 /** A pooled client on the test run's database, built as kairos builds its own (so with its pool: `PgPool`). */
 export const PgTestClient: Layer.Layer<PgClient.PgClient | SqlClient.SqlClient | PgPool, unknown> = Layer.suspend(() =>
   PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 8, applicationName: "kairos-test" })

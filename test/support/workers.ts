@@ -6,7 +6,7 @@ import { Effect, Redacted } from "effect"
 import type { ChildProcess } from "node:child_process"
 import pg from "pg"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
-import { databaseUrl, uniqueSchemaName } from "./database.js"
+import { databaseUrl, dropSchema, uniqueSchemaName } from "./database.js"
 import { exited, spawnFixture } from "./process.js"
 
 export interface TestDb {
@@ -30,7 +30,7 @@ export const migratedSchema = async (label: string): Promise<TestDb> => {
     query: async <R>(text: string, values?: ReadonlyArray<unknown>) =>
       (await pool.query(text.replaceAll("$schema", `"${schema}"`), values as Array<unknown>)).rows as Array<R>,
     close: async () => {
-      await pool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`)
+      await dropSchema((text) => pool.query(text), schema)
       await pool.end()
     }
   }
