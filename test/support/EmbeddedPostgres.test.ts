@@ -9,7 +9,13 @@ import fs from "node:fs/promises"
 import os from "node:os"
 import path from "node:path"
 import pg from "pg"
-import { removeOrphans, startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
+import { spawn } from "node:child_process"
+import {
+  postmasterPid,
+  removeOrphans,
+  startEmbedded,
+  stopDataDir
+} from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { PgTest, TestSchema, TestSchemaLive } from "./database.js"
 import { exited, firstLine, portOpen, projectRoot, run as runCommand, spawnFixture } from "./process.js"
 
@@ -91,6 +97,41 @@ describe("embedded Postgres servers", () => {
     expect(await portOpen(info.port)).toBe(false)
     expect(await exists(path.dirname(info.dataDir))).toBe(false)
   })
+
+  it(
+    "a postmaster.pid whose pid another program has now (after a reboot): that program is left alone, the server starts",
+    { timeout: 60_000 },
+    async () => {
+      const base = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-stale-"))
+      // As root the server runs as postgres, which must be able to reach the folder.
+      await fs.chmod(base, 0o755)
+      const dataDir = path.join(base, "data")
+      // A program that has nothing to do with Postgres, with the pid the file will name.
+      const other = spawn("sleep", ["120"], { stdio: "ignore" })
+      try {
+        let server = await startEmbedded({ dataDir, persistent: true })
+        await server.stop()
+        // What a reboot leaves: the file of a server that is gone, its pid another program's by now.
+        await fs.writeFile(path.join(dataDir, "postmaster.pid"), `${other.pid}\n${dataDir}\n`)
+        expect(await postmasterPid(dataDir)).toBeUndefined()
+        expect(await stopDataDir(dataDir)).toBe(false)
+        server = await startEmbedded({ dataDir, persistent: true })
+        try {
+          expect(await query(server.url, "SELECT 1 AS one")).toEqual([{ one: 1 }])
+          // The folder's own postmaster now, which is.
+          const pid = await postmasterPid(dataDir)
+          expect(pid).toBeDefined()
+          expect(pid).not.toBe(other.pid)
+        } finally {
+          await server.stop()
+        }
+        expect([other.exitCode, other.signalCode]).toEqual([null, null])
+      } finally {
+        other.kill("SIGKILL")
+        await fs.rm(base, { recursive: true, force: true })
+      }
+    }
+  )
 
   it("a failing test run leaves no server behind", { timeout: 120_000 }, async () => {
     const report = path.join(await fs.mkdtemp(path.join(os.tmpdir(), "kairos-report-")), "url")

@@ -259,11 +259,51 @@ export const removeOrphans = async (): Promise<number> => {
   return removed
 }
 
+/** A process's command line (its arguments joined by spaces): /proc where there is one, else `ps`; undefined if unread. */
+const commandLine = async (pid: number): Promise<string | undefined> => {
+  const proc = await fs.readFile(`/proc/${pid}/cmdline`, "utf8").catch(() => undefined)
+  if (proc !== undefined) return proc.split("\0").join(" ")
+  return new Promise((resolve) =>
+    execFile("ps", ["-p", String(pid), "-o", "command="], (error, stdout) =>
+      resolve(error === null ? String(stdout).trim() : undefined)
+    )
+  )
+}
+
+/**
+ * Whether the live process `pid` is the postmaster of `dataDir`. A `postmaster.pid` outlives a reboot or a server
+ * killed with its machine, and by then its pid may belong to any process: signalling that one would stop someone
+ * else's program, and Postgres itself refuses to start while it lives. On Linux the answer is exact: a postmaster works
+ * in its data folder (`/proc/<pid>/cwd`). Elsewhere, or where that cannot be read (another user's process), a process
+ * whose command line names no postgres is not one; any that does, or whose command line cannot be read either, is
+ * taken at its word, as pg_ctl takes it: a second server started on a folder whose server still runs would corrupt it.
+ */
+const isPostmasterOf = async (pid: number, dataDir: string): Promise<boolean> => {
+  const cwd = await fs.readlink(`/proc/${pid}/cwd`).catch(() => undefined)
+  if (cwd !== undefined) {
+    const [here, there] = await Promise.all(
+      [cwd, path.resolve(dataDir)].map((dir) => fs.realpath(dir).catch(() => dir))
+    )
+    return here === there
+  }
+  const command = await commandLine(pid)
+  return command === undefined || /postgres|postmaster/i.test(command)
+}
+
 /** The postmaster's pid, from the first line of `postmaster.pid`, if the server is running. */
 export const postmasterPid = async (dataDir: string): Promise<number | undefined> => {
   const text = await fs.readFile(path.join(dataDir, "postmaster.pid"), "utf8").catch(() => undefined)
   const pid = text === undefined ? Number.NaN : Number.parseInt(text.split("\n")[0] ?? "", 10)
-  return Number.isNaN(pid) || !isAlive(pid) ? undefined : pid
+  return Number.isNaN(pid) || !isAlive(pid) || !(await isPostmasterOf(pid, dataDir)) ? undefined : pid
+}
+
+/**
+ * Removes a `postmaster.pid` whose server is gone, so that Postgres starts: it refuses while the pid in the file is
+ * alive, even as another program's (after a reboot). The file of a live postmaster of the folder stays (see
+ * `isPostmasterOf`: where that cannot be told exactly, any postgres process counts as one).
+ */
+const removeStalePidFile = async (dataDir: string): Promise<void> => {
+  if ((await postmasterPid(dataDir)) === undefined) await fs.rm(path.join(dataDir, "postmaster.pid"), { force: true })
 }
 
 const killServer = async (dataDir: string): Promise<void> => {
@@ -308,6 +348,7 @@ export const startEmbedded = async (options: StartOptions = {}): Promise<Embedde
       .then(() => true)
       .catch(() => false)
     if (!initialised) await initdb(bin, dataDir, user, persistent, options.password)
+    else await removeStalePidFile(dataDir)
     const port = await startServer(bin, dataDir, user, options.port)
     let stopped = false
     return {
