@@ -42,7 +42,8 @@ const fileHashes: ReadonlyArray<readonly [string, string]> = [
   ["0025_set_based_rotation", "9634af7407a3cb279909d9ce7bef6f0ea7990a153205f01d38a3ddcbf2740281"],
   ["0026_short_limited_claim", "f5cfc27778ac1d1441dcbeda5f3573b1931373d1b7af825dd705670722fdcfe0"],
   ["0027_claim_order_sequence", "52aadbb72ceb7a304af0fd9a9792f874c4b4620dfee26efc8da1792110a7ee8b"],
-  ["0028_settle_in_id_order", "351b32b1dd571d7515ee2450c8e7fbad6ea18723b4439f6e0b0aee38389b7fe5"]
+  ["0028_settle_in_id_order", "351b32b1dd571d7515ee2450c8e7fbad6ea18723b4439f6e0b0aee38389b7fe5"],
+  ["0029_queue_page_room", "9277952851bb85b507c11cfcbc94e557bc18310956e1794a5d99e0e2c81b2cdb"]
 ]
 
 /**

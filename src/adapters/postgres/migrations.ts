@@ -135,7 +135,8 @@ export const migrationNames = [
   "0025_set_based_rotation",
   "0026_short_limited_claim",
   "0027_claim_order_sequence",
-  "0028_settle_in_id_order"
+  "0028_settle_in_id_order",
+  "0029_queue_page_room"
 ] as const
 
 /** The id of a shipped migration, e.g. `0002_queue`. */
