@@ -133,19 +133,22 @@ afterAll(async () => {
 }, 60_000)
 
 describe("the queue's vacuum on Postgres", () => {
-  it("0019 gives the queue's tables their autovacuum settings", async () => {
+  it("0019 gives the queue's tables their autovacuum settings; 0029 leaves half of each item page free", async () => {
     const rows = await query<{ t: string; options: Array<string> }>(
       `SELECT relname AS t, reloptions AS options FROM pg_class
        WHERE oid IN ($1::regclass, $2::regclass) ORDER BY relname`,
       [`${schema}.queue_items`, `${schema}.queue_leases`]
     )
-    for (const row of rows)
-      expect([...row.options].sort(), row.t).toEqual([
-        "autovacuum_vacuum_cost_delay=0",
-        "autovacuum_vacuum_scale_factor=0",
-        "autovacuum_vacuum_threshold=20000",
-        "vacuum_index_cleanup=on"
-      ])
+    const autovacuum = [
+      "autovacuum_vacuum_cost_delay=0",
+      "autovacuum_vacuum_scale_factor=0",
+      "autovacuum_vacuum_threshold=20000",
+      "vacuum_index_cleanup=on"
+    ]
+    expect(rows.map((row) => [row.t, [...row.options].sort()])).toEqual([
+      ["queue_items", [...autovacuum, "fillfactor=50"].sort()],
+      ["queue_leases", autovacuum]
+    ])
   })
 
   it("below the threshold nothing is vacuumed; past it the table is, and the claim's walk is short again", async () => {
