@@ -8,7 +8,7 @@ import os from "node:os"
 import path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { uniqueSchemaName } from "../support/database.js"
-import { exited, projectRoot } from "../support/process.js"
+import { exited, projectRoot, serverTempDir } from "../support/process.js"
 import { bin, db, json, kairos, query, useCli } from "../support/cli.js"
 
 useCli()
@@ -191,8 +191,7 @@ describe("kairos db (the embedded development database)", () => {
     "starts on first use in the project's .kairos, found from a subfolder too; `db start` prints its URL, `db stop` stops it",
     { timeout: 120_000 },
     async () => {
-      const cwd = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-cli-dev-"))
-      await fs.chmod(cwd, 0o755)
+      const cwd = await serverTempDir("kairos-cli-dev-")
       await fs.writeFile(path.join(cwd, "package.json"), "{}\n")
       const sub = path.join(cwd, "src", "deep")
       await fs.mkdir(sub, { recursive: true })

@@ -8,7 +8,6 @@
 import { Effect, Redacted } from "effect"
 import { PgClient } from "@effect/sql-pg"
 import fs from "node:fs/promises"
-import os from "node:os"
 import path from "node:path"
 import pg from "pg"
 import { afterAll, describe, expect, it } from "vitest"
@@ -16,6 +15,7 @@ import { type EmbeddedServer, postmasterPid, startEmbedded } from "../../src/ada
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import { Schedule } from "../../src/index.js"
 import { uniqueSchemaName } from "../support/database.js"
+import { serverTempDir } from "../support/process.js"
 import { killAll, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
 import { assertInvariants, type Enqueued } from "./invariants.js"
 
@@ -59,8 +59,7 @@ describe("the database restarts", () => {
     { timeout: 120_000 },
     async () => {
       // A persistent cluster (durable settings), so a restart on the same folder finds the data as it was.
-      const base = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-dbrestart-"))
-      await fs.chmod(base, 0o755)
+      const base = await serverTempDir("kairos-dbrestart-")
       const dataDir = path.join(base, "data")
       cleanups.push(() => fs.rm(base, { recursive: true, force: true }))
       let server: EmbeddedServer = await startEmbedded({ dataDir, persistent: true })

@@ -17,7 +17,7 @@ import {
   stopDataDir
 } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { PgTest, TestSchema, TestSchemaLive } from "./database.js"
-import { exited, firstLine, portOpen, projectRoot, run as runCommand, spawnFixture } from "./process.js"
+import { exited, firstLine, portOpen, projectRoot, run as runCommand, serverTempDir, spawnFixture } from "./process.js"
 
 const query = async (url: string, text: string) => {
   const client = new pg.Client({ connectionString: url })
@@ -102,9 +102,7 @@ describe("embedded Postgres servers", () => {
     "a postmaster.pid whose pid another program has now (after a reboot): that program is left alone, the server starts",
     { timeout: 60_000 },
     async () => {
-      const base = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-stale-"))
-      // As root the server runs as postgres, which must be able to reach the folder.
-      await fs.chmod(base, 0o755)
+      const base = await serverTempDir("kairos-stale-")
       const dataDir = path.join(base, "data")
       // A program that has nothing to do with Postgres, with the pid the file will name.
       const other = spawn("sleep", ["120"], { stdio: "ignore" })

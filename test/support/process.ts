@@ -2,10 +2,22 @@
  * Real child processes for integration tests: TypeScript entry points run through tsx.
  */
 import { spawn, type ChildProcess, type SpawnOptions } from "node:child_process"
+import fs from "node:fs/promises"
+import os from "node:os"
 import path from "node:path"
 import { inject } from "vitest"
 
 export const projectRoot = path.resolve(new URL("../..", import.meta.url).pathname)
+
+/**
+ * A fresh temporary folder, `prefix` and random letters, that a server started as root can reach: it runs as the
+ * `postgres` user, and mkdtemp makes a folder only its owner may enter.
+ */
+export const serverTempDir = async (prefix: string): Promise<string> => {
+  const dir = await fs.mkdtemp(path.join(os.tmpdir(), prefix))
+  await fs.chmod(dir, 0o755)
+  return dir
+}
 
 /** Spawns `node --import tsx <script> ...args` from the project root. */
 export const spawnTs = (script: string, args: ReadonlyArray<string> = [], options: SpawnOptions = {}): ChildProcess =>

@@ -6,9 +6,9 @@
 import { execFile, execFileSync } from "node:child_process"
 import fs from "node:fs/promises"
 import { existsSync } from "node:fs"
-import os from "node:os"
 import path from "node:path"
 import { promisify } from "node:util"
+import { serverTempDir } from "./process.js"
 import { freePort } from "./proxy.js"
 
 const run = promisify(execFile)
@@ -70,8 +70,7 @@ export const startCluster = async (options: {
   readonly replicateThrough?: (primaryPort: number) => Promise<number>
 }): Promise<Cluster> => {
   const { bindir } = options
-  const base = await fs.mkdtemp(path.join(os.tmpdir(), "kairos-failover-"))
-  await fs.chmod(base, 0o755)
+  const base = await serverTempDir("kairos-failover-")
   if (isRoot()) execFileSync("chown", ["postgres:postgres", base])
   const primary: Server = { port: await freePort(), dataDir: path.join(base, "primary"), url: "" }
   const standby: Server = { port: await freePort(), dataDir: path.join(base, "standby"), url: "" }
