@@ -87,6 +87,25 @@ export const startCluster = async (options: {
     await pgRun(bindir, "pg_ctl", ["start", "-w", "-t", "60", "-D", server.dataDir, "-l", logFile(server)])
     started.add(server)
   }
+  /**
+   * A server's first start, on the port `freePort` found, or on another if something took that one meanwhile (the
+   * other test files start servers and open connections all along): the port is only free when it was asked.
+   */
+  const firstStart = async (server: Server, conf: string) => {
+    for (let attempt = 1; ; attempt++) {
+      // pg_ctl appends to the log: only this attempt's lines say why it failed.
+      const before = (await fs.readFile(logFile(server), "utf8").catch(() => "")).length
+      try {
+        return await start(server)
+      } catch (e) {
+        const log = (await fs.readFile(logFile(server), "utf8").catch(() => "")).slice(before)
+        if (attempt >= 5 || !/could not bind|Address already in use/.test(log)) throw e
+        const port = await freePort()
+        Object.assign(server, { port, url: urlOf(port) })
+        await fs.appendFile(path.join(server.dataDir, conf), settings({ port: String(port) }))
+      }
+    }
+  }
   const cluster: Cluster = {
     primary,
     standby,
@@ -124,7 +143,7 @@ export const startCluster = async (options: {
         ...options.primarySettings
       })
     )
-    await start(primary)
+    await firstStart(primary, "postgresql.conf")
     await pgRun(bindir, "pg_basebackup", [
       "-D",
       standby.dataDir,
@@ -150,7 +169,7 @@ export const startCluster = async (options: {
         synchronous_standby_names: "''"
       })
     )
-    await start(standby)
+    await firstStart(standby, "postgresql.auto.conf")
     return cluster
   } catch (e) {
     await cluster.destroy()

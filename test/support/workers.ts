@@ -88,7 +88,13 @@ export const startProcess = (
   const waitFor = (predicate: (e: Record<string, unknown>) => boolean, timeoutMs = 30_000, from = 0) =>
     new Promise<Record<string, unknown>>((resolve, reject) => {
       const timer = setTimeout(
-        () => reject(new Error(`process ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}`)),
+        () =>
+          reject(
+            new Error(
+              `process ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}; its last lines: ` +
+                JSON.stringify(events.slice(-8))
+            )
+          ),
         timeoutMs
       )
       const check = () => {
