@@ -5,7 +5,7 @@
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { Schedule } from "../../src/index.js"
-import { killAll, migratedSchema, sleep, startWorker, type TestDb, type Worker } from "../support/workers.js"
+import { killAll, migratedSchema, sleep, startWorker, until, type TestDb, type Worker } from "../support/workers.js"
 
 let db: TestDb | undefined
 let workers: Array<Worker> = []
@@ -18,6 +18,16 @@ afterEach(async () => {
 })
 
 const SECOND = 1000
+
+/** Waits until the run of `attempt` has its result written (no longer `running`). */
+const recorded = (on: TestDb, attempt: number) =>
+  until(
+    async () =>
+      (await on.query(`SELECT 1 FROM $schema.job_runs WHERE attempt = $1 AND status <> 'running'`, [attempt])).length >
+      0,
+    20_000,
+    `attempt ${attempt}'s result to be written`
+  )
 
 describe("many runner processes, one database", () => {
   it(
@@ -177,7 +187,9 @@ describe("many runner processes, one database", () => {
       victim.child.kill("SIGKILL")
       const retried = await survivor.waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
       expect(retried.job).toBe("nightly")
-      await sleep(500)
+      // The handler's end comes before its result is written (the results writer batches); on a loaded machine the
+      // write once took more than the half second this test used to wait.
+      await recorded(db, 2)
       const runs = await db.query<{ attempt: number; status: string; error: string | null; owner: string | null }>(
         `SELECT attempt, status, error, owner FROM $schema.job_runs ORDER BY attempt`
       )
@@ -209,6 +221,7 @@ describe("many runner processes, one database", () => {
       const successor = startWorker(db, { config, slowMs: 3_000 })
       workers.push(successor)
       await successor.waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
+      await recorded(db, 2)
       // Let the frozen one wake past its handler's end: it must find its lease gone.
       frozen.child.kill("SIGCONT")
       await frozen.waitFor(
