@@ -8,6 +8,7 @@ import fs from "node:fs/promises"
 import { existsSync } from "node:fs"
 import path from "node:path"
 import { promisify } from "node:util"
+import { portTakenIn } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { serverTempDir } from "./process.js"
 import { freePort } from "./proxy.js"
 
@@ -72,10 +73,13 @@ export const startCluster = async (options: {
   const { bindir } = options
   const base = await serverTempDir("kairos-failover-")
   if (isRoot()) execFileSync("chown", ["postgres:postgres", base])
-  const primary: Server = { port: await freePort(), dataDir: path.join(base, "primary"), url: "" }
-  const standby: Server = { port: await freePort(), dataDir: path.join(base, "standby"), url: "" }
-  Object.assign(primary, { url: urlOf(primary.port) })
-  Object.assign(standby, { url: urlOf(standby.port) })
+  // A server's port is given to it on the command line at every start (`start`), not written in its configuration.
+  const onFreePort = async (dataDir: string): Promise<Server> => {
+    const port = await freePort()
+    return { port, dataDir, url: urlOf(port) }
+  }
+  const primary = await onFreePort(path.join(base, "primary"))
+  const standby = await onFreePort(path.join(base, "standby"))
   const started = new Set<Server>()
   const logFile = (server: Server) => `${server.dataDir}.log`
   const settings = (entries: Readonly<Record<string, string>>) =>
@@ -84,14 +88,17 @@ export const startCluster = async (options: {
       .join("")
 
   const start = async (server: Server) => {
-    await pgRun(bindir, "pg_ctl", ["start", "-w", "-t", "60", "-D", server.dataDir, "-l", logFile(server)])
+    await pgRun(bindir, "pg_ctl", [
+      ...["start", "-w", "-t", "60", "-D", server.dataDir, "-l", logFile(server)],
+      ...["-o", `-p ${server.port}`]
+    ])
     started.add(server)
   }
   /**
    * A server's first start, on the port `freePort` found, or on another if something took that one meanwhile (the
    * other test files start servers and open connections all along): the port is only free when it was asked.
    */
-  const firstStart = async (server: Server, conf: string) => {
+  const firstStart = async (server: Server) => {
     for (let attempt = 1; ; attempt++) {
       // pg_ctl appends to the log: only this attempt's lines say why it failed.
       const before = (await fs.readFile(logFile(server), "utf8").catch(() => "")).length
@@ -99,10 +106,8 @@ export const startCluster = async (options: {
         return await start(server)
       } catch (e) {
         const log = (await fs.readFile(logFile(server), "utf8").catch(() => "")).slice(before)
-        if (attempt >= 5 || !/could not bind|Address already in use/.test(log)) throw e
-        const port = await freePort()
-        Object.assign(server, { port, url: urlOf(port) })
-        await fs.appendFile(path.join(server.dataDir, conf), settings({ port: String(port) }))
+        if (attempt >= 5 || !portTakenIn(log)) throw e
+        Object.assign(server, await onFreePort(server.dataDir))
       }
     }
   }
@@ -131,7 +136,6 @@ export const startCluster = async (options: {
     await fs.appendFile(
       path.join(primary.dataDir, "postgresql.conf"),
       settings({
-        port: String(primary.port),
         listen_addresses: "'127.0.0.1'",
         unix_socket_directories: `'${base}'`,
         max_connections: "100",
@@ -143,7 +147,7 @@ export const startCluster = async (options: {
         ...options.primarySettings
       })
     )
-    await firstStart(primary, "postgresql.conf")
+    await firstStart(primary)
     await pgRun(bindir, "pg_basebackup", [
       "-D",
       standby.dataDir,
@@ -164,12 +168,11 @@ export const startCluster = async (options: {
     await fs.appendFile(
       path.join(standby.dataDir, "postgresql.auto.conf"),
       settings({
-        port: String(standby.port),
         primary_conninfo: `'host=127.0.0.1 port=${through} user=postgres application_name=standby'`,
         synchronous_standby_names: "''"
       })
     )
-    await firstStart(standby, "postgresql.auto.conf")
+    await firstStart(standby)
     return cluster
   } catch (e) {
     await cluster.destroy()

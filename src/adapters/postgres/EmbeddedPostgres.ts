@@ -404,6 +404,9 @@ const initdb = async (
   await fs.appendFile(path.join(dataDir, "postgresql.conf"), `\n# kairos embedded\n${settings.join("\n")}\n`)
 }
 
+/** Whether a server's log says its port was taken (by the time Postgres bound it, someone else had). */
+export const portTakenIn = (log: string): boolean => /already in use|could not bind|could not create any TCP/i.test(log)
+
 const startServer = async (bin: Binaries, dataDir: string, user: RunAs, fixedPort?: number): Promise<number> => {
   const logFile = path.join(dataDir, "server.log")
   let lastError = ""
@@ -420,7 +423,7 @@ const startServer = async (bin: Binaries, dataDir: string, user: RunAs, fixedPor
       const log = await fs.readFile(logFile, "utf8").catch(() => "")
       lastError = `${describeExecError(e)}\n${log.slice(-2000)}`
       await killServer(dataDir)
-      if (!/already in use|could not bind|could not create any TCP/i.test(log)) break
+      if (!portTakenIn(log)) break
     }
   }
   throw new Error(`embedded Postgres failed to start: ${lastError}`)
