@@ -85,14 +85,15 @@ export const startProcess = (
   child.on("exit", () => {
     for (const w of waiters.splice(0)) w()
   })
+  // What a failed wait shows of what the process said last.
+  const lastLines = () => JSON.stringify(events.slice(-8))
   const waitFor = (predicate: (e: Record<string, unknown>) => boolean, timeoutMs = 30_000, from = 0) =>
     new Promise<Record<string, unknown>>((resolve, reject) => {
       const timer = setTimeout(
         () =>
           reject(
             new Error(
-              `process ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}; its last lines: ` +
-                JSON.stringify(events.slice(-8))
+              `process ${child.pid}: no matching event in ${timeoutMs} ms; stderr: ${stderr}; its last lines: ${lastLines()}`
             )
           ),
         timeoutMs
@@ -106,8 +107,7 @@ export const startProcess = (
           clearTimeout(timer)
           reject(
             new Error(
-              `process ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}; its last lines: ` +
-                JSON.stringify(events.slice(-5))
+              `process ${child.pid} exited (${child.exitCode ?? child.signalCode}): ${stderr}; its last lines: ${lastLines()}`
             )
           )
         } else waiters.push(check)
