@@ -341,18 +341,38 @@ export const make = (options: {
   Effect.gen(function* () {
     const { config, owner } = options
     const store = yield* JobStore
-    // When the job tables next need a look (a slot or retry due, or the poll); 0: at once. A busy queue then pays
-    // nothing for them. Whatever this runner changes about jobs resets it.
+    // When the job tables next need a look (a slot or retry due, a lease expiring, or the poll); 0: at once. A busy
+    // queue then pays nothing for them. Whatever this runner changes about jobs resets it.
     let checkAt = 0
+    // Counts those resets. A look that began before one may have read the tables before the change was committed (a
+    // failed run's retry, being written): it must not set `checkAt` after it, or the change goes unseen until the time
+    // it read (a retry due in 0.2 s waited for another run's lease to expire, 30 s on; seen on a loaded machine).
+    let changes = 0
+    // The poll interval of the last claim: no look is put off longer than one poll (another instance's changes, a job
+    // inserted by SQL).
+    let pollMs = Duration.toMillis(config.interval)
     // While every worker is busy and a due slot waits for one: until when the full runner need not look again (a
     // freed worker wakes it, and a tick with room looks at once).
     let waitingUntil = 0
 
     const deps = { config, owner, store }
-    // Something finished: the job tables need a look at the next claim.
-    const lookAgain = Effect.sync(() => {
+    const reset = () => {
       checkAt = 0
-    })
+      changes++
+    }
+    // This runner changed the job tables (a result written, a run handed back): the next claim looks. Reset when the
+    // change begins (a tick meanwhile looks anyway) and again once it is written, for the looks it overlapped.
+    const changing = <A, E, R>(write: Effect.Effect<A, E, R>) =>
+      Effect.suspend(() => {
+        reset()
+        return Effect.ensuring(write, Effect.sync(reset))
+      })
+    /** Sets `checkAt` from a look begun at change count `seen`, unless a change came since (see `changes`). */
+    const lookedAt = (seen: number, now: Date, at: Option.Option<Date>) => {
+      if (changes !== seen) return
+      const pollAt = now.getTime() + pollMs
+      checkAt = Option.isSome(at) ? Math.min(at.value.getTime(), pollAt) : pollAt
+    }
 
     const source: WorkSource<ClaimedRun, JobStoreError> = {
       kind: "scheduled",
@@ -365,6 +385,8 @@ export const make = (options: {
             return { claimed: [], overlapped: 0, rescued: 0 }
           }
           const intervalMs = Duration.toMillis(request.interval)
+          pollMs = intervalMs
+          const seen = changes
           const claimStart = performance.now()
           const { waiting, ...report } = yield* claimDue(
             deps,
@@ -375,14 +397,12 @@ export const make = (options: {
             holdings
           )
           Metrics.recordClaim("scheduled", performance.now() - claimStart)
-          const pollAt = request.now.getTime() + intervalMs
           if (waiting) {
             checkAt = 0
-            waitingUntil = pollAt
+            waitingUntil = request.now.getTime() + intervalMs
             return report
           }
-          const wakeAt = yield* store.nextWakeAt(request.now, request.taskTypes)
-          checkAt = Option.isSome(wakeAt) ? Math.min(wakeAt.value.getTime(), pollAt) : pollAt
+          lookedAt(seen, request.now, yield* store.nextWakeAt(request.now, request.taskTypes))
           return report
         }),
       nextWakeAt: (now, taskTypes) =>
@@ -390,11 +410,10 @@ export const make = (options: {
           ? Effect.succeed(Option.some(new Date(waitingUntil)))
           : checkAt > 0
             ? Effect.succeed(Option.some(new Date(checkAt)))
-            : Effect.tap(store.nextWakeAt(now, taskTypes), (at) =>
-                Effect.sync(() => {
-                  if (Option.isSome(at)) checkAt = at.value.getTime()
-                })
-              ),
+            : Effect.suspend(() => {
+                const seen = changes
+                return Effect.tap(store.nextWakeAt(now, taskTypes), (at) => Effect.sync(() => lookedAt(seen, now, at)))
+              }),
       renew: (claims, leaseUntil, now) =>
         Effect.map(
           store.renewLeases(
@@ -405,49 +424,41 @@ export const make = (options: {
           (ids) => new Set(ids.map((id) => `run:${id}`))
         ),
       complete: (finished) =>
-        Effect.gen(function* () {
-          checkAt = 0
-          const completions = yield* completionsOf(config, finished)
-          return yield* store.completeRuns(completions)
-        }),
-      transact: (_claim, run, options) => Effect.ensuring(transactRun(store, run, options), lookAgain),
+        changing(Effect.flatMap(completionsOf(config, finished), (completions) => store.completeRuns(completions))),
+      transact: (_claim, run, options) => changing(transactRun(store, run, options)),
       // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
       release: (interrupted, now) =>
-        Effect.gen(function* () {
-          checkAt = 0
-          if (interrupted.length === 0) return
-          yield* store.completeRuns(
-            interrupted.map((c) => ({
-              lease: c.lease,
-              slot: slotOf(c.run),
-              now,
-              outcome: { _tag: "Failed", error: STOP_ERROR, retryAt: attemptAfterLoss(config, c.run.attempt, now) }
-            }))
-          )
-        }),
+        changing(
+          Effect.gen(function* () {
+            if (interrupted.length === 0) return
+            yield* store.completeRuns(
+              interrupted.map((c) => ({
+                lease: c.lease,
+                slot: slotOf(c.run),
+                now,
+                outcome: { _tag: "Failed", error: STOP_ERROR, retryAt: attemptAfterLoss(config, c.run.attempt, now) }
+              }))
+            )
+          })
+        ),
       // At a stop, runs claimed ahead that never started: back to pending as the same slot and attempt, no failure
       // recorded, so another instance runs each slot once, as its first attempt.
       releaseUnstarted: (unstarted, now) =>
-        Effect.suspend(() => {
-          checkAt = 0
-          return Effect.asVoid(
+        changing(
+          Effect.asVoid(
             store.handBackRuns(
               unstarted.map((c) => c.lease),
               now
             )
           )
-        })
+        )
     }
 
     const defineJobs = (
       jobs: ReadonlyArray<RecurringJob>,
       options: { readonly disableOthers?: boolean | undefined },
       now: Date
-    ) =>
-      Effect.suspend(() => {
-        checkAt = 0
-        return upsertDefined(store, jobs, options, now)
-      })
+    ) => changing(upsertDefined(store, jobs, options, now))
 
     return { source, defineJobs }
   })

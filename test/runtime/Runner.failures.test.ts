@@ -3,12 +3,40 @@
  * schedules that no longer decode, unknown task types.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Deferred, Effect, Ref } from "effect"
-import { type HandlerOptions, QueueStore, Result, Runner, Schedule } from "../../src/index.js"
+import { Context, Deferred, Effect, Layer, Ref } from "effect"
+import { type HandlerOptions, JobStore, QueueStore, Result, Runner, Schedule } from "../../src/index.js"
 import { FakeClock, FakeStore, MemoryQueueStore } from "../../src/testing.js"
-import { captureLogs, settle, testLayer } from "../support/runner.js"
+import { captureLogs, memoryQueueAndSettings, settle, testLayer } from "../support/runner.js"
 
 const MINUTE = 60_000
+
+/** The gate a FakeStore's result writes wait at while closed (a write in flight), and the looks at the tables. */
+class WriteGate extends Context.Tag("test/WriteGate")<
+  WriteGate,
+  { readonly closed: Ref.Ref<Deferred.Deferred<void> | undefined>; readonly looks: Ref.Ref<number> }
+>() {}
+
+/** A FakeStore whose `completeRuns` waits while the gate is closed, and that counts `nextWakeAt` looks. */
+const gatedStore = Layer.effectContext(
+  Effect.gen(function* () {
+    const { fake, store } = yield* FakeStore.make
+    const closed = yield* Ref.make<Deferred.Deferred<void> | undefined>(undefined)
+    const looks = yield* Ref.make(0)
+    const completeRuns: typeof store.completeRuns = (completions) =>
+      Effect.flatMap(Ref.get(closed), (gate) => (gate === undefined ? Effect.void : Deferred.await(gate))).pipe(
+        Effect.zipRight(store.completeRuns(completions))
+      )
+    const nextWakeAt: typeof store.nextWakeAt = (now, taskTypes) =>
+      Effect.zipRight(
+        Ref.update(looks, (n) => n + 1),
+        store.nextWakeAt(now, taskTypes)
+      )
+    return Context.make(JobStore, { ...store, completeRuns, nextWakeAt }).pipe(
+      Context.add(FakeStore.FakeStore, fake),
+      Context.add(WriteGate, { closed, looks })
+    )
+  })
+)
 
 describe("Runner retries", () => {
   it.scoped("a handler failing twice then succeeding leaves attempts 1, 2, 3 spaced by the backoff", () =>
@@ -44,6 +72,50 @@ describe("Runner retries", () => {
       expect(gap2).toBeGreaterThanOrEqual(1.8 * MINUTE)
       expect(gap2).toBeLessThanOrEqual(2.2 * MINUTE)
     }).pipe(Effect.provide(testLayer({ retryBackoff: "1 minute", interval: "1 hour" })))
+  )
+
+  it.scoped("a retry starts when due though the runner looked at the tables while its failure was being written", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const store = yield* FakeStore.FakeStore
+      const runner = yield* Runner.Runner
+      const gate = yield* WriteGate
+      const release = yield* Deferred.make<void>()
+      // "long" holds its worker (and its run's 30 s lease) throughout; "bad" fails at once.
+      yield* runner.register("long", () => Deferred.await(release))
+      // Whatever the outcome, "long" ends: the runner then stops without waiting out its grace period.
+      yield* Effect.gen(function* () {
+        yield* runner.register("bad", () => Effect.fail(new Error("no")))
+        for (const name of ["long", "bad"])
+          yield* store.addJob({ name, taskType: name, schedule: Schedule.interval({ every: "1 hour" }) })
+        yield* runner.start
+        // The failure's write waits at the gate; meanwhile the runner (its worker freed) looks at the tables, which
+        // still say "bad" runs, as "long" does: leases expiring in 30 s.
+        const writing = yield* Deferred.make<void>()
+        yield* Ref.set(gate.closed, writing)
+        const looksBefore = yield* Ref.get(gate.looks)
+        yield* FakeClock.advanceTo("2026-01-01T01:00:00Z")
+        yield* settle(Effect.map(Ref.get(gate.looks), (n) => n > looksBefore))
+        yield* Ref.set(gate.closed, undefined)
+        yield* Deferred.succeed(writing, undefined)
+        yield* settle(Effect.map(store.runsOf("bad"), (runs) => runs.length === 2))
+        // The retry is due 1 s (jittered) after the failure: it runs then, not when the leases expire.
+        yield* FakeClock.advance("2 seconds")
+        const runs = yield* store.runsOf("bad")
+        expect(runs.map((r) => [r.attempt, r.status])).toEqual([
+          [1, "failed"],
+          [2, "failed"],
+          [3, "pending"]
+        ])
+        expect(runs[1]!.startedAt!.getTime() - runs[0]!.finishedAt!.getTime()).toBeLessThanOrEqual(1_100)
+      }).pipe(Effect.ensuring(Deferred.succeed(release, undefined)))
+    }).pipe(
+      Effect.provide(
+        Runner.layer({ workers: 2, interval: "1 minute", retryBackoff: "1 second" }).pipe(
+          Layer.provideMerge(Layer.merge(gatedStore, memoryQueueAndSettings))
+        )
+      )
+    )
   )
 
   it.scoped(
