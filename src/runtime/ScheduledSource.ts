@@ -334,6 +334,69 @@ const transactRun = (
   options: TransactOptions
 ) => store.transact(run, (finished) => (finished.result.failed ? undefined : successOf(finished)), options)
 
+/**
+ * When the scheduled lane next needs a look at the job tables (a slot or retry due, a lease expiring, or the poll): a
+ * busy queue then pays nothing for them. Whatever this runner changes about jobs makes the next claim look.
+ */
+interface Looks {
+  /** Whether a claim at `nowMs` can skip the tables (`full`: every worker busy, only slots that take none matter). */
+  readonly skip: (nowMs: number, full: boolean) => boolean
+  /** A look begins (a claim's, at `pollMs` when known): returns the change count to hand to `lookedAt`. */
+  readonly begin: (pollMs?: number) => number
+  /** A look begun at change count `seen` found the next wake-up `at`. */
+  readonly lookedAt: (seen: number, now: Date, at: Option.Option<Date>) => void
+  /** A due slot waits for a worker: the full runner need not look again before `untilMs` (a freed worker wakes it). */
+  readonly waiting: (untilMs: number) => void
+  /** When to look next, if known without a look. */
+  readonly known: (nowMs: number) => number | undefined
+  /** Runs a write of this runner to the job tables (a result, a run handed back, jobs defined). */
+  readonly changing: <A, E, R>(write: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+}
+
+const makeLooks = (config: SchedulerConfig): Looks => {
+  // When to look next; 0: at once.
+  let checkAt = 0
+  // The poll interval of the last claim: no look is put off longer than one poll (another instance's changes, a job
+  // inserted by SQL).
+  let pollMs = Duration.toMillis(config.interval)
+  // While every worker is busy and a due slot waits for one: until when the full runner need not look again.
+  let waitingUntil = 0
+  // Counts this runner's changes. A look that overlapped one may have read the tables before it was committed (a failed
+  // run's retry, being written): it must not set `checkAt`, or the change goes unseen until the time it read (a retry
+  // due in 0.2 s waited for another run's lease to expire, 30 s on: seen on a loaded machine).
+  let changes = 0
+  const reset = () => {
+    checkAt = 0
+    changes++
+  }
+  return {
+    skip: (nowMs, full) => {
+      if (!full) waitingUntil = 0
+      return nowMs < (full ? Math.max(checkAt, waitingUntil) : checkAt)
+    },
+    begin: (interval) => {
+      if (interval !== undefined) pollMs = interval
+      return changes
+    },
+    lookedAt: (seen, now, at) => {
+      if (changes !== seen) return
+      const pollAt = now.getTime() + pollMs
+      checkAt = Option.isSome(at) ? Math.min(at.value.getTime(), pollAt) : pollAt
+    },
+    waiting: (untilMs) => {
+      checkAt = 0
+      waitingUntil = untilMs
+    },
+    known: (nowMs) => (waitingUntil > nowMs ? waitingUntil : checkAt > 0 ? checkAt : undefined),
+    // Reset when the write begins (a tick meanwhile looks anyway) and again once it is done, for the looks it overlapped.
+    changing: (write) =>
+      Effect.suspend(() => {
+        reset()
+        return Effect.ensuring(write, Effect.sync(reset))
+      })
+  }
+}
+
 export const make = (options: {
   readonly config: SchedulerConfig
   readonly owner: string
@@ -341,52 +404,21 @@ export const make = (options: {
   Effect.gen(function* () {
     const { config, owner } = options
     const store = yield* JobStore
-    // When the job tables next need a look (a slot or retry due, a lease expiring, or the poll); 0: at once. A busy
-    // queue then pays nothing for them. Whatever this runner changes about jobs resets it.
-    let checkAt = 0
-    // Counts those resets. A look that began before one may have read the tables before the change was committed (a
-    // failed run's retry, being written): it must not set `checkAt` after it, or the change goes unseen until the time
-    // it read (a retry due in 0.2 s waited for another run's lease to expire, 30 s on; seen on a loaded machine).
-    let changes = 0
-    // The poll interval of the last claim: no look is put off longer than one poll (another instance's changes, a job
-    // inserted by SQL).
-    let pollMs = Duration.toMillis(config.interval)
-    // While every worker is busy and a due slot waits for one: until when the full runner need not look again (a
-    // freed worker wakes it, and a tick with room looks at once).
-    let waitingUntil = 0
-
     const deps = { config, owner, store }
-    const reset = () => {
-      checkAt = 0
-      changes++
-    }
-    // This runner changed the job tables (a result written, a run handed back): the next claim looks. Reset when the
-    // change begins (a tick meanwhile looks anyway) and again once it is written, for the looks it overlapped.
-    const changing = <A, E, R>(write: Effect.Effect<A, E, R>) =>
-      Effect.suspend(() => {
-        reset()
-        return Effect.ensuring(write, Effect.sync(reset))
-      })
-    /** Sets `checkAt` from a look begun at change count `seen`, unless a change came since (see `changes`). */
-    const lookedAt = (seen: number, now: Date, at: Option.Option<Date>) => {
-      if (changes !== seen) return
-      const pollAt = now.getTime() + pollMs
-      checkAt = Option.isSome(at) ? Math.min(at.value.getTime(), pollAt) : pollAt
-    }
+    const looks = makeLooks(config)
 
     const source: WorkSource<ClaimedRun, JobStoreError> = {
       kind: "scheduled",
       plansWhenFull: true,
       claim: (request, holdings) =>
         Effect.gen(function* () {
-          const full = request.limit <= 0
-          if (!full) waitingUntil = 0
-          if (!request.force && request.now.getTime() < (full ? Math.max(checkAt, waitingUntil) : checkAt)) {
+          // Asked first, forced or not: a claim with room ends the wait for a worker.
+          const skippable = looks.skip(request.now.getTime(), request.limit <= 0)
+          if (skippable && !request.force) {
             return { claimed: [], overlapped: 0, rescued: 0 }
           }
           const intervalMs = Duration.toMillis(request.interval)
-          pollMs = intervalMs
-          const seen = changes
+          const seen = looks.begin(intervalMs)
           const claimStart = performance.now()
           const { waiting, ...report } = yield* claimDue(
             deps,
@@ -398,22 +430,19 @@ export const make = (options: {
           )
           Metrics.recordClaim("scheduled", performance.now() - claimStart)
           if (waiting) {
-            checkAt = 0
-            waitingUntil = request.now.getTime() + intervalMs
+            looks.waiting(request.now.getTime() + intervalMs)
             return report
           }
-          lookedAt(seen, request.now, yield* store.nextWakeAt(request.now, request.taskTypes))
+          looks.lookedAt(seen, request.now, yield* store.nextWakeAt(request.now, request.taskTypes))
           return report
         }),
       nextWakeAt: (now, taskTypes) =>
-        waitingUntil > now.getTime()
-          ? Effect.succeed(Option.some(new Date(waitingUntil)))
-          : checkAt > 0
-            ? Effect.succeed(Option.some(new Date(checkAt)))
-            : Effect.suspend(() => {
-                const seen = changes
-                return Effect.tap(store.nextWakeAt(now, taskTypes), (at) => Effect.sync(() => lookedAt(seen, now, at)))
-              }),
+        Effect.suspend(() => {
+          const known = looks.known(now.getTime())
+          if (known !== undefined) return Effect.succeed(Option.some(new Date(known)))
+          const seen = looks.begin()
+          return Effect.tap(store.nextWakeAt(now, taskTypes), (at) => Effect.sync(() => looks.lookedAt(seen, now, at)))
+        }),
       renew: (claims, leaseUntil, now) =>
         Effect.map(
           store.renewLeases(
@@ -424,11 +453,13 @@ export const make = (options: {
           (ids) => new Set(ids.map((id) => `run:${id}`))
         ),
       complete: (finished) =>
-        changing(Effect.flatMap(completionsOf(config, finished), (completions) => store.completeRuns(completions))),
-      transact: (_claim, run, options) => changing(transactRun(store, run, options)),
+        looks.changing(
+          Effect.flatMap(completionsOf(config, finished), (completions) => store.completeRuns(completions))
+        ),
+      transact: (_claim, run, options) => looks.changing(transactRun(store, run, options)),
       // Forced stop: record the interruption and hand the slot to a retry due at once, for any instance.
       release: (interrupted, now) =>
-        changing(
+        looks.changing(
           Effect.gen(function* () {
             if (interrupted.length === 0) return
             yield* store.completeRuns(
@@ -444,7 +475,7 @@ export const make = (options: {
       // At a stop, runs claimed ahead that never started: back to pending as the same slot and attempt, no failure
       // recorded, so another instance runs each slot once, as its first attempt.
       releaseUnstarted: (unstarted, now) =>
-        changing(
+        looks.changing(
           Effect.asVoid(
             store.handBackRuns(
               unstarted.map((c) => c.lease),
@@ -458,7 +489,7 @@ export const make = (options: {
       jobs: ReadonlyArray<RecurringJob>,
       options: { readonly disableOthers?: boolean | undefined },
       now: Date
-    ) => changing(upsertDefined(store, jobs, options, now))
+    ) => looks.changing(upsertDefined(store, jobs, options, now))
 
     return { source, defineJobs }
   })
