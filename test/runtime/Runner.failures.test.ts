@@ -111,7 +111,7 @@ describe("Runner retries", () => {
       }).pipe(Effect.ensuring(Deferred.succeed(release, undefined)))
     }).pipe(
       Effect.provide(
-        Runner.layer({ workers: 2, interval: "1 minute", retryBackoff: "1 second" }).pipe(
+        Runner.layer({ workers: 2, interval: "1 minute", retryAttempts: 2, retryBackoff: "1 second" }).pipe(
           Layer.provideMerge(Layer.merge(gatedStore, memoryQueueAndSettings))
         )
       )
