@@ -365,6 +365,9 @@ const makeLooks = (config: SchedulerConfig): Looks => {
   // run's retry, being written): it must not set `checkAt`, or the change goes unseen until the time it read (a retry
   // due in 0.2 s waited for another run's lease to expire, 30 s on: seen on a loaded machine).
   let changes = 0
+  // The last look was overlapped so: the next tick looks, with no look of its own before (the write's end wakes the
+  // runner anyway; a drain of due slots would otherwise pay a second look a tick).
+  let unsure = false
   const reset = () => {
     checkAt = 0
     changes++
@@ -379,7 +382,8 @@ const makeLooks = (config: SchedulerConfig): Looks => {
       return changes
     },
     lookedAt: (seen, now, at) => {
-      if (changes !== seen) return
+      unsure = changes !== seen
+      if (unsure) return
       const pollAt = now.getTime() + pollMs
       checkAt = Option.isSome(at) ? Math.min(at.value.getTime(), pollAt) : pollAt
     },
@@ -387,7 +391,7 @@ const makeLooks = (config: SchedulerConfig): Looks => {
       checkAt = 0
       waitingUntil = untilMs
     },
-    known: (nowMs) => (waitingUntil > nowMs ? waitingUntil : checkAt > 0 ? checkAt : undefined),
+    known: (nowMs) => (waitingUntil > nowMs ? waitingUntil : checkAt > 0 ? checkAt : unsure ? nowMs : undefined),
     // Reset when the write begins (a tick meanwhile looks anyway) and again once it is done, for the looks it overlapped.
     changing: (write) =>
       Effect.suspend(() => {
