@@ -272,13 +272,15 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
       const sql = yield* SqlClient.SqlClient
       const runner = yield* Runner.Runner
       const table = yield* effects
+      // The sleeps name this file's schema: another run's on the same server (a second copy of this file) is not ours.
+      const marker = `${yield* TestSchema}:slow-marker`
       yield* runner.register(
         "fx-slow",
         (job) =>
           Effect.gen(function* () {
             const sql = yield* SqlClient.SqlClient
             yield* sql`INSERT INTO ${sql.literal(table)} (task, item, note) VALUES ('fx-slow', ${job.id}, 'slow')`
-            yield* sql`SELECT pg_sleep(30), 'fx-slow-marker'`
+            yield* sql`SELECT pg_sleep(30), ${sql.literal(`'fx-${marker}'`)}`
           }),
         { transactional: true, timeout: "1 second" }
       )
@@ -286,7 +288,7 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
         "tx-slow",
         async (job, tx) => {
           await tx.query(`INSERT INTO ${table} (task, item, note) VALUES ('tx-slow', $1, 'slow')`, [job.id])
-          await tx.query("SELECT pg_sleep(30), 'tx-slow-marker'")
+          await tx.query(`SELECT pg_sleep(30), 'tx-${marker}'`)
         },
         { transactional: true, timeout: "1 second" }
       )
@@ -306,7 +308,7 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
       expect(yield* effectsOf("fx-slow")).toEqual([])
       expect(yield* effectsOf("tx-slow")).toEqual([])
       const sleeping = yield* sql<{ n: number }>`
-        SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE '%-slow-marker%' AND pid <> pg_backend_pid()`
+        SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE ${`%-${marker}%`} AND pid <> pg_backend_pid()`
       expect(sleeping[0]!.n).toBe(0)
     })
   )
@@ -565,7 +567,12 @@ layer(SmallLive, { timeout: "60 seconds", excludeTestServices: true })(
         )
         const done = yield* until(processedOf("fx-hold"), (rows) => rows.length >= 3)
         expect(done.map((r) => r.status)).toEqual(["ok", "ok", "ok"])
-        expect(smallReports.map((r) => r.outcome)).toEqual(["ok", "ok", "ok"])
+        // A transactional execution is reported after its commit, which the row above may show first.
+        const reports = yield* until(
+          Effect.sync(() => smallReports),
+          (r) => r.length >= 3
+        )
+        expect(reports.map((r) => r.outcome)).toEqual(["ok", "ok", "ok"])
         // One at a time: the pool's three connections less the two left to the runner.
         expect(most).toBe(1)
       })
