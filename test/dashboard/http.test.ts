@@ -12,7 +12,7 @@ import { createServer, get as httpGet } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Dashboard } from "../../src/dashboard.js"
 import { migratedSchema, type TestDb, until } from "../support/workers.js"
-import { hostile, type RunningDashboard, seed, startDashboard } from "./support.js"
+import { dashboardApplicationName, hostile, type RunningDashboard, seed, startDashboard } from "./support.js"
 
 const TOKEN = "test-token-0123456789"
 let db: TestDb
@@ -592,9 +592,12 @@ describe("a database that goes away", () => {
       }
       expect((await get("/health", served.url)).status).toBe(200)
       // Connections cut under it: each answer is a page (200 or 503), never a 500, and it recovers.
-      await db.query(
-        `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kairos-dashboard-test' AND pid <> pg_backend_pid()`
+      const [cut] = await db.query<{ n: number }>(
+        `SELECT count(pg_terminate_backend(pid))::int AS n FROM pg_stat_activity
+         WHERE application_name = ANY($1) AND pid <> pg_backend_pid()`,
+        [[db.schema, other.schema].map(dashboardApplicationName)]
       )
+      expect(cut!.n).toBeGreaterThan(0)
       const status = (await get("/")).status
       expect([200, 503]).toContain(status)
       await until(async () => (await get("/")).status === 200, 20_000, "the dashboard to read again")

@@ -22,6 +22,12 @@ export interface RunningDashboard {
 }
 
 /**
+ * The application name of a test dashboard's connections over `schema`: a test that cuts them cuts its own only, not
+ * those of another file's dashboard running meanwhile (the browser test's, the PgBouncer test's).
+ */
+export const dashboardApplicationName = (schema: string): string => `kdash:${schema}`
+
+/**
  * Serves the dashboard over `db`'s schema on 127.0.0.1 (or the `host` given) and a free port, until `stop`. Its URL
  * names 127.0.0.1 when it listens on every address.
  */
@@ -33,7 +39,11 @@ export const startDashboard = async (
   const served = await Effect.runPromise(
     Effect.gen(function* () {
       const client = yield* Layer.build(
-        PgClient.layer({ url: Redacted.make(db.url), maxConnections: 4, applicationName: "kairos-dashboard-test" })
+        PgClient.layer({
+          url: Redacted.make(db.url),
+          maxConnections: 4,
+          applicationName: dashboardApplicationName(db.schema)
+        })
       )
       return yield* Dashboard.serve({ schema: db.schema, port: 0, ...options }).pipe(Effect.provide(client))
     }).pipe(Scope.extend(scope))
