@@ -56,6 +56,41 @@ const cut = async (db: TestDb, listener: boolean) => {
   return r!.n
 }
 
+/** What a reader needs to tell why the queue stalled: what is left and what holds it, and what the workers said. */
+const explain = async (db: TestDb, workers: ReadonlyArray<ReturnType<typeof live>>) => {
+  const show = async (title: string, sql: string) =>
+    `${title}:\n${(await db.query(sql)).map((r) => `  ${JSON.stringify(r)}`).join("\n") || "  (none)"}`
+  const parts = [
+    await show(
+      "left, by type and state",
+      `SELECT task_type, status, count(*)::int AS n, count(lease_token)::int AS leased, min(run_after) AS run_after,
+         max(runs_started) AS runs_started, max(failures) AS failures, min(id)::text AS first
+       FROM $schema.queue_items GROUP BY 1, 2 ORDER BY 1, 2`
+    ),
+    await show(
+      "the first items left (each group's head)",
+      `SELECT DISTINCT ON (task_type, group_key) id::text, task_type, group_key, status, in_flight, unfinished,
+         runs_started, runs_done, run_after, lease_owner, lease_until, now() AS db_now
+       FROM $schema.queue_items ORDER BY task_type, group_key, id`
+    ),
+    await show("queue_leases", `SELECT * FROM $schema.queue_leases ORDER BY id LIMIT 20`),
+    await show("kairos_limit_slots", `SELECT * FROM $schema.kairos_limit_slots LIMIT 20`),
+    await show("kairos_limit_state", `SELECT * FROM $schema.kairos_limit_state`),
+    await show("kairos_limit_group_windows", `SELECT * FROM $schema.kairos_limit_group_windows`),
+    await show("scheduler_workers", `SELECT * FROM $schema.scheduler_workers`),
+    await show(
+      "the workers' connections",
+      `SELECT pid, application_name, state, wait_event_type, wait_event, now() - state_change AS for, left(query, 120) AS query
+       FROM pg_stat_activity WHERE datname = current_database() AND application_name LIKE 'kairos%'
+         AND (position('${db.schema}' in query) > 0 OR application_name LIKE 'kairos-listener%')`
+    )
+  ]
+  const said = workers.map(
+    (w, i) => `worker ${i} (exit ${w.child.exitCode}):\n${(w.out() + w.err()).split("\n").slice(-15).join("\n")}`
+  )
+  return [...parts, ...said].join("\n")
+}
+
 describe("flow control with connections cut", () => {
   it(
     "three CLI workers whose connections are cut over and over: no limit exceeded, groups in order, each item once",
@@ -106,14 +141,14 @@ describe("flow control with connections cut", () => {
       expect(inserted).toHaveLength(556)
 
       const max = new Map<string, number>()
-      let samples = 0
       let rounds = 0
       let killedMidDrain = 0
       let roundsThatKilled = 0
       let nextCut = Date.now() + 200
+      // Well inside the test's timeout, so that a stall says what it is: it drains in 10-60 s, even under load.
+      const drainDeadline = Date.now() + 150_000
       for (;;) {
         const rows = await liveLeases(db, SKEW_MS)
-        samples++
         const perType = new Map<string, number>()
         for (const r of rows) {
           perType.set(r.task_type, (perType.get(r.task_type) ?? 0) + r.n)
@@ -130,7 +165,7 @@ describe("flow control with connections cut", () => {
           if (n > 0) roundsThatKilled++
           nextCut = Date.now() + 200
         }
-        if (samples > 50_000) throw new Error("the queue did not drain")
+        if (Date.now() > drainDeadline) throw new Error(`the queue did not drain in 150 s:\n${await explain(db, clis)}`)
         await sleep(10)
       }
       // The cuts hit the drain over and over, not once.
