@@ -14,6 +14,7 @@ import type { LeaseTimes, SchedulerConfig } from "../domain/SchedulerConfig.js"
 import type { JobStoreError } from "../ports/JobStore.js"
 import type { QueueStoreError } from "../ports/QueueStore.js"
 import type { SettingsError } from "../ports/Settings.js"
+import type { Subscription } from "../ports/WakeUps.js"
 import { now as clockNow } from "../ports/Clock.js"
 import type { Capacity } from "./Capacity.js"
 import * as DeadlineTimer from "./DeadlineTimer.js"
@@ -43,7 +44,8 @@ export type TickError = JobStoreError | SettingsError | QueueStoreError
  * The wait after a failed tick: 1 s doubling up to a minute, exactly as logged. The database may be away; the loop
  * never ends. Wake-ups (a handler that finished, new work) do not cut it short: only `Loop.back` does, raised when the
  * database is reachable again (the wake-up listener reconnected) or the runner stops. A long outage therefore logs a
- * line at each doubling, then one a minute.
+ * line at each doubling, then one a minute. A tick that lost its connection while the listener stayed connected
+ * waits the first step only (see `reachableLoss`): no reconnect would come to end a longer wait.
  */
 export const tickFailureBackoff = RetryPolicy.exponential("1 second").pipe(
   RetryPolicy.union(RetryPolicy.spaced("1 minute"))
@@ -60,17 +62,62 @@ const backoffAfter = (failures: number) =>
     (delays) => Option.getOrElse(Chunk.last(delays), () => Duration.seconds(1))
   )
 
-/** Logs the `failures`-th failed tick in a row with the wait before the next, which it returns (ms). */
-const logFailedTick = (failures: number, cause: Cause.Cause<unknown>) =>
-  Effect.gen(function* () {
-    const backoff = yield* backoffAfter(failures)
-    yield* Effect.logError(
-      `tick failed (retrying in ${Duration.format(backoff)}, or as soon as the database is reachable again): ` +
-        Result.errorMessage(Cause.squash(cause)),
-      cause
-    )
-    return Duration.toMillis(backoff)
-  })
+/**
+ * Whether a failed tick lost its connection (a store's "Unavailable": the connection died, or none could be made)
+ * while the database answers all the same: the wake-up listener, on a connection of its own, is connected. A
+ * connection ended by the server (an operator's `pg_terminate_backend`, a pooler or proxy cutting it) fails the
+ * statements on it, not the database.
+ */
+const reachableLoss = (cause: Cause.Cause<unknown>, listening: boolean): boolean => {
+  if (!listening) return false
+  const failure = Cause.failureOption(cause)
+  return Option.isSome(failure) && (failure.value as { readonly reason?: unknown }).reason === "Unavailable"
+}
+
+/**
+ * The failed ticks in a row: each logged with the wait before the next (the doubled wait after as many failures while
+ * the database could not be reached, or the first step while it answers: `reachableLoss`); the first tick that
+ * succeeds after them says so once.
+ */
+const makeFailures = (nowMs: () => number) => {
+  let failures = 0
+  // Of those, the ones while the database could not be reached: what the wait doubles with.
+  let doublings = 0
+  let subscription: Subscription | undefined
+  return {
+    any: () => failures > 0,
+    listening: (s: Subscription) => {
+      subscription = s
+    },
+    /** Logs a failed tick; returns the wait before the next (ms). */
+    failed: (cause: Cause.Cause<unknown>) =>
+      Effect.gen(function* () {
+        failures++
+        const reachable = reachableLoss(cause, subscription?.live() === true)
+        if (!reachable) doublings++
+        const backoff = yield* backoffAfter(reachable ? 1 : doublings)
+        const until = reachable
+          ? "its connection was lost; the database answers"
+          : "or as soon as the database is reachable again"
+        const why = Result.errorMessage(Cause.squash(cause))
+        yield* Effect.logError(`tick failed (retrying in ${Duration.format(backoff)}, ${until}): ${why}`, cause)
+        return Duration.toMillis(backoff)
+      }),
+    // Said once per outage, by the first tick that succeeds after it: whether `back` cut the backoff short or it ran
+    // out, the line marks when the runner had the database again; the tick's own length tells a slow first tick
+    // (fresh connections) from a late start.
+    succeeded: (startedAtMs: number) =>
+      Effect.suspend(() => {
+        if (failures === 0) return Effect.void
+        const after = failures
+        failures = 0
+        doublings = 0
+        return Effect.logInfo(
+          `the database is reachable again: ticked after ${after} failed tick(s) (this tick took ${nowMs() - startedAtMs} ms)`
+        )
+      })
+  }
+}
 
 export interface Loop {
   /**
@@ -93,6 +140,8 @@ export interface Loop {
   readonly lookEverywhere: () => void
   /** Work may have arrived (any notice): a tick may not be skipped after a chained result. */
   readonly notQuiet: () => void
+  /** The runner's wake-up subscription: while it listens, the database answers (see `reachableLoss`). */
+  readonly listening: (subscription: Subscription) => void
   /** One tick, plus the poll interval it read. */
   readonly tick: (
     force: boolean
@@ -119,7 +168,7 @@ export const make = (options: {
   const back = Signal.make()
   let queueQuiet = false
   let lastTickAtMs = Number.NEGATIVE_INFINITY
-  let failures = 0
+  const failures = makeFailures(nowMs)
   // Set by an explicit `wake`: the next tick also reads the job tables, whatever they were last known to hold.
   let everywhere = false
   // The time the loop asked to be woken at (its next poll, slot or retry), and what its alarm raises then: `wake`, or
@@ -165,17 +214,7 @@ export const make = (options: {
     everywhere = false
     const startedAtMs = nowMs()
     return tick(force).pipe(
-      // Said once per outage, by the first tick that succeeds after it: whether `back` cut the backoff short or it
-      // ran out, the line marks when the runner had the database again; the tick's own length tells a slow first
-      // tick (fresh connections) from a late start.
-      Effect.tap(() => {
-        if (failures === 0) return Effect.void
-        const after = failures
-        failures = 0
-        return Effect.logInfo(
-          `the database is reachable again: ticked after ${after} failed tick(s) (this tick took ${nowMs() - startedAtMs} ms)`
-        )
-      }),
+      Effect.tap(() => failures.succeeded(startedAtMs)),
       // What the tick started begins before the sleep is planned (which may cost a statement to build and send):
       // the workers take their first executions in the yield.
       Effect.flatMap(({ interval, report }) =>
@@ -183,11 +222,7 @@ export const make = (options: {
           ? Effect.zipRight(Effect.yieldNow(), nextDelay(report, interval))
           : nextDelay(report, interval)
       ),
-      Effect.catchAllCause((cause) => {
-        if (Cause.isInterruptedOnly(cause)) return Effect.interrupt
-        failures++
-        return logFailedTick(failures, cause)
-      })
+      Effect.catchAllCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.interrupt : failures.failed(cause)))
     )
   })
 
@@ -203,7 +238,7 @@ export const make = (options: {
     back.clear()
     const delayMs = yield* tickAndPlan
     if (stopping()) return yield* Effect.interrupt
-    yield* sleepOrWake(delayMs, failures === 0 ? wake : back)
+    yield* sleepOrWake(delayMs, failures.any() ? back : wake)
   })
 
   return {
@@ -216,6 +251,7 @@ export const make = (options: {
     notQuiet: () => {
       queueQuiet = false
     },
+    listening: failures.listening,
     tick,
     round,
     alarm: alarm.round

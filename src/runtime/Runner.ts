@@ -438,6 +438,7 @@ const start = (parts: Parts): Effect.Effect<void> =>
     )
     switches.listening(subscription)
     limits.listening(subscription)
+    loop.listening(subscription)
     yield* Effect.forkIn(supervised("heartbeat", parts.heartbeat.round), scope)
     if (RetentionRound.isActive(config))
       yield* Effect.forkIn(supervised("retention", RetentionRound.round(config, queueStore, parts.jobStore)), scope)

@@ -18,28 +18,47 @@ import {
 } from "../../src/testing.js"
 import { settle } from "../support/runner.js"
 
-/** The database's state as the test sets it: away or not, and the listener's reconnect to call when it is back. */
+/**
+ * The database's state as the test sets it: away or not (the listener is disconnected while it is), its connections
+ * cut while it answers (`cut`: the listener stays connected), a statement that fails (`broken`), and the listener's
+ * reconnect to call when it is back.
+ */
 class Database extends Context.Tag("test/Database")<
   Database,
-  { readonly down: Ref.Ref<boolean>; readonly reconnect: () => void }
+  {
+    readonly down: Ref.Ref<boolean>
+    readonly cut: Ref.Ref<boolean>
+    readonly broken: Ref.Ref<boolean>
+    readonly reconnect: () => void
+  }
 >() {}
 
 /**
- * The memory queue whose claims fail while the database is away (results are still recorded: a handler finishing
- * then wakes the runner as usual), and wake-ups whose listener the test reconnects.
+ * The memory queue whose claims fail while the database is away, its connections are cut or its statement is broken
+ * (results are still recorded: a handler finishing then wakes the runner as usual), and wake-ups whose listener the
+ * test reconnects.
  */
 const awayLayer = Layer.effectContext(
   Effect.gen(function* () {
     const { memory, store } = yield* MemoryQueueStore.make
     const down = yield* Ref.make(false)
+    const cut = yield* Ref.make(false)
+    const broken = yield* Ref.make(false)
     const wakeUps = yield* MemoryWakeUps.make
     let reconnected: (() => void) | undefined
     const claimBatch: (typeof store)["claimBatch"] = (options) =>
-      Effect.flatMap(Ref.get(down), (isDown) =>
-        isDown
-          ? Effect.fail(new QueueStoreError({ reason: "Unavailable", message: "connection refused" }))
-          : store.claimBatch(options)
-      )
+      Effect.gen(function* () {
+        if (yield* Ref.get(down))
+          return yield* new QueueStoreError({ reason: "Unavailable", message: "connection refused" })
+        if (yield* Ref.get(cut))
+          return yield* new QueueStoreError({
+            reason: "Unavailable",
+            message: "terminating connection due to administrator command"
+          })
+        if (yield* Ref.get(broken))
+          return yield* new QueueStoreError({ reason: "Unknown", message: "function kairos_claim does not exist" })
+        return yield* store.claimBatch(options)
+      })
     return Context.make(QueueStore, { ...store, claimBatch }).pipe(
       Context.add(MemoryQueueStore.MemoryQueue, memory),
       Context.add(
@@ -48,11 +67,12 @@ const awayLayer = Layer.effectContext(
           subscribe: (wake, onReconnect) =>
             Effect.suspend(() => {
               reconnected = onReconnect
-              return wakeUps.subscribe(wake)
+              // Disconnected while the database is away.
+              return Effect.as(wakeUps.subscribe(wake), { live: () => !Ref.get(down).pipe(Effect.runSync) })
             })
         })
       ),
-      Context.add(Database, { down, reconnect: () => reconnected?.() })
+      Context.add(Database, { down, cut, broken, reconnect: () => reconnected?.() })
     )
   })
 )
@@ -207,6 +227,63 @@ describe("a failed tick's backoff", () => {
         expect((yield* memory.processed).length).toBe(0)
       })
     ).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
+  )
+
+  it.scoped(
+    "connections cut while the database answers (the listener stays connected): each failed tick waits 1 s, not a " +
+      "doubled wait; a statement that fails still doubles",
+    () =>
+      timedLogs((lines) =>
+        Effect.gen(function* () {
+          yield* FakeClock.set(new Date(T0))
+          const runner = yield* Runner.Runner
+          const queue = yield* QueueStore
+          const memory = yield* MemoryQueueStore.MemoryQueue
+          const db = yield* Database
+          yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
+          yield* runner.start
+          // An operator (or a proxy) ends every connection the runner opens, 8 ticks in a row: no reconnect of the
+          // listener would end a doubled wait (it never lost its own), so each wait is the first step.
+          yield* Ref.set(db.cut, true)
+          yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+          yield* FakeClock.advance("7500 millis")
+          const cut = yield* failedTicks(lines)
+          expect(cut).toEqual(Array.from({ length: 8 }, (_, i) => ({ at: 1000 * i, wait: "1s" })))
+          expect((yield* Ref.get(lines))[0]!.line).toContain(
+            "tick failed (retrying in 1s, its connection was lost; the database answers): QueueStoreError: " +
+              "terminating connection due to administrator command"
+          )
+          // The cuts end: the next tick, a second after the last, runs the item.
+          yield* Ref.set(db.cut, false)
+          yield* FakeClock.advance("500 millis")
+          yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+          expect((yield* memory.processed)[0]!.startedAt.getTime() - T0).toBe(8000)
+          // A statement that fails with the listener connected (a migration missing, a permission revoked) is no
+          // lost connection: it fails again soon, and its lines thin out as in an outage.
+          yield* Ref.set(db.broken, true)
+          yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
+          yield* FakeClock.advance("10 seconds")
+          expect((yield* failedTicks(lines)).slice(8)).toEqual([
+            { at: 8000, wait: "1s" },
+            { at: 9000, wait: "2s" },
+            { at: 11000, wait: "4s" },
+            { at: 15000, wait: "8s" }
+          ])
+          // Cut connections in the middle of that do not start the doubling over, nor wait longer than 1 s.
+          yield* Ref.set(db.broken, false)
+          yield* Ref.set(db.cut, true)
+          yield* FakeClock.advance("6 seconds")
+          expect((yield* failedTicks(lines)).slice(12)).toEqual([
+            { at: 23000, wait: "1s" },
+            { at: 24000, wait: "1s" }
+          ])
+          // The database goes away (the listener with it): the doubling goes on from where the broken statement left it.
+          yield* Ref.set(db.cut, false)
+          yield* Ref.set(db.down, true)
+          yield* FakeClock.advance("1 second")
+          expect((yield* failedTicks(lines)).slice(14)).toEqual([{ at: 25000, wait: "16s" }])
+        })
+      ).pipe(Effect.provide(testLayer({ workers: 4, interval: "1 hour" })))
   )
 
   it.scoped("a long outage logs a bounded number of lines: one at each doubling, then one a minute", () =>

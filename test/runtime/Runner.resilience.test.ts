@@ -3,13 +3,16 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Effect, Layer, Ref } from "effect"
-import { JobStore, JobStoreError, Runner, Schedule } from "../../src/index.js"
+import { JobStore, JobStoreError, Runner, Schedule, WakeUps } from "../../src/index.js"
 import { EmptyQueueStore, FakeClock, FakeStore, MemoryDatabase, MemorySettings, TestRunner } from "../../src/testing.js"
 import { captureLogs, memoryQueueAndSettings, settle, testLayer } from "../support/runner.js"
 
 class Outage extends Context.Tag("test/Outage")<Outage, Ref.Ref<boolean>>() {}
 
-/** A FakeStore whose transactions fail while the outage flag is set (the database went away). */
+/**
+ * A FakeStore whose transactions fail while the outage flag is set (the database went away), and wake-ups whose
+ * listener is disconnected meanwhile (it listens on the same database).
+ */
 const flakyStore = Layer.effectContext(
   Effect.gen(function* () {
     const { fake, store } = yield* FakeStore.make
@@ -22,7 +25,11 @@ const flakyStore = Layer.effectContext(
       )
     return Context.make(JobStore, { ...store, transaction }).pipe(
       Context.add(FakeStore.FakeStore, fake),
-      Context.add(Outage, down)
+      Context.add(Outage, down),
+      Context.add(
+        WakeUps,
+        WakeUps.of({ subscribe: () => Effect.succeed({ live: () => !Ref.get(down).pipe(Effect.runSync) }) })
+      )
     )
   })
 )
@@ -56,7 +63,7 @@ describe("Runner resilience", () => {
       })
     ).pipe(
       Effect.provide(
-        Runner.layer({ interval: "1 minute" }).pipe(Layer.provideMerge(Layer.merge(flakyStore, memoryQueueAndSettings)))
+        Runner.layer({ interval: "1 minute" }).pipe(Layer.provideMerge(Layer.merge(memoryQueueAndSettings, flakyStore)))
       )
     )
   )
