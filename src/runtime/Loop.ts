@@ -96,8 +96,11 @@ const makeFailures = (nowMs: () => number) => {
         const reachable = reachableLoss(cause, subscription?.live() === true)
         if (!reachable) doublings++
         const backoff = yield* backoffAfter(reachable ? 1 : doublings)
+        // Lines as few as in an outage: a failure that waits 1 s says so at the 1st, 2nd, 4th… failure in a row,
+        // then every 64th (about a minute apart).
+        if (reachable && (failures & (failures - 1)) !== 0 && failures % 64 !== 0) return Duration.toMillis(backoff)
         const until = reachable
-          ? "its connection was lost; the database answers"
+          ? `its connection was lost; the database answers; ${failures} in a row`
           : "or as soon as the database is reachable again"
         const why = Result.errorMessage(Cause.squash(cause))
         yield* Effect.logError(`tick failed (retrying in ${Duration.format(backoff)}, ${until}): ${why}`, cause)

@@ -1,0 +1,115 @@
+/**
+ * The pooled URL goes away while the direct one stays: a runner whose statements go through a proxy (a pooler's
+ * stand-in) and whose wake-up listener is on a direct connection. The proxy refuses everything for a while, as a
+ * pooler that restarts does; the listener never loses its connection, so no reconnect comes to end a backoff. Each
+ * failed tick waits 1 s, not a doubled wait, and the runner takes the work enqueued meanwhile within about a second
+ * of the proxy's return. When every failure doubled, the tick after 8.5 s of failures came at 15 s.
+ * Integration: a real Postgres, a TCP proxy, wall time.
+ */
+import { Effect, Logger } from "effect"
+import net from "node:net"
+import pg from "pg"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { migrate } from "../../src/adapters/postgres/migrations.js"
+import * as PgKairos from "../../src/layers/PgKairos.js"
+import { Runner } from "../../src/index.js"
+import { PgClient } from "@effect/sql-pg"
+import { Redacted } from "effect"
+import { databaseUrl, dropSchema, uniqueSchemaName } from "../support/database.js"
+import { type Proxy, startProxy } from "../support/proxy.js"
+
+const schema = uniqueSchemaName("pooledoutage")
+let admin: pg.Pool
+let proxy: Proxy
+
+beforeAll(async () => {
+  await Effect.runPromise(
+    migrate({ schema }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl()) })), Effect.scoped)
+  )
+  admin = new pg.Pool({ connectionString: databaseUrl(), max: 2 })
+  proxy = await startProxy(Number(new URL(databaseUrl()).port || 5432))
+})
+
+afterAll(async () => {
+  await proxy?.close()
+  await dropSchema((text) => admin.query(text), schema)
+  await admin?.end()
+})
+
+/** A port nothing listens on: the proxy's connections to it are refused, as a stopped pooler's are. */
+const deadPort = async () => {
+  const server = net.createServer()
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const port = (server.address() as net.AddressInfo).port
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  return port
+}
+
+describe("the pooled URL away while the direct URL stays", () => {
+  it(
+    "failed ticks wait 1 s, logged thinly; the runner runs what was enqueued within ~1 s of the return",
+    {
+      timeout: 60_000
+    },
+    async () => {
+      const direct = new URL(databaseUrl())
+      const pooled = new URL(databaseUrl())
+      pooled.hostname = "127.0.0.1"
+      pooled.port = String(proxy.port)
+      const lines: Array<{ at: number; line: string }> = []
+      const logger = Logger.make(({ message }) => {
+        lines.push({ at: Date.now(), line: Array.isArray(message) ? message.join(" ") : String(message) })
+      })
+      const started: Array<number> = []
+      const result = await Effect.gen(function* () {
+        const runner = yield* Runner.Runner
+        yield* runner.register("work", () => Effect.sync(() => void started.push(Date.now())))
+        yield* runner.start
+        // The pooler goes away: its connections are cut, and new ones refused.
+        proxy.switchTo(yield* Effect.promise(deadPort))
+        proxy.cutAll()
+        // Enqueued on the direct connection: its NOTIFY wakes the runner, whose ticks fail.
+        yield* Effect.promise(() =>
+          admin.query(`INSERT INTO "${schema}".queue_items (task_type, payload, thread) VALUES ('work', 'x', 1)`)
+        )
+        const awayAt = Date.now()
+        yield* Effect.sleep("8500 millis")
+        const back = Date.now()
+        proxy.switchTo(Number(direct.port || 5432))
+        for (let i = 0; i < 200 && started.length === 0; i++) yield* Effect.sleep("50 millis")
+        return { awayAt, back }
+      }).pipe(
+        Effect.provide(
+          PgKairos.layer({
+            url: pooled.toString(),
+            directUrl: direct.toString(),
+            schema,
+            migrate: false,
+            workers: 2,
+            // The poll is no help here: only ticks that wake up after failures can take the item.
+            interval: "1 minute"
+          })
+        ),
+        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+        Effect.scoped,
+        Effect.runPromise
+      )
+      const failed = lines.filter((l) => l.line.startsWith("tick failed"))
+      const said = lines.map((l) => l.line).join("\n")
+      // It failed, said why, and waited 1 s each time: about eight failures in 8.5 s, said at the 1st, 2nd, 4th, 8th.
+      expect(failed.length, said).toBeGreaterThanOrEqual(2)
+      expect(failed[0]!.line, said).toMatch(
+        /^tick failed \(retrying in 1s, its connection was lost; the database answers; 1 in a row\)/
+      )
+      expect(
+        failed.every((l) => l.line.includes("retrying in 1s")),
+        said
+      ).toBe(true)
+      expect(failed.length, said).toBeLessThanOrEqual(4)
+      // The item ran within ~1 s of the proxy's return (a wide bound: 3 s), not at a doubled wait's end.
+      expect(started, said).toHaveLength(1)
+      expect(started[0]! - result.back, said).toBeLessThan(3000)
+      expect(started[0]! - result.awayAt, said).toBeGreaterThanOrEqual(8500)
+    }
+  )
+})
