@@ -116,17 +116,23 @@ const failedTicks = (lines: Ref.Ref<ReadonlyArray<{ at: number; line: string }>>
     })
   )
 
+/** The runner started at T0 with a "sleepy" handler (sleeps its payload's ms), and what the tests drive it with. */
+const started = Effect.gen(function* () {
+  yield* FakeClock.set(new Date(T0))
+  const runner = yield* Runner.Runner
+  const queue = yield* QueueStore
+  const memory = yield* MemoryQueueStore.MemoryQueue
+  const db = yield* Database
+  yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
+  yield* runner.start
+  return { runner, queue, memory, db }
+})
+
 describe("a failed tick's backoff", () => {
   it.scoped("waits exactly what its log line says, however many handlers finish meanwhile", () =>
     timedLogs((lines) =>
       Effect.gen(function* () {
-        yield* FakeClock.set(new Date(T0))
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const db = yield* Database
-        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
-        yield* runner.start
+        const { db, memory, queue, runner } = yield* started
         // 40 concurrent executions ending every 100 ms over 4 s, each freeing a worker (which wakes the runner).
         yield* queue.enqueueMany(
           Array.from({ length: 40 }, (_, i) => ({ taskType: "sleepy", payload: String(100 * (i + 1)), thread: 1 })),
@@ -158,13 +164,7 @@ describe("a failed tick's backoff", () => {
   it.scoped("ends at once when the database is back (the wake-up listener reconnected), at any point of it", () =>
     timedLogs((lines) =>
       Effect.gen(function* () {
-        yield* FakeClock.set(new Date(T0))
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const db = yield* Database
-        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
-        yield* runner.start
+        const { db, memory, queue } = yield* started
         yield* Ref.set(db.down, true)
         yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
         // Away for a while: ticks at 0, 1, 3, 7, 15 and 31 s; the last one waits 32 s.
@@ -202,13 +202,7 @@ describe("a failed tick's backoff", () => {
   it.scoped("a reconnect during the tick that fails ends the backoff that follows; one before it does not", () =>
     timedLogs((lines) =>
       Effect.gen(function* () {
-        yield* FakeClock.set(new Date(T0))
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const db = yield* Database
-        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
-        yield* runner.start
+        const { db, memory, queue } = yield* started
         yield* FakeClock.advance("1 second")
         // A reconnect while all is well is forgotten: it cannot end a later backoff.
         db.reconnect()
@@ -235,13 +229,7 @@ describe("a failed tick's backoff", () => {
     () =>
       timedLogs((lines) =>
         Effect.gen(function* () {
-          yield* FakeClock.set(new Date(T0))
-          const runner = yield* Runner.Runner
-          const queue = yield* QueueStore
-          const memory = yield* MemoryQueueStore.MemoryQueue
-          const db = yield* Database
-          yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
-          yield* runner.start
+          const { db, memory, queue } = yield* started
           // An operator (or a proxy) ends every connection the runner opens, 8 ticks in a row: no reconnect of the
           // listener would end a doubled wait (it never lost its own), so each wait is the first step. The lines
           // thin out as in an outage: the 1st, 2nd, 4th and 8th say so.
@@ -290,13 +278,7 @@ describe("a failed tick's backoff", () => {
   it.scoped("a long outage logs a bounded number of lines: one at each doubling, then one a minute", () =>
     timedLogs((lines) =>
       Effect.gen(function* () {
-        yield* FakeClock.set(new Date(T0))
-        const runner = yield* Runner.Runner
-        const queue = yield* QueueStore
-        const memory = yield* MemoryQueueStore.MemoryQueue
-        const db = yield* Database
-        yield* runner.register("sleepy", (job) => Effect.sleep(Number(job.payload)))
-        yield* runner.start
+        const { db, memory, queue } = yield* started
         yield* Ref.set(db.down, true)
         yield* queue.enqueue({ taskType: "sleepy", payload: "0" }, new Date(T0))
         yield* FakeClock.advance("10 minutes")
