@@ -29,6 +29,23 @@ const recorded = (on: TestDb, attempt: number) =>
     `attempt ${attempt}'s result to be written`
   )
 
+/**
+ * What a reader needs when a run is not taken over in time: the runs and the job as the database has them, by its
+ * clock, and what the workers' connections are doing (an idle pool, a transaction left open, a statement waiting).
+ */
+const explainRuns = async (on: TestDb) => {
+  const rows = async (sql: string) =>
+    (await on.query(sql)).map((r) => `  ${JSON.stringify(r)}`).join("\n") || "  (none)"
+  return [
+    `job_runs:\n${await rows(`SELECT id, attempt, status, owner, lease_until, due_at, started_at, finished_at, error, now() AS db_now FROM $schema.job_runs ORDER BY id`)}`,
+    `scheduled_jobs:\n${await rows(`SELECT id, name, next_run_at, enabled FROM $schema.scheduled_jobs`)}`,
+    `the workers' connections:\n${await rows(
+      `SELECT pid, state, wait_event_type, wait_event, now() - state_change AS for, left(query, 100) AS query
+       FROM pg_stat_activity WHERE application_name = 'kairos-worker:' || '${on.schema}'`
+    )}`
+  ].join("\n")
+}
+
 describe("many runner processes, one database", () => {
   it(
     "four processes: every (job, slot) has exactly one first-attempt run, none missing, none doubled",
@@ -185,7 +202,13 @@ describe("many runner processes, one database", () => {
       workers.push(survivor)
       await survivor.waitFor((e) => e.event === "ready")
       victim.child.kill("SIGKILL")
-      const retried = await survivor.waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
+      const retried = await survivor
+        .waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
+        .catch(async (e) => {
+          throw new Error(
+            `${e instanceof Error ? e.message : String(e)}\nall it said: ${JSON.stringify(survivor.events)}\n${await explainRuns(db!)}`
+          )
+        })
       expect(retried.job).toBe("nightly")
       // The handler's end comes before its result is written (the results writer batches); on a loaded machine the
       // write once took more than the half second this test used to wait.
