@@ -68,10 +68,10 @@ const backoffAfter = (failures: number) =>
  * connection ended by the server (an operator's `pg_terminate_backend`, a pooler or proxy cutting it) fails the
  * statements on it, not the database.
  */
-const reachableLoss = (cause: Cause.Cause<unknown>, listening: boolean): boolean => {
+const reachableLoss = (cause: Cause.Cause<TickError>, listening: boolean): boolean => {
   if (!listening) return false
   const failure = Cause.failureOption(cause)
-  return Option.isSome(failure) && (failure.value as { readonly reason?: unknown }).reason === "Unavailable"
+  return Option.isSome(failure) && failure.value.reason === "Unavailable"
 }
 
 /**
@@ -90,7 +90,7 @@ const makeFailures = (nowMs: () => number) => {
       subscription = s
     },
     /** Logs a failed tick; returns the wait before the next (ms). */
-    failed: (cause: Cause.Cause<unknown>) =>
+    failed: (cause: Cause.Cause<TickError>) =>
       Effect.gen(function* () {
         failures++
         const reachable = reachableLoss(cause, subscription?.live() === true)

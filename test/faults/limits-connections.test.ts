@@ -9,7 +9,7 @@
 import { afterEach, describe, expect, it } from "vitest"
 import { channel } from "../../src/adapters/postgres/PgSchema.js"
 import { kairos, live } from "../support/cli.js"
-import { migratedSchema, sleep, type TestDb, until } from "../support/workers.js"
+import { migratedSchema, showRows, sleep, type TestDb, until } from "../support/workers.js"
 
 let db: TestDb | undefined
 let clis: Array<ReturnType<typeof live>> = []
@@ -58,8 +58,7 @@ const cut = async (db: TestDb, listener: boolean) => {
 
 /** What a reader needs to tell why the queue stalled: what is left and what holds it, and what the workers said. */
 const explain = async (db: TestDb, workers: ReadonlyArray<ReturnType<typeof live>>) => {
-  const show = async (title: string, sql: string) =>
-    `${title}:\n${(await db.query(sql)).map((r) => `  ${JSON.stringify(r)}`).join("\n") || "  (none)"}`
+  const show = (title: string, sql: string) => showRows(db, title, sql)
   const parts = [
     await show(
       "left, by type and state",

@@ -7,43 +7,25 @@
  * Integration: a real Postgres, a TCP proxy, wall time.
  */
 import { Effect, Logger } from "effect"
-import net from "node:net"
-import pg from "pg"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { migrate } from "../../src/adapters/postgres/migrations.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
 import { Runner } from "../../src/index.js"
-import { PgClient } from "@effect/sql-pg"
-import { Redacted } from "effect"
-import { databaseUrl, dropSchema, uniqueSchemaName } from "../support/database.js"
-import { type Proxy, startProxy } from "../support/proxy.js"
+import { databaseUrl } from "../support/database.js"
+import { freePort, type Proxy, startProxy } from "../support/proxy.js"
+import { migratedSchema, type TestDb } from "../support/workers.js"
 
-const schema = uniqueSchemaName("pooledoutage")
-let admin: pg.Pool
+let db: TestDb
 let proxy: Proxy
 
 beforeAll(async () => {
-  await Effect.runPromise(
-    migrate({ schema }).pipe(Effect.provide(PgClient.layer({ url: Redacted.make(databaseUrl()) })), Effect.scoped)
-  )
-  admin = new pg.Pool({ connectionString: databaseUrl(), max: 2 })
+  db = await migratedSchema("pooledoutage")
   proxy = await startProxy(Number(new URL(databaseUrl()).port || 5432))
 })
 
 afterAll(async () => {
   await proxy?.close()
-  await dropSchema((text) => admin.query(text), schema)
-  await admin?.end()
+  await db?.close()
 })
-
-/** A port nothing listens on: the proxy's connections to it are refused, as a stopped pooler's are. */
-const deadPort = async () => {
-  const server = net.createServer()
-  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
-  const port = (server.address() as net.AddressInfo).port
-  await new Promise<void>((resolve) => server.close(() => resolve()))
-  return port
-}
 
 describe("the pooled URL away while the direct URL stays", () => {
   it(
@@ -56,21 +38,21 @@ describe("the pooled URL away while the direct URL stays", () => {
       const pooled = new URL(databaseUrl())
       pooled.hostname = "127.0.0.1"
       pooled.port = String(proxy.port)
-      const lines: Array<{ at: number; line: string }> = []
+      const lines: Array<string> = []
       const logger = Logger.make(({ message }) => {
-        lines.push({ at: Date.now(), line: Array.isArray(message) ? message.join(" ") : String(message) })
+        lines.push(Array.isArray(message) ? message.join(" ") : String(message))
       })
       const started: Array<number> = []
       const result = await Effect.gen(function* () {
         const runner = yield* Runner.Runner
         yield* runner.register("work", () => Effect.sync(() => void started.push(Date.now())))
         yield* runner.start
-        // The pooler goes away: its connections are cut, and new ones refused.
-        proxy.switchTo(yield* Effect.promise(deadPort))
+        // The pooler goes away: its connections are cut, and new ones refused (nothing listens on a free port).
+        proxy.switchTo(yield* Effect.promise(freePort))
         proxy.cutAll()
         // Enqueued on the direct connection: its NOTIFY wakes the runner, whose ticks fail.
         yield* Effect.promise(() =>
-          admin.query(`INSERT INTO "${schema}".queue_items (task_type, payload, thread) VALUES ('work', 'x', 1)`)
+          db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('work', 'x', 1)`)
         )
         const awayAt = Date.now()
         yield* Effect.sleep("8500 millis")
@@ -83,7 +65,7 @@ describe("the pooled URL away while the direct URL stays", () => {
           PgKairos.layer({
             url: pooled.toString(),
             directUrl: direct.toString(),
-            schema,
+            schema: db.schema,
             migrate: false,
             workers: 2,
             // The poll is no help here: only ticks that wake up after failures can take the item.
@@ -94,15 +76,15 @@ describe("the pooled URL away while the direct URL stays", () => {
         Effect.scoped,
         Effect.runPromise
       )
-      const failed = lines.filter((l) => l.line.startsWith("tick failed"))
-      const said = lines.map((l) => l.line).join("\n")
+      const failed = lines.filter((l) => l.startsWith("tick failed"))
+      const said = lines.join("\n")
       // It failed, said why, and waited 1 s each time: about eight failures in 8.5 s, said at the 1st, 2nd, 4th, 8th.
       expect(failed.length, said).toBeGreaterThanOrEqual(2)
-      expect(failed[0]!.line, said).toMatch(
+      expect(failed[0], said).toMatch(
         /^tick failed \(retrying in 1s, its connection was lost; the database answers; 1 in a row\)/
       )
       expect(
-        failed.every((l) => l.line.includes("retrying in 1s")),
+        failed.every((l) => l.includes("retrying in 1s")),
         said
       ).toBe(true)
       expect(failed.length, said).toBeLessThanOrEqual(4)

@@ -5,7 +5,16 @@
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { Schedule } from "../../src/index.js"
-import { killAll, migratedSchema, sleep, startWorker, until, type TestDb, type Worker } from "../support/workers.js"
+import {
+  killAll,
+  migratedSchema,
+  showRows,
+  sleep,
+  startWorker,
+  until,
+  type TestDb,
+  type Worker
+} from "../support/workers.js"
 
 let db: TestDb | undefined
 let workers: Array<Worker> = []
@@ -33,18 +42,22 @@ const recorded = (on: TestDb, attempt: number) =>
  * What a reader needs when a run is not taken over in time: the runs and the job as the database has them, by its
  * clock, and what the workers' connections are doing (an idle pool, a transaction left open, a statement waiting).
  */
-const explainRuns = async (on: TestDb) => {
-  const rows = async (sql: string) =>
-    (await on.query(sql)).map((r) => `  ${JSON.stringify(r)}`).join("\n") || "  (none)"
-  return [
-    `job_runs:\n${await rows(`SELECT id, attempt, status, owner, lease_until, due_at, started_at, finished_at, error, now() AS db_now FROM $schema.job_runs ORDER BY id`)}`,
-    `scheduled_jobs:\n${await rows(`SELECT id, name, next_run_at, enabled FROM $schema.scheduled_jobs`)}`,
-    `the workers' connections:\n${await rows(
+const explainRuns = async (on: TestDb) =>
+  [
+    await showRows(
+      on,
+      "job_runs",
+      `SELECT id, attempt, status, owner, lease_until, due_at, started_at, finished_at, error, now() AS db_now
+       FROM $schema.job_runs ORDER BY id`
+    ),
+    await showRows(on, "scheduled_jobs", `SELECT id, name, next_run_at, enabled FROM $schema.scheduled_jobs`),
+    await showRows(
+      on,
+      "the workers' connections",
       `SELECT pid, state, wait_event_type, wait_event, now() - state_change AS for, left(query, 100) AS query
        FROM pg_stat_activity WHERE application_name = 'kairos-worker:' || '${on.schema}'`
-    )}`
+    )
   ].join("\n")
-}
 
 describe("many runner processes, one database", () => {
   it(

@@ -134,6 +134,10 @@ export const startWorker = (db: TestDb, options: Record<string, unknown> = {}): 
     KAIROS_SCHEMA: db.schema
   })
 
+/** A query's rows under a title, one JSON line each, for a failure's message (what a test saw when it gave up). */
+export const showRows = async (db: TestDb, title: string, sql: string): Promise<string> =>
+  `${title}:\n${(await db.query(sql)).map((r) => `  ${JSON.stringify(r)}`).join("\n") || "  (none)"}`
+
 /** Kills whatever is left (for `finally` blocks). */
 export const killAll = (workers: ReadonlyArray<Worker>) => {
   for (const w of workers) {
