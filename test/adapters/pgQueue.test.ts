@@ -1259,3 +1259,54 @@ layer(PgQueue("queuekeys"), { timeout: "60 seconds", excludeTestServices: true }
     )
   }
 })
+
+// One connection, so that its session's prepared statements are all of them (pg_prepared_statements is per session).
+const PgQueueOnOneConnection = Layer.unwrapEffect(
+  Effect.map(TestSchema, (schema) => PgQueueStore.layer({ schema }))
+).pipe(
+  Layer.provideMerge(Layer.effectDiscard(Effect.flatMap(TestSchema, (schema) => migrate({ schema })))),
+  Layer.provideMerge(TestSchemaLive("queueplans")),
+  Layer.provideMerge(
+    Layer.suspend(() =>
+      PgKairos.clientLayer({ url: databaseUrl(), maxConnections: 1, applicationName: "kairos-test-plans" })
+    )
+  )
+)
+
+layer(PgQueueOnOneConnection, { timeout: "60 seconds", excludeTestServices: true })("planning", (it) => {
+  it.effect("a claim, alone or with a record, is planned once per connection, not at every call", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const queue = yield* QueueStore
+      const at = new Date()
+      const ok = (claim: QueueClaim) => ({ claim, result: { startedAt: at, finishedAt: at } })
+      yield* queue.enqueueMany(
+        Array.from({ length: 40 }, (_, i) => ({ taskType: "planned", payload: String(i), thread: 1 })),
+        at
+      )
+      // One at a time, as an idle runner claims what a wake-up announced; then two results recorded with the claim
+      // of two more (one and one is a chain's step, a statement of its own).
+      let claims = yield* queue.claimBatch({ ...claimOptions("planned", at), limit: 2 })
+      for (let i = 0; i < 12; i++) yield* queue.claimBatch({ ...claimOptions("planned", at), limit: 1 })
+      for (let i = 0; i < 10; i++) {
+        const next = yield* queue.recordAndClaim(claims.map(ok), { ...claimOptions("planned", at), limit: 2 })
+        expect(next.recorded).toEqual([true, true])
+        claims = next.claims
+        expect(claims).toHaveLength(2)
+      }
+      // Postgres plans a prepared statement for its values five times, then keeps a generic plan unless those were
+      // cheaper: with a known one-type array they were, and every claim was planned again (custom plans only).
+      const plans = yield* sql<{ statement: string; generic_plans: number; custom_plans: number }>`
+        SELECT statement, generic_plans::int AS generic_plans, custom_plans::int AS custom_plans
+        FROM pg_prepared_statements WHERE statement LIKE '%kairos_claim(%' OR statement LIKE '%kairos_record_and_claim(%'`
+      expect(plans.map((p) => (p.statement.includes("kairos_record_and_claim(") ? "record" : "claim")).sort()).toEqual([
+        "claim",
+        "record"
+      ])
+      for (const p of plans) {
+        expect(p.custom_plans, p.statement).toBeLessThanOrEqual(5)
+        expect(p.generic_plans, p.statement).toBeGreaterThanOrEqual(5)
+      }
+    })
+  )
+})
