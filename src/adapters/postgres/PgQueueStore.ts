@@ -152,12 +152,12 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     const resultParams = resultTypes.map((type, i) => `$${i + 1}::${type}`).join(", ")
     // The plain claims take only types that have no limits in queue_limits (migration 0021), whatever the runner
     // believes: one that has not yet read a new limit (its NOTIFY missed, behind a pooler without a direct URL) leaves
-    // the type alone until it does, rather than claiming past the limit. A probe of queue_limits's key per type.
+    // the type alone until it does, rather than claiming past the limit (queue_limits holds a row per limited type).
     const noLimits = (type: string) =>
       `NOT EXISTS (SELECT 1 FROM ${table(schema, "queue_limits")} l WHERE l.task_type = ${type})`
-    // The array behind a sub-SELECT, so that a plan with its value (a custom plan) counts its elements no better than
-    // the generic one: unnest($1) of a known one-type array costs less than of the 10 elements assumed without it,
-    // so Postgres planned every claim again (~0.15 ms of the server's CPU a statement, as much as a small claim ran).
+    // The array behind a sub-SELECT, so that a plan for a call's values (a custom plan) counts its elements no better
+    // than the generic one: unnest($1) of a known one-type array looked cheaper than of the 10 elements assumed
+    // without it, and Postgres planned every claim again (~0.15 ms of its CPU, half of what a claim of one runs).
     const unlimited = (types: string) => `ARRAY(SELECT t FROM unnest((SELECT ${types})) AS t WHERE ${noLimits("t")})`
     // Migration 0014's overload (as 0016 left it): a run-once item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
