@@ -463,6 +463,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
       Effect.gen(function* () {
         const store = yield* JobStore
         const job = yield* addJob()
+        const defined = def({ name: unique("rolled-back"), taskType: job.taskType, nextRunAt: at(500) })
         const result = yield* Effect.either(
           store.transaction(
             Effect.gen(function* () {
@@ -470,6 +471,7 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
               yield* store.recordSkipped(slot(job.id, at(120)), "why", at(60))
               yield* store.scheduleRetry(slot(job.id, at(0), 2), at(90), at(60))
               yield* store.advanceJobs([{ jobId: job.id, nextRunAt: at(120) }], at(60))
+              yield* store.upsertJobs([defined], at(60))
               return yield* Effect.fail("boom" as const)
             })
           )
@@ -477,6 +479,15 @@ export const suite = (name: string, storeLayer: Layer.Layer<JobStore | StoreInsp
         expect(result).toEqual(Either.left("boom"))
         expect(yield* runsOf(job.id)).toEqual([])
         expect(iso((yield* (yield* StoreInspector).job(job.id))!.nextRunAt)).toBe(iso(at(60)))
+        // The job defined in it is gone, whatever is added after it, and its name free: defined again, it is found by
+        // that name.
+        yield* addJob()
+        expect(yield* store.setJobEnabled(defined.name, true, at(61))).toEqual(Option.none())
+        const [again] = yield* store.upsertJobs([defined], at(62))
+        const found = yield* store.setJobEnabled(defined.name, true, at(63))
+        expect(Option.map(found, (j) => [j.id, j.name, iso(j.nextRunAt)])).toEqual(
+          Option.some([again!.id, defined.name, iso(at(500))])
+        )
       })
     )
 
