@@ -1274,7 +1274,7 @@ const PgQueueOnOneConnection = Layer.unwrapEffect(
 )
 
 layer(PgQueueOnOneConnection, { timeout: "60 seconds", excludeTestServices: true })("planning", (it) => {
-  it.effect("a claim, alone or with a record, is planned once per connection, not at every call", () =>
+  it.effect("a claim, alone or with a record, and the looks at the next wake-up are planned once per connection", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
       const queue = yield* QueueStore
@@ -1294,15 +1294,27 @@ layer(PgQueueOnOneConnection, { timeout: "60 seconds", excludeTestServices: true
         claims = next.claims
         expect(claims).toHaveLength(2)
       }
+      // What an idle runner looks at to plan its next wake-up: an item due later, a lease of another owner's.
+      const later = new Date(at.getTime() + 60_000)
+      yield* queue.enqueue({ taskType: "planned", payload: "later", runAfter: later }, at)
+      for (let i = 0; i < 12; i++) {
+        expect(yield* queue.nextRunAfter(["planned"], at)).toEqual(Option.some(later))
+        expect(yield* queue.nextLeaseExpiry("w")).toEqual(Option.none())
+        expect(yield* queue.nextLeaseExpiry("someone else")).toEqual(
+          Option.some(claimOptions("planned", at).leaseUntil)
+        )
+      }
       // Postgres plans a prepared statement for its values five times, then keeps a generic plan unless those were
       // cheaper: with a known one-type array they were, and every claim was planned again (custom plans only).
+      const kinds = { "kairos_record_and_claim(": "record", "kairos_claim(": "claim", "min(n.at)": "run_after" }
       const plans = yield* sql<{ statement: string; generic_plans: number; custom_plans: number }>`
         SELECT statement, generic_plans::int AS generic_plans, custom_plans::int AS custom_plans
-        FROM pg_prepared_statements WHERE statement LIKE '%kairos_claim(%' OR statement LIKE '%kairos_record_and_claim(%'`
-      expect(plans.map((p) => (p.statement.includes("kairos_record_and_claim(") ? "record" : "claim")).sort()).toEqual([
-        "claim",
-        "record"
-      ])
+        FROM pg_prepared_statements
+        WHERE statement LIKE '%kairos_claim(%' OR statement LIKE '%kairos_record_and_claim(%'
+          OR statement LIKE '%min(n.at)%' OR statement LIKE '%min(lease_until)%'`
+      const kindOf = (statement: string) =>
+        Object.entries(kinds).find(([marker]) => statement.includes(marker))?.[1] ?? "lease_until"
+      expect(plans.map((p) => kindOf(p.statement)).sort()).toEqual(["claim", "lease_until", "record", "run_after"])
       for (const p of plans) {
         expect(p.custom_plans, p.statement).toBeLessThanOrEqual(5)
         expect(p.generic_plans, p.statement).toBeGreaterThanOrEqual(5)

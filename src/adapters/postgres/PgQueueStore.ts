@@ -189,6 +189,20 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       `SELECT recorded::text AS recorded, ${claimed} FROM ${fn("kairos_record_and_claim_limited")}(${resultParams}, ` +
         "$12::text[], $13::int, $14::text, $15::timestamptz, $16::timestamptz, $17::timestamptz) AS c"
     )
+    // The two looks that plan a runner's next wake-up after a tick that did not fill its batch: named like the claims,
+    // planned once per connection (through @effect/sql, unnamed, each was planned at every call, for ten times as
+    // long as it ran). The types behind a sub-SELECT, as in `unlimited`.
+    const nextLeaseExpiryStatement = prepare<{ at: Date | null }>(
+      `SELECT least((SELECT min(lease_until) FROM ${fn("queue_leases")} WHERE owner <> $1::text), ` +
+        `(SELECT min(lease_until) FROM ${fn("queue_items")} WHERE lease_token IS NOT NULL AND lease_owner <> $1::text)) AS at`
+    )
+    const nextRunAfterStatement = prepare<{ at: Date | null }>(
+      "SELECT min(n.at) AS at FROM unnest((SELECT $1::text[])) AS t(task_type) CROSS JOIN LATERAL (" +
+        `SELECT i.run_after AS at FROM ${fn("queue_items")} i WHERE i.task_type = t.task_type ` +
+        "AND i.run_after > $2::timestamptz ORDER BY i.run_after LIMIT 1) n"
+    )
+    const firstAt = (rows: ReadonlyArray<{ at: Date | null }>) =>
+      Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))
     const retryPolicy = sql(table(schema, "kairos_retry_policy"))
     const retryDelay = sql(table(schema, "kairos_retry_delay_ms"))
 
@@ -857,29 +871,13 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
               return (taken?.n ?? 0) + (onRows?.n ?? 0)
             }).pipe(orStoreError),
 
-      nextLeaseExpiry: (exceptOwner) =>
-        sql<{ at: Date | null }>`SELECT least(
-            (SELECT min(lease_until) FROM ${leases} WHERE owner <> ${exceptOwner}),
-            (SELECT min(lease_until) FROM ${items} WHERE lease_token IS NOT NULL AND lease_owner <> ${exceptOwner})
-          ) AS at`.pipe(
-          Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
-          orStoreError
-        ),
+      nextLeaseExpiry: (exceptOwner) => nextLeaseExpiryStatement([exceptOwner]).pipe(Effect.map(firstAt), orStoreError),
 
       // Per task type, the first future run_after on the (task_type, run_after) index.
       nextRunAfter: (taskTypes, now) =>
         taskTypes.length === 0
           ? Effect.succeed(Option.none())
-          : sql<{ at: Date | null }>`
-              SELECT min(n.at) AS at FROM unnest(${[...new Set(taskTypes)]}::text[]) AS t(task_type)
-              CROSS JOIN LATERAL (
-                SELECT i.run_after AS at FROM ${items} i
-                WHERE i.task_type = t.task_type AND i.run_after > ${now}
-                ORDER BY i.run_after LIMIT 1
-              ) n`.pipe(
-              Effect.map((rows) => Option.fromNullable(rows[0]?.at ?? null).pipe(Option.map((d) => new Date(d)))),
-              orStoreError
-            ),
+          : nextRunAfterStatement([[...new Set(taskTypes)], now]).pipe(Effect.map(firstAt), orStoreError),
 
       // Waiting items count: they are work still to come.
       pendingCount: () =>
