@@ -155,10 +155,12 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     // the type alone until it does, rather than claiming past the limit (queue_limits holds a row per limited type).
     const noLimits = (type: string) =>
       `NOT EXISTS (SELECT 1 FROM ${table(schema, "queue_limits")} l WHERE l.task_type = ${type})`
-    // The array behind a sub-SELECT, so that a plan for a call's values (a custom plan) counts its elements no better
-    // than the generic one: unnest($1) of a known one-type array looked cheaper than of the 10 elements assumed
-    // without it, and Postgres planned every claim again (~0.15 ms of its CPU, half of what a claim of one runs).
-    const unlimited = (types: string) => `ARRAY(SELECT t FROM unnest((SELECT ${types})) AS t WHERE ${noLimits("t")})`
+    // A statement's task types, unnested from behind a sub-SELECT, so that a plan for a call's values (a custom plan)
+    // counts them no better than the generic one: unnest($1) of a known one-type array looked cheaper than of the 10
+    // elements assumed without it, and Postgres planned every claim again (~0.15 ms of its CPU, half of what a claim
+    // of one runs).
+    const unnestTypes = (types: string) => `unnest((SELECT ${types}))`
+    const unlimited = (types: string) => `ARRAY(SELECT t FROM ${unnestTypes(types)} AS t WHERE ${noLimits("t")})`
     // Migration 0014's overload (as 0016 left it): a run-once item's execution holds its lease on the item row.
     const claimStatement = prepare<ClaimRow>(
       `SELECT ${claimed} FROM ${fn("kairos_claim")}(${unlimited("$1::text[]")}, $2::int, $3::text, $4::timestamptz, ` +
@@ -191,13 +193,13 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
     )
     // The two looks that plan a runner's next wake-up after a tick that did not fill its batch: named like the claims,
     // planned once per connection (through @effect/sql, unnamed, each was planned at every call, for ten times as
-    // long as it ran). The types behind a sub-SELECT, as in `unlimited`.
+    // long as it ran).
     const nextLeaseExpiryStatement = prepare<{ at: Date | null }>(
       `SELECT least((SELECT min(lease_until) FROM ${fn("queue_leases")} WHERE owner <> $1::text), ` +
         `(SELECT min(lease_until) FROM ${fn("queue_items")} WHERE lease_token IS NOT NULL AND lease_owner <> $1::text)) AS at`
     )
     const nextRunAfterStatement = prepare<{ at: Date | null }>(
-      "SELECT min(n.at) AS at FROM unnest((SELECT $1::text[])) AS t(task_type) CROSS JOIN LATERAL (" +
+      `SELECT min(n.at) AS at FROM ${unnestTypes("$1::text[]")} AS t(task_type) CROSS JOIN LATERAL (` +
         `SELECT i.run_after AS at FROM ${fn("queue_items")} i WHERE i.task_type = t.task_type ` +
         "AND i.run_after > $2::timestamptz ORDER BY i.run_after LIMIT 1) n"
     )
