@@ -9,6 +9,7 @@ import * as Effect from "effect/Effect"
 import path from "node:path"
 import { afterAll, beforeAll, expect } from "vitest"
 import { databaseUrl, dropSchema, uniqueSchemaName } from "./database.js"
+import { diagnose, reportFlags } from "./diagnose.js"
 import { projectRoot, run as runCommand } from "./process.js"
 import pg from "pg"
 
@@ -23,16 +24,22 @@ export let schema = uniqueSchemaName("cli")
 // Without blocking the test file's event loop (see `run` in test/support/process.ts): independent commands run side
 // by side.
 export const kairos = async (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => {
-  const run = await runCommand(process.execPath, [bin, ...args], {
+  const run = await runCommand(process.execPath, [...reportFlags, bin, ...args], {
     cwd: options.cwd ?? projectRoot,
     env: options.env ?? process.env,
     timeout: 60_000
   })
-  return { code: run.status, stdout: run.stdout, stderr: run.stderr }
+  // Killed at the timeout: what it was doing then shows where an assertion prints its output.
+  const killed = run.error === undefined ? "" : `\n[test] ${run.error.message}`
+  return { code: run.status, stdout: run.stdout, stderr: run.stderr + killed }
 }
 /** A long-running `kairos` process whose output can be awaited line by line. */
 export const live = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = process.env) => {
-  const child = spawn(process.execPath, [bin, ...args], { cwd: projectRoot, env, stdio: ["ignore", "pipe", "pipe"] })
+  const child = spawn(process.execPath, [...reportFlags, bin, ...args], {
+    cwd: projectRoot,
+    env,
+    stdio: ["ignore", "pipe", "pipe"]
+  })
   let out = ""
   let err = ""
   const waiters: Array<() => void> = []
@@ -51,7 +58,14 @@ export const live = (args: ReadonlyArray<string>, env: NodeJS.ProcessEnv = proce
   /** Resolves once stdout (or stderr) matches `pattern`; fails when the process exits first or after `ms`. */
   const waitFor = (pattern: RegExp, stream: "out" | "err" = "out", ms = 30_000) =>
     new Promise<RegExpMatchArray>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`no ${pattern} in ${ms} ms:\n${out}\n${err}`)), ms)
+      // Said with what the process was doing then (diagnose.ts): a worker silent at start left nothing to go on.
+      const timer = setTimeout(
+        () =>
+          void diagnose(child, true).then((state) =>
+            reject(new Error(`no ${pattern} in ${ms} ms:\n${out}\n${err}\n${state}`))
+          ),
+        ms
+      )
       const check = () => {
         const match = (stream === "out" ? out : err).match(pattern)
         if (match !== null) {

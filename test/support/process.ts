@@ -6,6 +6,7 @@ import fs from "node:fs/promises"
 import os from "node:os"
 import path from "node:path"
 import { inject } from "vitest"
+import { diagnose, reportFlags } from "./diagnose.js"
 
 export const projectRoot = path.resolve(new URL("../..", import.meta.url).pathname)
 
@@ -19,9 +20,9 @@ export const serverTempDir = async (prefix: string): Promise<string> => {
   return dir
 }
 
-/** Spawns `node --import tsx <script> ...args` from the project root. */
+/** Spawns `node --import tsx <script> ...args` from the project root (with `reportFlags`: see diagnose.ts). */
 export const spawnTs = (script: string, args: ReadonlyArray<string> = [], options: SpawnOptions = {}): ChildProcess =>
-  spawn(process.execPath, ["--import", "tsx", path.resolve(projectRoot, script), ...args], {
+  spawn(process.execPath, [...reportFlags, "--import", "tsx", path.resolve(projectRoot, script), ...args], {
     cwd: projectRoot,
     stdio: ["ignore", "pipe", "pipe"],
     ...options
@@ -88,7 +89,7 @@ export interface RunResult {
  * its main process over RPC calls that time out after 60 s, and a blocked loop cannot read the answers: a test that
  * waits a minute in `spawnSync` or `execFileSync` (an `npm install` on a loaded machine) fails the whole run with
  * "Timeout calling onTaskUpdate" though every test passed. Past `timeout` (ms) the command is killed (SIGKILL) and
- * `error` says so.
+ * `error` says so, and what it was doing then (diagnose.ts).
  */
 export const run = (
   command: string,
@@ -108,8 +109,10 @@ export const run = (
       timeout === undefined
         ? undefined
         : setTimeout(() => {
-            error = new Error(`${command} ${args.join(" ")}: killed after ${timeout} ms`)
-            child.kill("SIGKILL")
+            void diagnose(child, args.includes(reportFlags[0]!)).then((state) => {
+              error = new Error(`${command} ${args.join(" ")}: killed after ${timeout} ms; ${state}`)
+              child.kill("SIGKILL")
+            })
           }, timeout)
     const finish = (status: number | null, signal: NodeJS.Signals | null) => {
       if (timer !== undefined) clearTimeout(timer)
