@@ -5,11 +5,12 @@
  */
 import { SqlClient } from "@effect/sql"
 import { expect, layer } from "@effect/vitest"
-import { Effect, Either } from "effect"
+import { Effect, Either, Fiber, Logger } from "effect"
 import fs from "node:fs"
 import path from "node:path"
+import pg from "pg"
 import { migrate, MigrationError } from "../../src/adapters/postgres/migrations.js"
-import { TestSchema } from "../support/database.js"
+import { databaseUrl, TestSchema } from "../support/database.js"
 import { PgMigrated } from "../support/pgStores.js"
 import { projectRoot } from "../support/process.js"
 import { describeSchema } from "../support/schemaSnapshot.js"
@@ -46,6 +47,45 @@ layer(PgMigrated("schema"), { timeout: "60 seconds", excludeTestServices: true }
         { concurrency: "unbounded" }
       )
       expect(results.filter((r) => r.length > 0).length).toBe(1)
+      expect(yield* describeSchema(fresh)).toBe(fs.readFileSync(snapshotFile, "utf8"))
+    }).pipe(Effect.scoped)
+  )
+
+  it.effect("a migration that waits for another session's lock says so once, naming it, then goes on", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const fresh = `${yield* TestSchema}_wait`
+      yield* Effect.addFinalizer(() => sql`DROP SCHEMA IF EXISTS ${sql(fresh)} CASCADE`.pipe(Effect.ignore))
+      // Another process mid-migration: the schema's lock, held in an open transaction of a connection of its own.
+      const holder = new pg.Client({ connectionString: databaseUrl(), application_name: "other-migrator" })
+      yield* Effect.acquireRelease(
+        Effect.promise(() => holder.connect()),
+        () => Effect.promise(() => holder.end())
+      )
+      const pid = yield* Effect.promise(async () => {
+        await holder.query("BEGIN")
+        await holder.query("SELECT pg_advisory_xact_lock(hashtext($1))", [`kairos.migrate.${fresh}`])
+        return (await holder.query<{ pid: number }>("SELECT pg_backend_pid() AS pid")).rows[0]!.pid
+      })
+      const lines: Array<string> = []
+      const capture = Logger.make(({ message }) => void lines.push(String(message)))
+      const migrating = yield* migrate({ schema: fresh }).pipe(
+        Effect.provide(Logger.replace(Logger.defaultLogger, capture)),
+        Effect.fork
+      )
+      for (let i = 0; i < 200 && lines.length === 0; i++) yield* Effect.sleep("50 millis")
+      expect(lines).toHaveLength(1)
+      expect(lines[0]).toMatch(
+        new RegExp(
+          `^migrating schema "${fresh}": waiting for another session that holds its migration lock: pid ${pid} \\(other-migrator\\), in its transaction for \\d+ s$`
+        )
+      )
+      // Still waiting; once the other session ends its transaction, this one migrates.
+      expect(migrating.unsafePoll()).toBeNull()
+      yield* Effect.promise(() => holder.query("COMMIT"))
+      const applied = yield* Fiber.join(migrating)
+      expect(applied.length).toBeGreaterThan(0)
+      expect(lines).toHaveLength(1)
       expect(yield* describeSchema(fresh)).toBe(fs.readFileSync(snapshotFile, "utf8"))
     }).pipe(Effect.scoped)
   )

@@ -237,6 +237,32 @@ const standing = (sql: SqlClient.SqlClient, schema: string) =>
   })
 
 /**
+ * The schema's migration lock, held until the enclosing transaction ends. Another process migrating the schema (or
+ * one stuck mid-migration) makes this one wait as long as it takes: said once, with who holds it, so that a worker
+ * waiting there does not sit silent at start.
+ */
+const migrationLock = (sql: SqlClient.SqlClient, schema: string) =>
+  Effect.gen(function* () {
+    const key = `kairos.migrate.${schema}`
+    const [taken] = yield* sql<{ taken: boolean }>`SELECT pg_try_advisory_xact_lock(hashtext(${key})) AS taken`
+    if (taken?.taken === true) return
+    // A one-key advisory lock shows in pg_locks as its bigint's high and low 32 bits.
+    const holders = yield* sql<{ pid: number; application: string; seconds: number }>`
+      SELECT a.pid, coalesce(nullif(a.application_name, ''), '?') AS application,
+        coalesce(round(extract(epoch FROM now() - a.xact_start)), 0)::int AS seconds
+      FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid
+      WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.database = (
+          SELECT oid FROM pg_database WHERE datname = current_database())
+        AND l.classid = ((hashtext(${key})::bigint >> 32) & 4294967295)::oid
+        AND l.objid = (hashtext(${key})::bigint & 4294967295)::oid`.pipe(Effect.orElseSucceed(() => []))
+    const who = holders.map((h) => `pid ${h.pid} (${h.application}), in its transaction for ${h.seconds} s`)
+    yield* Effect.logInfo(
+      `migrating schema "${schema}": waiting for another session that holds its migration lock${who.length > 0 ? `: ${who.join(", ")}` : ""}`
+    )
+    yield* sql`SELECT pg_advisory_xact_lock(hashtext(${key}))`
+  })
+
+/**
  * Creates or upgrades kairos's tables in the schema. Idempotent, and safe when several processes start at once:
  * @effect/sql's Migrator alone is not (its table check races), so it runs under a per-schema advisory lock held
  * by an enclosing transaction, with `CREATE SCHEMA IF NOT EXISTS` inside it. A schema already at this kairos's
@@ -265,7 +291,7 @@ export const migrate = (
         Effect.gen(function* () {
           // A migration may take longer than the sessions' statement timeout (an index on a big table): not this one.
           yield* sql`SET LOCAL statement_timeout = 0`
-          yield* sql`SELECT pg_advisory_xact_lock(hashtext(${`kairos.migrate.${schema}`}))`
+          yield* migrationLock(sql, schema)
           yield* sql`CREATE SCHEMA IF NOT EXISTS ${sql(schema)}`
           // The Migrator probes its table with a query that fails when it is missing, which would abort this
           // enclosing transaction: create it first, in the Migrator's own shape.
