@@ -37,6 +37,39 @@ it.effect("a store error raised inside a mapped effect passes through as it was,
   })
 )
 
+it.effect("a connection the socket lost or could not make is unavailable; the database's own answers are not", () =>
+  Effect.gen(function* () {
+    const reason = (e: unknown) => Effect.map(Effect.flip(toStoreError(Effect.fail(e))), (f) => f.reason)
+    // What the server says as it ends a connection.
+    for (const [code, message] of [
+      ["57P01", "terminating connection due to administrator command"],
+      ["08006", "connection failure"]
+    ] as const)
+      expect([code, yield* reason(pgError(code, message))]).toEqual([code, "Unavailable"])
+    // Node's system errors, as the socket ends with them: reset, broken, refused, timed out.
+    for (const [code, syscall] of [
+      ["ECONNRESET", "read"],
+      ["EPIPE", "write"],
+      ["ECONNREFUSED", "connect"],
+      ["ETIMEDOUT", "connect"]
+    ] as const) {
+      const cause = Object.assign(new Error(`${syscall} ${code}`), { code, errno: -1, syscall })
+      const error = new SqlError({ cause, message: "Failed to execute statement" })
+      expect([code, yield* reason(error)]).toEqual([code, "Unavailable"])
+    }
+    expect(yield* reason(new SqlError({ cause: new Error("Connection terminated unexpectedly"), message: "x" }))).toBe(
+      "Unavailable"
+    )
+    // The database answered: not a lost connection.
+    for (const [code, message] of [
+      ["42P01", 'relation "queue_items" does not exist'],
+      ["40P01", "deadlock detected"],
+      ["XX000", "internal error"]
+    ] as const)
+      expect([code, yield* reason(pgError(code, message))]).toEqual([code, "Unknown"])
+  })
+)
+
 it.effect("what lost a deadlock runs again, after a wait, until it succeeds", () =>
   Effect.gen(function* () {
     let tries = 0

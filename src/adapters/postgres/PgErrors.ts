@@ -20,6 +20,15 @@ export interface PgFailure {
 
 const codeOf = (e: SqlError): unknown => (e.cause as { code?: unknown } | undefined)?.code
 
+/**
+ * Whether a SqlError's cause is the socket's (Node's system error: ECONNRESET, ECONNREFUSED, EPIPE, ETIMEDOUT...: a
+ * `syscall` that failed), not Postgres's answer (an SQLSTATE of five digits or capitals, which EPIPE also is).
+ */
+const isSocketError = (e: SqlError): boolean => {
+  const cause = e.cause as { code?: unknown; syscall?: unknown } | undefined
+  return typeof cause?.syscall === "string" || (typeof cause?.code === "string" && !/^[0-9A-Z]{5}$/.test(cause.code))
+}
+
 /** Classifies one failure. */
 export const classify = (e: unknown): PgFailure => {
   if (ParseResult.isParseError(e)) return { reason: "Decode", message: `unexpected row: ${e.message}`, cause: e }
@@ -33,8 +42,14 @@ export const classify = (e: unknown): PgFailure => {
     // (a failover promotes it, or moves the URL back to a primary).
     if (code === "25006")
       return { reason: "Unavailable", message: `the database is read-only (a standby?): ${message}`, cause: e }
-    // Class 08 (connection), 57P (shutdown, terminated), or no code at all (the socket went away): unavailable.
-    if (code === undefined || (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P")))) {
+    // Class 08 (connection), 57P (shutdown, terminated), no code at all (the socket went away), or the socket's own
+    // code, which is no SQLSTATE (ECONNRESET, ECONNREFUSED, EPIPE, ETIMEDOUT...: the connection died or none could
+    // be made): unavailable.
+    if (
+      code === undefined ||
+      isSocketError(e) ||
+      (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P")))
+    ) {
       return { reason: "Unavailable", message, cause: e }
     }
     return { reason: "Unknown", message, cause: e }
