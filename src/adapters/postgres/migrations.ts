@@ -246,7 +246,8 @@ const migrationLock = (sql: SqlClient.SqlClient, schema: string) =>
     const key = `kairos.migrate.${schema}`
     const [taken] = yield* sql<{ taken: boolean }>`SELECT pg_try_advisory_xact_lock(hashtext(${key})) AS taken`
     if (taken?.taken === true) return
-    // A one-key advisory lock shows in pg_locks as its bigint's high and low 32 bits.
+    // A one-key advisory lock shows in pg_locks as its bigint's high and low 32 bits. In a savepoint (a nested
+    // transaction): should this look fail, the migration's transaction goes on without it.
     const holders = yield* sql<{ pid: number; application: string; seconds: number }>`
       SELECT a.pid, coalesce(nullif(a.application_name, ''), '?') AS application,
         coalesce(round(extract(epoch FROM now() - a.xact_start)), 0)::int AS seconds
@@ -254,7 +255,10 @@ const migrationLock = (sql: SqlClient.SqlClient, schema: string) =>
       WHERE l.locktype = 'advisory' AND l.granted AND l.objsubid = 1 AND l.database = (
           SELECT oid FROM pg_database WHERE datname = current_database())
         AND l.classid = ((hashtext(${key})::bigint >> 32) & 4294967295)::oid
-        AND l.objid = (hashtext(${key})::bigint & 4294967295)::oid`.pipe(Effect.orElseSucceed(() => []))
+        AND l.objid = (hashtext(${key})::bigint & 4294967295)::oid`.pipe(
+      sql.withTransaction,
+      Effect.orElseSucceed(() => [])
+    )
     const who = holders.map((h) => `pid ${h.pid} (${h.application}), in its transaction for ${h.seconds} s`)
     yield* Effect.logInfo(
       `migrating schema "${schema}": waiting for another session that holds its migration lock${who.length > 0 ? `: ${who.join(", ")}` : ""}`
