@@ -3,9 +3,12 @@
  * stand-in) and whose wake-up listener is on a direct connection. The proxy refuses everything for a while, as a
  * pooler that restarts does; the listener never loses its connection, so no reconnect comes to end a backoff. Each
  * failed tick waits 1 s, not a doubled wait, and the runner takes the work enqueued meanwhile within about a second
- * of the proxy's return. When every failure doubled, the tick after 8.5 s of failures came at 15 s.
+ * of the proxy's return. When every failure doubled, the tick after 8.5 s of failures came at 15 s. The same when the
+ * proxy resets the pool's connections as a load balancer does (ECONNRESET): each one fails the statement that next
+ * uses it, and the failed ticks wait 1 s each, as for a connection the server ended.
  * Integration: a real Postgres, a TCP proxy, wall time.
  */
+import { SqlClient } from "@effect/sql"
 import { Effect, Logger } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as PgKairos from "../../src/layers/PgKairos.js"
@@ -92,6 +95,75 @@ describe("the pooled URL away while the direct URL stays", () => {
       expect(started, said).toHaveLength(1)
       expect(started[0]! - result.back, said).toBeLessThan(3000)
       expect(started[0]! - result.awayAt, said).toBeGreaterThanOrEqual(8500)
+    }
+  )
+
+  it(
+    "connections reset (ECONNRESET) one by one as they are used: failed ticks wait 1 s each; the work runs within seconds",
+    { timeout: 60_000 },
+    async () => {
+      const direct = new URL(databaseUrl())
+      const resetting = await startProxy(Number(direct.port || 5432))
+      try {
+        const pooled = new URL(databaseUrl())
+        pooled.hostname = "127.0.0.1"
+        pooled.port = String(resetting.port)
+        const lines: Array<string> = []
+        const logger = Logger.make(({ message }) => {
+          lines.push(Array.isArray(message) ? message.join(" ") : String(message))
+        })
+        const started: Array<number> = []
+        const result = await Effect.gen(function* () {
+          const runner = yield* Runner.Runner
+          const sql = yield* SqlClient.SqlClient
+          yield* runner.register("work", () => Effect.sync(() => void started.push(Date.now())))
+          yield* runner.start
+          // Eight connections in the pool, idle; then each is reset when next used: ticks meet them one after another.
+          yield* Effect.all(
+            Array.from({ length: 8 }, () => sql`SELECT pg_sleep(0.2)`),
+            { concurrency: "unbounded" }
+          )
+          const armed = resetting.resetOnNextUse()
+          // Enqueued on the direct connection: its NOTIFY wakes the runner.
+          yield* Effect.promise(() =>
+            db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('work', 'y', 1)`)
+          )
+          const at = Date.now()
+          for (let i = 0; i < 400 && started.length === 0; i++) yield* Effect.sleep("50 millis")
+          return { armed, at }
+        }).pipe(
+          Effect.provide(
+            PgKairos.layer({
+              url: pooled.toString(),
+              directUrl: direct.toString(),
+              schema: db.schema,
+              migrate: false,
+              workers: 2,
+              maxConnections: 8,
+              interval: "1 minute"
+            })
+          ),
+          Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+          Effect.scoped,
+          Effect.runPromise
+        )
+        const failed = lines.filter((l) => l.startsWith("tick failed"))
+        const said = lines.join("\n")
+        expect(result.armed, said).toBeGreaterThanOrEqual(8)
+        // Ticks failed on reset connections (read ECONNRESET, or the client that met it: "not queryable"), each seen
+        // as a lost connection while the database answers: 1 s each, then the runner said it was back.
+        expect(failed.length, said).toBeGreaterThanOrEqual(1)
+        expect(said).toMatch(/the database is reachable again: ticked after \d+ failed tick/)
+        expect(
+          failed.every((l) => l.includes("retrying in 1s, its connection was lost; the database answers")),
+          said
+        ).toBe(true)
+        // Eight dead connections at 1 s each at most, with a wide margin; doubled waits took 1+2+4+8... s.
+        expect(started, said).toHaveLength(1)
+        expect(started[0]! - result.at, said).toBeLessThan(15_000)
+      } finally {
+        await resetting.close()
+      }
     }
   )
 })

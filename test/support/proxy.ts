@@ -2,7 +2,8 @@
  * A TCP proxy for the failover test: clients connect to it, it forwards to a Postgres port the test switches (the
  * primary, then the promoted standby), as a virtual IP or a DNS name moved by a failover manager would. With
  * `delayMs`, what the server sends reaches the client that much later (a replication stream lagging behind), and
- * whatever is still delayed when the server's side closes is dropped, as a crashed primary's unsent WAL is.
+ * whatever is still delayed when the server's side closes is dropped, as a crashed primary's unsent WAL is. It can
+ * also reset its connections as a load balancer does (`resetOnNextUse`).
  */
 import net from "node:net"
 
@@ -12,6 +13,12 @@ export interface Proxy {
   readonly switchTo: (port: number) => void
   /** Closes every connection through the proxy now. */
   readonly cutAll: () => void
+  /**
+   * Every connection open now is reset (a TCP RST, as a load balancer or a NAT that forgot it sends) when its client
+   * next sends anything, which is not forwarded: the client's statement fails with ECONNRESET. Connections made
+   * afterwards pass as usual. Returns how many were armed.
+   */
+  readonly resetOnNextUse: () => number
   readonly close: () => Promise<void>
 }
 
@@ -19,6 +26,7 @@ export const startProxy = async (targetPort: number, options: { readonly delayMs
   let target = targetPort
   const delayMs = options.delayMs ?? 0
   const open = new Set<net.Socket>()
+  const pairs = new Map<net.Socket, net.Socket>()
   const server = net.createServer((client) => {
     const upstream = net.connect({ host: "127.0.0.1", port: target })
     let closed = false
@@ -29,9 +37,11 @@ export const startProxy = async (targetPort: number, options: { readonly delayMs
       upstream.destroy()
       open.delete(client)
       open.delete(upstream)
+      pairs.delete(client)
     }
     open.add(client)
     open.add(upstream)
+    pairs.set(client, upstream)
     client.on("error", end).on("close", end)
     upstream.on("error", end).on("close", end)
     client.pipe(upstream)
@@ -50,8 +60,21 @@ export const startProxy = async (targetPort: number, options: { readonly delayMs
     for (const socket of open) socket.destroy()
     open.clear()
   }
+  const resetOnNextUse = () => {
+    for (const [client, upstream] of pairs) {
+      client.unpipe(upstream)
+      client.once("data", () => {
+        client.resetAndDestroy()
+        upstream.destroy()
+      })
+      // Unpiped, the socket stopped reading: read again, into the listener above.
+      client.resume()
+    }
+    return pairs.size
+  }
   return {
     port,
+    resetOnNextUse,
     switchTo: (next) => {
       target = next
     },
