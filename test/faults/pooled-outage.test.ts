@@ -30,6 +30,55 @@ afterAll(async () => {
   await db?.close()
 })
 
+/**
+ * A runner whose statements go through `proxyPort` and whose listener is on the direct URL, with a "work" handler
+ * that notes when it starts; `body` drives it. Gives back what `body` returned, the log lines and the starts.
+ */
+const throughProxy = async <A>(
+  proxyPort: number,
+  maxConnections: number,
+  body: (started: ReadonlyArray<number>) => Effect.Effect<A, never, Runner.Runner | SqlClient.SqlClient>
+) => {
+  const direct = new URL(databaseUrl())
+  const pooled = new URL(databaseUrl())
+  pooled.hostname = "127.0.0.1"
+  pooled.port = String(proxyPort)
+  const lines: Array<string> = []
+  const logger = Logger.make(({ message }) => {
+    lines.push(Array.isArray(message) ? message.join(" ") : String(message))
+  })
+  const started: Array<number> = []
+  const result = await Effect.gen(function* () {
+    const runner = yield* Runner.Runner
+    yield* runner.register("work", () => Effect.sync(() => void started.push(Date.now())))
+    yield* runner.start
+    return yield* body(started)
+  }).pipe(
+    Effect.provide(
+      PgKairos.layer({
+        url: pooled.toString(),
+        directUrl: direct.toString(),
+        schema: db.schema,
+        migrate: false,
+        workers: 2,
+        maxConnections,
+        // The poll is no help here: only ticks that wake up after failures can take the item.
+        interval: "1 minute"
+      })
+    ),
+    Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
+    Effect.scoped,
+    Effect.runPromise
+  )
+  return { result, lines, started }
+}
+
+/** Inserted on the direct connection: its NOTIFY wakes the runner. */
+const enqueue = (payload: string) =>
+  Effect.promise(() =>
+    db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('work', $1, 1)`, [payload])
+  )
+
 describe("the pooled URL away while the direct URL stays", () => {
   it(
     "failed ticks wait 1 s, logged thinly; the runner runs what was enqueued within ~1 s of the return",
@@ -37,47 +86,20 @@ describe("the pooled URL away while the direct URL stays", () => {
       timeout: 60_000
     },
     async () => {
-      const direct = new URL(databaseUrl())
-      const pooled = new URL(databaseUrl())
-      pooled.hostname = "127.0.0.1"
-      pooled.port = String(proxy.port)
-      const lines: Array<string> = []
-      const logger = Logger.make(({ message }) => {
-        lines.push(Array.isArray(message) ? message.join(" ") : String(message))
-      })
-      const started: Array<number> = []
-      const result = await Effect.gen(function* () {
-        const runner = yield* Runner.Runner
-        yield* runner.register("work", () => Effect.sync(() => void started.push(Date.now())))
-        yield* runner.start
-        // The pooler goes away: its connections are cut, and new ones refused (nothing listens on a free port).
-        proxy.switchTo(yield* Effect.promise(freePort))
-        proxy.cutAll()
-        // Enqueued on the direct connection: its NOTIFY wakes the runner, whose ticks fail.
-        yield* Effect.promise(() =>
-          db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('work', 'x', 1)`)
-        )
-        const awayAt = Date.now()
-        yield* Effect.sleep("8500 millis")
-        const back = Date.now()
-        proxy.switchTo(Number(direct.port || 5432))
-        for (let i = 0; i < 200 && started.length === 0; i++) yield* Effect.sleep("50 millis")
-        return { awayAt, back }
-      }).pipe(
-        Effect.provide(
-          PgKairos.layer({
-            url: pooled.toString(),
-            directUrl: direct.toString(),
-            schema: db.schema,
-            migrate: false,
-            workers: 2,
-            // The poll is no help here: only ticks that wake up after failures can take the item.
-            interval: "1 minute"
-          })
-        ),
-        Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-        Effect.scoped,
-        Effect.runPromise
+      const { lines, result, started } = await throughProxy(proxy.port, 10, (started) =>
+        Effect.gen(function* () {
+          // The pooler goes away: its connections are cut, and new ones refused (nothing listens on a free port).
+          proxy.switchTo(yield* Effect.promise(freePort))
+          proxy.cutAll()
+          // Its ticks fail.
+          yield* enqueue("x")
+          const awayAt = Date.now()
+          yield* Effect.sleep("8500 millis")
+          const back = Date.now()
+          proxy.switchTo(Number(new URL(databaseUrl()).port || 5432))
+          for (let i = 0; i < 200 && started.length === 0; i++) yield* Effect.sleep("50 millis")
+          return { awayAt, back }
+        })
       )
       const failed = lines.filter((l) => l.startsWith("tick failed"))
       const said = lines.join("\n")
@@ -102,50 +124,22 @@ describe("the pooled URL away while the direct URL stays", () => {
     "connections reset (ECONNRESET) one by one as they are used: failed ticks wait 1 s each; the work runs within seconds",
     { timeout: 60_000 },
     async () => {
-      const direct = new URL(databaseUrl())
-      const resetting = await startProxy(Number(direct.port || 5432))
+      const resetting = await startProxy(Number(new URL(databaseUrl()).port || 5432))
       try {
-        const pooled = new URL(databaseUrl())
-        pooled.hostname = "127.0.0.1"
-        pooled.port = String(resetting.port)
-        const lines: Array<string> = []
-        const logger = Logger.make(({ message }) => {
-          lines.push(Array.isArray(message) ? message.join(" ") : String(message))
-        })
-        const started: Array<number> = []
-        const result = await Effect.gen(function* () {
-          const runner = yield* Runner.Runner
-          const sql = yield* SqlClient.SqlClient
-          yield* runner.register("work", () => Effect.sync(() => void started.push(Date.now())))
-          yield* runner.start
-          // Eight connections in the pool, idle; then each is reset when next used: ticks meet them one after another.
-          yield* Effect.all(
-            Array.from({ length: 8 }, () => sql`SELECT pg_sleep(0.2)`),
-            { concurrency: "unbounded" }
-          )
-          const armed = resetting.resetOnNextUse()
-          // Enqueued on the direct connection: its NOTIFY wakes the runner.
-          yield* Effect.promise(() =>
-            db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('work', 'y', 1)`)
-          )
-          const at = Date.now()
-          for (let i = 0; i < 400 && started.length === 0; i++) yield* Effect.sleep("50 millis")
-          return { armed, at }
-        }).pipe(
-          Effect.provide(
-            PgKairos.layer({
-              url: pooled.toString(),
-              directUrl: direct.toString(),
-              schema: db.schema,
-              migrate: false,
-              workers: 2,
-              maxConnections: 8,
-              interval: "1 minute"
-            })
-          ),
-          Effect.provide(Logger.replace(Logger.defaultLogger, logger)),
-          Effect.scoped,
-          Effect.runPromise
+        const { lines, result, started } = await throughProxy(resetting.port, 8, (started) =>
+          Effect.gen(function* () {
+            const sql = yield* SqlClient.SqlClient
+            // Eight connections in the pool, idle; then each is reset when next used: ticks meet them one by one.
+            yield* Effect.all(
+              Array.from({ length: 8 }, () => sql`SELECT pg_sleep(0.2)`.pipe(Effect.orDie)),
+              { concurrency: "unbounded" }
+            )
+            const armed = resetting.resetOnNextUse()
+            yield* enqueue("y")
+            const at = Date.now()
+            for (let i = 0; i < 400 && started.length === 0; i++) yield* Effect.sleep("50 millis")
+            return { armed, at }
+          })
         )
         const failed = lines.filter((l) => l.startsWith("tick failed"))
         const said = lines.join("\n")
