@@ -2,9 +2,10 @@
  * Flow control with connections cut: three `kairos worker` processes (the built CLI) drain a type under a concurrency
  * limit, a type ordered per group (1 per group) and one under a rate per group, while this test terminates their
  * Postgres backends again and again (pg_terminate_backend: claims, records and renewals die mid-statement, the
- * listener drops; paused while nothing finishes, see below). A sampler reads the live leases from the database throughout: no limit is ever exceeded, each
- * group's items run in order, each group's rate holds, every item is recorded exactly once, and the workers survive,
- * take new work and stop cleanly. Integration: real processes, a real Postgres, wall time.
+ * listener drops; paused while nothing finishes, see below). A sampler reads the live leases from the database
+ * throughout: no limit is ever exceeded, each group's items run in order, each group's rate holds, every item is
+ * recorded exactly once, and the workers survive, take new work and stop cleanly. Integration: real processes, a real
+ * Postgres, wall time.
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { channel } from "../../src/adapters/postgres/PgSchema.js"
