@@ -7,6 +7,7 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
+import { isSqlState } from "./PgConnect.js"
 
 /** What every port error of the Postgres adapters carries. */
 export type PgFailureReason = "Unavailable" | "Conflict" | "Decode" | "Invalid" | "Unknown"
@@ -18,15 +19,16 @@ export interface PgFailure {
   readonly cause: unknown
 }
 
-const codeOf = (e: SqlError): unknown => (e.cause as { code?: unknown } | undefined)?.code
+const causeOf = (e: SqlError) => e.cause as { code?: unknown; syscall?: unknown } | undefined
+const codeOf = (e: SqlError): unknown => causeOf(e)?.code
 
 /**
  * Whether a SqlError's cause is the socket's (Node's system error: ECONNRESET, ECONNREFUSED, EPIPE, ETIMEDOUT...: a
- * `syscall` that failed), not Postgres's answer (an SQLSTATE of five digits or capitals, which EPIPE also is).
+ * `syscall` that failed), not Postgres's answer (an SQLSTATE, which EPIPE's five capitals also look like).
  */
 const isSocketError = (e: SqlError): boolean => {
-  const cause = e.cause as { code?: unknown; syscall?: unknown } | undefined
-  return typeof cause?.syscall === "string" || (typeof cause?.code === "string" && !/^[0-9A-Z]{5}$/.test(cause.code))
+  const cause = causeOf(e)
+  return typeof cause?.syscall === "string" || (typeof cause?.code === "string" && !isSqlState(cause.code))
 }
 
 /** Classifies one failure. */

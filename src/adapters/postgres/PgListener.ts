@@ -28,7 +28,7 @@ import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import { randomBytes } from "node:crypto"
 import pg from "pg"
-import { where } from "./PgConnect.js"
+import { isSqlState, where } from "./PgConnect.js"
 
 /** How to reach Postgres, what to listen to and what to call. */
 export interface ListenerOptions {
@@ -95,7 +95,7 @@ const PROBE = "kairos-probe:"
  */
 const refused = (cause: unknown): boolean => {
   const code = (cause as { code?: unknown } | null)?.code
-  return typeof code === "string" && /^[0-9A-Z]{5}$/.test(code) && !/^(08|57|53)/.test(code)
+  return isSqlState(code) && !/^(08|57|53)/.test(code)
 }
 
 // How long a refused LISTEN waits before it is tried again (quietly): a standby promoted, a pooler reconfigured.
