@@ -211,10 +211,12 @@ describe("many runner processes, one database", () => {
         [Schedule.encodeJson(Schedule.daily({ hour: 3, minute: 0 })), new Date(Date.now() - 1000)]
       )
       await victim.waitFor((e) => e.event === "start")
+      // Killed at once, before the survivor starts: a survivor that took longer than the 2-s lease to start (a loaded
+      // machine) once let the victim, still alive, give its unconfirmed run up and run attempt 2 itself.
+      victim.child.kill("SIGKILL")
       const survivor = startWorker(db, { config, slowMs: 60_000 })
       workers.push(survivor)
       await survivor.waitFor((e) => e.event === "ready")
-      victim.child.kill("SIGKILL")
       const retried = await survivor
         .waitFor((e) => e.event === "end" && e.attempt === 2, 20_000)
         .catch(async (e) => {
