@@ -29,6 +29,7 @@ const knownSeconds: Readonly<Record<string, number>> = {
   "test/adapters/pgFlows.test.ts": 22,
   "test/faults/db-restart.test.ts": 20,
   "test/faults/clock-skew.test.ts": 19,
+  "test/faults/pooled-outage.test.ts": 18,
   "test/faults/flow-kill.test.ts": 18,
   "test/faults/frozen-network.test.ts": 16,
   "test/faults/concurrent-start.test.ts": 15,
