@@ -9,6 +9,7 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import fs from "node:fs"
+import { isSqlState } from "./PgConnect.js"
 import { channel, type PgOptions, schemaName } from "./PgSchema.js"
 
 /**
@@ -34,8 +35,8 @@ const databaseReason = (cause: unknown): { readonly text: string; readonly conne
   for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
     const e = current as { code?: unknown; message?: unknown; detail?: unknown; hint?: unknown; cause?: unknown }
     if (typeof e.code === "string" && typeof e.message === "string") {
-      // Postgres's SQLSTATE codes are five characters; anything else (ECONNREFUSED...) is the network's.
-      const sqlState = /^[0-9A-Z]{5}$/.test(e.code)
+      // Anything but an SQLSTATE (ECONNREFUSED...) is the network's.
+      const sqlState = isSqlState(e.code)
       const parts = [sqlState ? `${e.message} (SQLSTATE ${e.code})` : `${e.message} (${e.code})`]
       if (typeof e.detail === "string" && e.detail.length > 0) parts.push(`detail: ${e.detail}`)
       if (typeof e.hint === "string" && e.hint.length > 0) parts.push(`hint: ${e.hint}`)
@@ -211,7 +212,7 @@ const sqlStateOf = (cause: unknown): string | undefined => {
   let current: unknown = cause
   for (let depth = 0; depth < 8 && typeof current === "object" && current !== null; depth++) {
     const code = (current as { code?: unknown }).code
-    if (typeof code === "string" && /^[0-9A-Z]{5}$/.test(code)) return code
+    if (isSqlState(code)) return code
     current = (current as { cause?: unknown }).cause
   }
   return undefined
