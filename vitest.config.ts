@@ -3,14 +3,15 @@ import { defineConfig } from "vitest/config"
 import { LongestFirstSequencer } from "./test/support/sequencer.js"
 
 // Files that need no database: the domain, the runtime on the memory adapters, the memory adapters, the migration
-// files, how Postgres errors are classified and retried, the import rule, the user-facing testing example. They run
-// without the Postgres global setup.
+// files, how Postgres errors are classified and retried, the CLI's help text, the import rule, the user-facing testing
+// example. They run without the Postgres global setup.
 const unit = [
   "test/domain/**/*.test.ts",
   "test/runtime/**/*.test.ts",
   "test/adapters/memory*.test.ts",
   "test/adapters/migrationFiles.test.ts",
   "test/adapters/pgErrors.test.ts",
+  "test/cli/help.test.ts",
   "test/architecture.test.ts",
   "examples/**/*.test.ts"
 ]

@@ -63,12 +63,12 @@ const cell = (text: string) => text.replaceAll("|", "\\|")
 /** The reference section of docs/cli.md, markers included, from each command's `help`. */
 export const generate = async (help: Help = binHelp): Promise<string> => {
   const top = sections(await help([]))
-  // "  - jobs [options] run [options] <name>   description": the words left once options and arguments are gone.
+  // "  jobs run <name>   description" (src/adapters/cli/help.ts): the words left once arguments and options are gone.
   const commands = (top.get("COMMANDS") ?? [])
-    .filter((line) => /^\s+- /.test(line))
+    .filter((line) => /^ {2}\S/.test(line))
     .map((line) =>
       line
-        .replace(/^\s+- /, "")
+        .trim()
         .split(/\s{2,}/)[0]!
         .replace(/\[[^\]]*\]|<[^>]*>|--\S+(?: [A-Z]+)?/g, " ")
         .trim()

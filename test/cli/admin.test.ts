@@ -267,8 +267,17 @@ describe("kairos --help", () => {
     }
     expect(top.stdout).toMatch(/^\$ kairos$/m)
     for (const command of ["migrate", "worker", "enqueue", "queue", "processed", "jobs", "runs", "semaphore"])
-      expect(top.stdout).toMatch(new RegExp(`^  - ${command} `, "m"))
-    for (const command of ["db status", "db start", "db stop"]) expect(top.stdout).toContain(`  - ${command} `)
+      expect(top.stdout).toMatch(new RegExp(`^  ${command} `, "m"))
+    // One line per command: its words and arguments, not every option of it and of its group again, and its
+    // description in a column a terminal shows (it was ~280 columns in, after the worker's options).
+    const commands = top.stdout.slice(top.stdout.indexOf("\nCOMMANDS\n")).split("\n")
+    expect(commands.find((l) => l.startsWith("  jobs run "))).toMatch(/^ {2}jobs run <name> +fire a job now, as an/)
+    expect(commands.find((l) => l.startsWith("  semaphore "))).toMatch(/^ {2}semaphore \[<green\|red>\] +show or set/)
+    expect(commands.find((l) => l.startsWith("  worker "))).toMatch(/^ {2}worker --tasks MODULE +run a worker/)
+    for (const command of ["db status", "db start", "db stop"])
+      expect(top.stdout).toMatch(new RegExp(`^  ${command} `, "m"))
+    expect(commands.join("\n")).not.toContain("[--")
+    expect(Math.max(...commands.map((l) => /^( {2}\S+(?: \S+)*) {2,}/.exec(l)?.[0].length ?? 0))).toBeLessThan(40)
     expect(enqueue.stdout).toMatch(/^\$ kairos enqueue \[--database-url URL\]/m)
     expect(dbStatus.stdout).toMatch(/^\$ kairos db status \[--json\] \[--verbose\]$/m)
     expect(other.stdout).toMatch(/^\$ kairos processed /m)

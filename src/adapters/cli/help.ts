@@ -47,10 +47,85 @@ export const dropFiller = (text: string): string => {
   return kept.join("\n")
 }
 
+/**
+ * A command's line in a COMMANDS list without its bracketed options: its words, required options and arguments.
+ * @effect/cli writes every option of a command and of the group above it, so that `jobs run` read
+ * `jobs [--database-url URL] [--schema NAME] [--json] [--verbose] run [--database-url URL] ... <name>`.
+ */
+export const commandLine = (usage: string): string => {
+  const tokens: Array<string> = []
+  let depth = 0
+  let current = ""
+  for (const ch of usage) {
+    if (ch === " " && depth === 0) {
+      if (current !== "") tokens.push(current)
+      current = ""
+      continue
+    }
+    if (ch === "[") depth++
+    if (ch === "]") depth--
+    current += ch
+  }
+  if (current !== "") tokens.push(current)
+  return tokens
+    .flatMap((token) => {
+      if (!token.startsWith("[")) return [token]
+      // An optional argument stays, written once: `[<green|red> green | red]` is `[<green|red>]`.
+      const argument = /^\[(<[^>]*>)/.exec(token)
+      return argument === null ? [] : [`[${argument[1]}]`]
+    })
+    .join(" ")
+}
+
+/**
+ * `text` with its COMMANDS list as one line per command, `  jobs run <name>   fire a job now...`, its description
+ * in a column after the longest command, and a line saying which options every command takes. @effect/cli aligns the
+ * descriptions after the longest usage with every option in it (the worker's: ~280 columns), so piped into a file
+ * or read in a terminal of usual width, the list was mostly blanks. `path` is the command words the help is for
+ * (`jobs` for `kairos jobs --help`), written before each subcommand.
+ */
+export const compactCommands = (text: string, path: ReadonlyArray<string>): string => {
+  const lines = text.split("\n")
+  const at = lines.findIndex((l) => l.replace(ANSI, "") === "COMMANDS")
+  if (at === -1) return text
+  let end = at + 1
+  while (end < lines.length && !/^[A-Z][A-Z ]*$/.test(lines[end]!.replace(ANSI, ""))) end++
+  const entries = lines
+    .slice(at + 1, end)
+    .map((l) => /^\s+- (.*)$/.exec(l.replace(ANSI, ""))?.[1])
+    .filter((l): l is string => l !== undefined)
+    .map((l) => {
+      const [usage = "", ...rest] = l.trim().split(/\s{2,}/)
+      return { command: [...path, commandLine(usage)].join(" "), description: rest.join(" ") }
+    })
+  // A group's own line (`db`, which has no description) goes: its subcommands follow with theirs.
+  const shown = entries.filter(
+    (e) => e.description !== "" || !entries.some((o) => o !== e && o.command.startsWith(`${e.command} `))
+  )
+  if (shown.length === 0) return text
+  const width = Math.max(...shown.map((e) => e.command.length))
+  const list = shown.map((e) => `  ${e.command.padEnd(width)}  ${e.description}`.trimEnd())
+  const note = [
+    "",
+    "Every command takes --json and --verbose, and those that read the database --database-url URL and --schema NAME;",
+    `\`kairos <command> --help\` lists a command's options.`
+  ]
+  return [
+    ...lines.slice(0, at + 1),
+    "",
+    ...list,
+    ...note,
+    ...(end < lines.length ? ["", ...lines.slice(end)] : [])
+  ].join("\n")
+}
+
 // @effect/cli's text ends with a newline of its own, which `log` doubles: `--version` printed a blank line after it.
 const render = (value: unknown, stream: NodeJS.WriteStream, path: ReadonlyArray<string>): unknown =>
   typeof value === "string"
-    ? dropFiller(fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path)).replace(/\n+$/, "")
+    ? compactCommands(dropFiller(fullUsage(colours(stream) ? value : value.replace(ANSI, ""), path)), path).replace(
+        /\n+$/,
+        ""
+      )
     : value
 
 /**
