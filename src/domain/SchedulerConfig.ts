@@ -200,7 +200,9 @@ export const validate = (input: SchedulerConfigInput = {}): Either.Either<Schedu
  * - `trustMarginMs`: a tenth — an execution stops trusting its lease that long before its last confirmed expiry (a
  *   process that cannot reach the database stops before another instance may take its work over);
  * - `freshnessMs`: a third — how recent the last look at expired leases must be for the runner to skip one (a tick,
- *   the queue's rescue of expired leases), so that rescue never falls further behind than a renewal.
+ *   the queue's rescue of expired leases), so that rescue never falls further behind than a renewal;
+ * - `stopStepMs`: a third — how long a stop waits for one step that needs the database (handing back, a round's
+ *   end, the last results) before it goes on without it: what the step held is taken over once its leases expire.
  * Each is at least one millisecond.
  */
 export interface LeaseTimes {
@@ -209,6 +211,7 @@ export interface LeaseTimes {
   readonly renewalTimeoutMs: number
   readonly trustMarginMs: number
   readonly freshnessMs: number
+  readonly stopStepMs: number
 }
 
 /** The lease times of a configuration (see `LeaseTimes`). */
@@ -220,7 +223,8 @@ export const leaseTimes = (config: Pick<SchedulerConfig, "leaseDuration">): Leas
     renewEveryMs: part(3),
     renewalTimeoutMs: part(6),
     trustMarginMs: part(10),
-    freshnessMs: leaseMs / 3
+    freshnessMs: leaseMs / 3,
+    stopStepMs: part(3)
   }
 }
 

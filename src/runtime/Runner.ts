@@ -52,7 +52,7 @@ import * as Signal from "./Signal.js"
 import * as VacuumRound from "./VacuumRound.js"
 import * as ResultsWriter from "./ResultsWriter.js"
 import * as ScheduledSource from "./ScheduledSource.js"
-import { supervised } from "./Supervised.js"
+import { boundedStep, forkSupervised, supervised } from "./Supervised.js"
 import * as Switches from "./Switches.js"
 import * as TimeoutWatch from "./TimeoutWatch.js"
 
@@ -321,9 +321,10 @@ export const make = (
     )
     const heartbeat = Heartbeat.make({ config, queueStore, workerRegistry, owner, taskTypes })
     const parts: Parts = { ...shared, lanes, scheduled, heartbeat, limits }
-    yield* Effect.forkIn(supervised("lease renewal", keeper.round), scope)
-    yield* Effect.forkIn(supervised("results writer", writer.round), scope)
-    yield* Effect.forkIn(supervised("timeout watch", watch.round), scope)
+    const stopStep = Duration.millis(lease.stopStepMs)
+    yield* forkSupervised("lease renewal", keeper.round, scope, stopStep)
+    yield* forkSupervised("results writer", writer.round, scope, stopStep)
+    yield* forkSupervised("timeout watch", watch.round, scope, stopStep)
     yield* Effect.addFinalizer(() => stop(parts))
     return Runner.of({
       register: (taskType, handler, options) => register(parts, taskType, handler, options),
@@ -439,9 +440,10 @@ const start = (parts: Parts): Effect.Effect<void> =>
     switches.listening(subscription)
     limits.listening(subscription)
     loop.listening(subscription)
-    yield* Effect.forkIn(supervised("heartbeat", parts.heartbeat.round), scope)
+    const stopStep = Duration.millis(leaseTimes(config).stopStepMs)
+    yield* forkSupervised("heartbeat", parts.heartbeat.round, scope, stopStep)
     if (RetentionRound.isActive(config))
-      yield* Effect.forkIn(supervised("retention", RetentionRound.round(config, queueStore, parts.jobStore)), scope)
+      yield* forkSupervised("retention", RetentionRound.round(config, queueStore, parts.jobStore), scope, stopStep)
     if (config.vacuumDeadRows > 0) {
       const vacuum = VacuumRound.make({
         config,
@@ -449,12 +451,12 @@ const start = (parts: Parts): Effect.Effect<void> =>
         owner: parts.owner,
         executionEnded: parts.executionEnded
       })
-      yield* Effect.forkIn(supervised("queue vacuum", vacuum.round), scope)
+      yield* forkSupervised("queue vacuum", vacuum.round, scope, stopStep)
     }
     // Not in the scope: its finalizers run in reverse order, so a loop forked into it here would be interrupted
     // before `stop` (registered earlier) runs — mid-tick, after a claim committed and before its executions
     // started, leaving them leased and never run. `stop`, the scope's finalizer, ends the loop instead.
-    yield* Effect.forkIn(supervised("runner alarm", loop.alarm), scope)
+    yield* forkSupervised("runner alarm", loop.alarm, scope, stopStep)
     state.loopFiber = yield* Effect.forkDaemon(supervised("runner loop", loop.round))
   })
 
@@ -465,17 +467,23 @@ const handBack = (lanes: Parts["lanes"]) =>
     for (const lane of lanes) yield* lane.releaseCancelled(now)
   })
 
-/** Stops claiming, waits for running handlers up to the grace period, then interrupts them. */
+/**
+ * Stops claiming, waits for running handlers up to the grace period, then interrupts them. Each step that waits on
+ * the database (handing back, a tick's or a handler's interruption, the last writes) waits at most a renewal period
+ * (`leaseTimes`): on a database that stopped answering (a frozen pooler, a network that drops packets) a stop must
+ * still end. What those steps did not write is not lost: its leases expire and another instance takes it over.
+ */
 const stop = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
     const { capacity, config, lanes, loop, state } = parts
     if (state.stopping) return
     state.stopping = true
+    const atMost = boundedStep(Duration.millis(leaseTimes(config).stopStepMs))
     // Stop means stop: nothing more starts. Executions claimed ahead into the buffer are handed back now, not run
     // during the grace period; what the tick in progress, or a write in flight, still claims is handed back as it
     // comes (see the lanes' `startClaimed`).
     capacity.close()
-    yield* handBack(lanes)
+    yield* atMost("handing back what was claimed ahead", handBack(lanes))
     const fiber = state.loopFiber
     if (fiber !== undefined) {
       // Not interrupted mid-tick: a claim committed but not yet started would stay leased until its lease
@@ -487,7 +495,7 @@ const stop = (parts: Parts): Effect.Effect<void> =>
         Effect.timeoutTo({
           duration: config.gracePeriod,
           onSuccess: () => Effect.void,
-          onTimeout: () => Fiber.interrupt(fiber)
+          onTimeout: () => atMost("interrupting the tick in progress", Fiber.interrupt(fiber))
         }),
         Effect.flatten
       )
@@ -500,15 +508,20 @@ const stop = (parts: Parts): Effect.Effect<void> =>
     )
     if (!drained) {
       yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)
-      yield* capacity.interruptAll
+      yield* atMost("interrupting the handlers", capacity.interruptAll)
     }
     // What finished is recorded; what was cut short is handed back, so another instance takes it at once.
-    yield* parts.writer.flushAll
-    const now = yield* clockNow
-    for (const lane of lanes) yield* lane.releaseInterrupted(now)
-    yield* parts.workerRegistry
-      .unregister(parts.owner)
-      .pipe(Effect.catchAll((e) => Effect.logError(`could not leave scheduler_workers at stop: ${e.message}`)))
+    yield* atMost(
+      "recording the last results and handing back what was cut short",
+      Effect.gen(function* () {
+        yield* parts.writer.flushAll
+        const now = yield* clockNow
+        for (const lane of lanes) yield* lane.releaseInterrupted(now)
+        yield* parts.workerRegistry
+          .unregister(parts.owner)
+          .pipe(Effect.catchAll((e) => Effect.logError(`could not leave scheduler_workers at stop: ${e.message}`)))
+      })
+    )
   })
 
 /** The runner as a layer; closing the layer's scope stops it (gracefully, within the grace period). */

@@ -249,19 +249,21 @@ describe("QueueItem normalisation", () => {
 })
 
 describe("SchedulerConfig.leaseTimes", () => {
-  it("derives every lease time once: renew at a third, give a renewal up at a sixth, a tenth of trust margin", () => {
+  it("derives every lease time once: renew at a third, give a renewal up at a sixth, a tenth of trust margin, a stop's step a third", () => {
     expect(SchedulerConfig.leaseTimes(SchedulerConfig.withDefaults({ leaseDuration: "30 seconds" }))).toEqual({
       leaseMs: 30_000,
       renewEveryMs: 10_000,
       renewalTimeoutMs: 5_000,
       trustMarginMs: 3_000,
-      freshnessMs: 10_000
+      freshnessMs: 10_000,
+      stopStepMs: 10_000
     })
     // Never zero, however short the lease.
     expect(SchedulerConfig.leaseTimes(SchedulerConfig.withDefaults({ leaseDuration: 5 }))).toMatchObject({
       renewEveryMs: 1,
       renewalTimeoutMs: 1,
-      trustMarginMs: 1
+      trustMarginMs: 1,
+      stopStepMs: 1
     })
   })
 })

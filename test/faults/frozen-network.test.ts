@@ -1,7 +1,8 @@
 /**
  * A frozen network: a TCP proxy in front of one worker stops forwarding (without closing anything) for longer than
  * a lease. That worker aborts what it runs before its lease runs out, the other worker takes the work over after
- * the lease, the frozen one's late results are refused, and no two sequential executions overlap.
+ * the lease, the frozen one's late results are refused, and no two sequential executions overlap. A worker told to
+ * stop while frozen stops within seconds all the same.
  * Integration: real processes, a real Postgres, wall time.
  */
 import net from "node:net"
@@ -145,6 +146,53 @@ describe("a frozen network", () => {
       for (let i = 1; i < spans.length; i++) expect(spans[i]!.from).toBeGreaterThanOrEqual(spans[i - 1]!.to)
       // Both thawed and alive; both stop cleanly.
       for (const w of workers) expect((await w.stop()).code).toBe(0)
+    }
+  )
+
+  it(
+    "SIGTERM while its database is frozen: the worker stops within seconds, says what it could not write, loses nothing",
+    { timeout: 90_000 },
+    async () => {
+      db = await migratedSchema("frozenstop")
+      const url = new URL(db.url)
+      proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
+      const viaProxy = new URL(db.url)
+      viaProxy.hostname = "127.0.0.1"
+      viaProxy.port = String(proxy.port)
+      // Everything through the proxy, the listener too; a lease of 3 s: a stop's step waits 1 s at most.
+      const config = { workers: 2, interval: "1 second", leaseDuration: "3 seconds", gracePeriod: "1 second" }
+      const frozenOne = startWorker({ ...db, url: viaProxy.toString() }, { config })
+      workers = [frozenOne]
+      await frozenOne.waitFor((e) => e.event === "ready")
+      await db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('sleepy', '3000', 1)`)
+      await frozenOne.waitFor((e) => e.event === "start", 20_000)
+      proxy.freeze()
+      await sleep(500)
+      // Its handler outlasts the grace period; the interruption, the hand-back and leaving scheduler_workers all wait
+      // on statements that get no answer. Before, the stop waited on them (and on the listener's UNLISTEN) forever.
+      const stoppedAt = Date.now()
+      const exit = await frozenOne.stop()
+      const took = Date.now() - stoppedAt
+      const logs = frozenOne.events.filter((e) => e.event === "log").map((e) => String(e.message))
+      expect(exit.code, logs.join("\n")).toBe(0)
+      expect(took, logs.join("\n")).toBeLessThan(20_000)
+      expect(
+        logs.some((m) => /^stopping: .* had no answer within 1s; the stop goes on/.test(m)),
+        logs.join("\n")
+      ).toBe(true)
+      // What it held is taken over once its lease expires, and recorded once.
+      proxy.thaw()
+      const other = startWorker(db, { config, sleepFactor: 0 })
+      workers = [frozenOne, other]
+      await until(
+        async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+        30_000,
+        "the item to be taken over"
+      )
+      expect(
+        await db.query(`SELECT status, count(*)::int AS n FROM $schema.processed_items GROUP BY status ORDER BY status`)
+      ).toEqual([{ status: "ok", n: 1 }])
+      expect((await other.stop()).code).toBe(0)
     }
   )
 })

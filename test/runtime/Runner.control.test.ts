@@ -3,7 +3,16 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, Deferred, Effect, Fiber, Layer, Ref } from "effect"
-import { QueueStore, Runner, Schedule, Semaphore, SettingKeys, Settings, WakeUps } from "../../src/index.js"
+import {
+  QueueStore,
+  Runner,
+  Schedule,
+  Semaphore,
+  SettingKeys,
+  Settings,
+  WakeUps,
+  WorkerRegistry
+} from "../../src/index.js"
 import {
   FakeClock,
   FakeStore,
@@ -12,9 +21,10 @@ import {
   MemorySemaphore,
   MemorySettings,
   MemoryWakeUps,
-  MemoryWorkerRegistry
+  MemoryWorkerRegistry,
+  TestRunner
 } from "../../src/testing.js"
-import { settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
+import { captureLogs, settle, stopUnderFakeClock, testLayer } from "../support/runner.js"
 
 const iso = (d: Date | null) => d?.toISOString()
 
@@ -562,5 +572,47 @@ describe("Runner.stop", () => {
         yield* Effect.fork(second.stop)
         yield* FakeClock.advance("30 seconds")
       }).pipe(Effect.provide(testLayer({ workers: 1, gracePeriod: "30 seconds", interval: "1 day" })))
+  )
+})
+
+describe("Runner.stop on a database that stopped answering", () => {
+  // A registry whose `unregister` never answers, as a statement on a frozen connection (a pooler or a network that
+  // stopped forwarding) never does; `called` says the stop got that far.
+  const called = Context.GenericTag<Deferred.Deferred<void>>("test/unregisterCalled")
+  const frozenRegistry = Layer.effect(
+    WorkerRegistry,
+    Effect.gen(function* () {
+      const registry = yield* MemoryWorkerRegistry.make
+      const reached = yield* called
+      return WorkerRegistry.of({
+        ...registry,
+        unregister: () => Effect.zipRight(Deferred.succeed(reached, undefined), Effect.never)
+      })
+    })
+  )
+  const layer = Runner.layer({ ...TestRunner.testDefaults, leaseDuration: "30 seconds" }).pipe(
+    Layer.provide(frozenRegistry),
+    Layer.provideMerge(TestRunner.memoryPorts()),
+    Layer.provideMerge(Layer.effect(called, Deferred.make<void>())),
+    Layer.provideMerge(Layer.effectDiscard(FakeClock.quick))
+  )
+
+  it.scoped("a step that gets no answer is given up after a third of the lease: the stop ends and says so", () =>
+    captureLogs((lines) =>
+      Effect.gen(function* () {
+        const runner = yield* Runner.Runner
+        yield* runner.start
+        const stopping = yield* Effect.fork(runner.stop)
+        yield* Deferred.await(yield* called)
+        yield* FakeClock.advance("9 seconds")
+        expect(stopping.unsafePoll()).toBeNull()
+        yield* FakeClock.advance("1 second")
+        yield* Fiber.join(stopping)
+        expect(yield* Ref.get(lines)).toContain(
+          "WARN stopping: recording the last results and handing back what was cut short had no answer within 10s; " +
+            "the stop goes on (what it held is taken over once its leases expire)"
+        )
+      })
+    ).pipe(Effect.provide(layer))
   )
 })

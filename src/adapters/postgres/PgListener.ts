@@ -180,8 +180,11 @@ export const make: (options: ListenerOptions) => Effect.Effect<
     return client
   }
 
+  // Interruptible before the timeout: both run in a release (uninterruptible), where a timeout could not cut the wait
+  // short, and on a connection that stopped answering (a frozen pooler or network) that wait never ended.
   const unlisten = (client: pg.Client) =>
     Effect.tryPromise(() => client.query(`UNLISTEN ${client.escapeIdentifier(channel)}`)).pipe(
+      Effect.interruptible,
       Effect.timeout(closeTimeout),
       Effect.ignore
     )
@@ -192,7 +195,11 @@ export const make: (options: ListenerOptions) => Effect.Effect<
       listening = false
       // UNLISTEN only on shutdown: a failed connection cannot answer, and ending the session drops the LISTEN anyway.
       if (live.listening && Exit.isInterrupted(exit)) yield* unlisten(client)
-      const ended = yield* Effect.tryPromise(() => client.end()).pipe(Effect.timeout(closeTimeout), Effect.option)
+      const ended = yield* Effect.tryPromise(() => client.end()).pipe(
+        Effect.interruptible,
+        Effect.timeout(closeTimeout),
+        Effect.option
+      )
       if (ended._tag === "None") client.connection.stream.destroy()
     })
 
