@@ -101,6 +101,17 @@ export const clientLayer = (
   }
   return Layer.unwrapScoped(
     Effect.gen(function* () {
+      // The pool's connections from the moment each is made (one still logging in too), to destroy those its end
+      // leaves open (below).
+      const connections = new Set<Pg.Client>()
+      const Limited = limitedClient(limits)
+      class Client extends Limited {
+        constructor(config?: string | Pg.ClientConfig) {
+          super(config)
+          connections.add(this)
+          this.once("end", () => void connections.delete(this))
+        }
+      }
       const pool = yield* Effect.acquireRelease(
         Effect.sync(() => {
           const pool = new Pg.Pool({
@@ -110,7 +121,7 @@ export const clientLayer = (
             types: typeParsers,
             // The limits without session state (PgSession); it also ends a connection whose login failed, so a
             // wrong URL does not hold the process open (see EndingClient).
-            Client: limitedClient(limits)
+            Client
           })
           if (options.namedStatements === true) nameStatements(pool)
           else if (options.namedStatements === undefined) watchForDirect(pool)
@@ -118,7 +129,19 @@ export const clientLayer = (
           pool.on("error", () => {})
           return pool
         }),
-        (pool) => Effect.promise(() => pool.end()).pipe(Effect.interruptible, Effect.timeoutOption("1 second"))
+        (pool) =>
+          Effect.promise(() => pool.end()).pipe(
+            Effect.interruptible,
+            Effect.timeoutOption("1 second"),
+            // A connection still in use after a second waits on a statement that gets no answer (a frozen pooler or
+            // network; the stop went on without it): its socket would keep the process alive. Closed, its statement
+            // fails, and what waited on it ends.
+            Effect.tap((ended) =>
+              Effect.sync(() => {
+                if (ended._tag === "None") for (const client of connections) client.connection.stream.destroy()
+              })
+            )
+          )
       )
       // Connect once now, so a wrong URL fails the layer with its reason rather than the first statement.
       yield* Effect.tryPromise({

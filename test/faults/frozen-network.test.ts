@@ -5,8 +5,11 @@
  * stop while frozen stops within seconds all the same.
  * Integration: real processes, a real Postgres, wall time.
  */
+import { spawn } from "node:child_process"
 import net from "node:net"
+import path from "node:path"
 import { afterEach, describe, expect, it } from "vitest"
+import { exited, projectRoot } from "../support/process.js"
 import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
 
 let db: TestDb | undefined
@@ -193,6 +196,41 @@ describe("a frozen network", () => {
         await db.query(`SELECT status, count(*)::int AS n FROM $schema.processed_items GROUP BY status ORDER BY status`)
       ).toEqual([{ status: "ok", n: 1 }])
       expect((await other.stop()).code).toBe(0)
+    }
+  )
+
+  it(
+    "the Promise API's stop() returns while its database is frozen, and the process then ends by itself",
+    { timeout: 60_000 },
+    async () => {
+      db = await migratedSchema("frozenpromise")
+      const url = new URL(db.url)
+      proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
+      const viaProxy = new URL(db.url)
+      viaProxy.hostname = "127.0.0.1"
+      viaProxy.port = String(proxy.port)
+      const child = spawn(process.execPath, [path.join(projectRoot, "test/fixtures/promise-stop.mjs")], {
+        env: { ...process.env, DATABASE_URL: viaProxy.toString(), KAIROS_SCHEMA: db.schema },
+        stdio: ["ignore", "pipe", "pipe"]
+      })
+      let out = ""
+      child.stdout.on("data", (d: Buffer) => (out += d.toString()))
+      child.stderr.on("data", (d: Buffer) => (out += d.toString()))
+      try {
+        await until(async () => out.includes("started\n"), 20_000, "the runner to start")
+        await sleep(1500)
+        proxy.freeze()
+        await sleep(500)
+        const stoppedAt = Date.now()
+        child.kill("SIGHUP")
+        // Before, stop() returned but the pool's frozen connections kept the process alive for good.
+        const ended = await Promise.race([exited(child), sleep(30_000).then(() => undefined)])
+        expect(ended, out).toEqual({ code: 0, signal: null })
+        expect(out).toContain("stopped\n")
+        expect(Date.now() - stoppedAt, out).toBeLessThan(30_000)
+      } finally {
+        child.kill("SIGKILL")
+      }
     }
   )
 })
