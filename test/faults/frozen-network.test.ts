@@ -74,17 +74,26 @@ const freezableProxy = (host: string, port: number): Promise<FreezableProxy> =>
     )
   })
 
+/** A fresh schema and a freezable proxy in front of its server, with the schema's URL through the proxy. */
+const schemaBehindProxy = async (label: string) => {
+  const db = await migratedSchema(label)
+  const url = new URL(db.url)
+  const proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
+  const viaProxy = new URL(db.url)
+  viaProxy.hostname = "127.0.0.1"
+  viaProxy.port = String(proxy.port)
+  return { db, proxy, viaProxy }
+}
+
 describe("a frozen network", () => {
   it(
     "one worker's network freezes longer than a lease: it aborts, its work is taken over and recorded once, no sequential overlap",
     { timeout: 90_000 },
     async () => {
-      db = await migratedSchema("frozen")
-      const url = new URL(db.url)
-      proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
-      const viaProxy = new URL(db.url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
+      const setup = await schemaBehindProxy("frozen")
+      db = setup.db
+      proxy = setup.proxy
+      const viaProxy = setup.viaProxy
       const config = { workers: 4, batchSize: 10, interval: "1 second", leaseDuration: "3 seconds" }
       // The frozen worker starts alone, so it (not the other one) holds a sequential item when the network freezes;
       // the other worker starts during the freeze and takes the work over.
@@ -156,12 +165,10 @@ describe("a frozen network", () => {
     "SIGTERM while its database is frozen: the worker stops within seconds, says what it could not write, loses nothing",
     { timeout: 90_000 },
     async () => {
-      db = await migratedSchema("frozenstop")
-      const url = new URL(db.url)
-      proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
-      const viaProxy = new URL(db.url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
+      const setup = await schemaBehindProxy("frozenstop")
+      db = setup.db
+      proxy = setup.proxy
+      const viaProxy = setup.viaProxy
       // Everything through the proxy, the listener too; a lease of 3 s: a stop's step waits 1 s at most.
       const config = { workers: 2, interval: "1 second", leaseDuration: "3 seconds", gracePeriod: "1 second" }
       const frozenOne = startWorker({ ...db, url: viaProxy.toString() }, { config })
@@ -203,12 +210,10 @@ describe("a frozen network", () => {
     "the Promise API's stop() returns while its database is frozen, and the process then ends by itself",
     { timeout: 60_000 },
     async () => {
-      db = await migratedSchema("frozenpromise")
-      const url = new URL(db.url)
-      proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
-      const viaProxy = new URL(db.url)
-      viaProxy.hostname = "127.0.0.1"
-      viaProxy.port = String(proxy.port)
+      const setup = await schemaBehindProxy("frozenpromise")
+      db = setup.db
+      proxy = setup.proxy
+      const viaProxy = setup.viaProxy
       const child = spawn(process.execPath, [path.join(projectRoot, "test/fixtures/promise-stop.mjs")], {
         env: { ...process.env, DATABASE_URL: viaProxy.toString(), KAIROS_SCHEMA: db.schema },
         stdio: ["ignore", "pipe", "pipe"]
