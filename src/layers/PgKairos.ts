@@ -107,7 +107,9 @@ export const clientLayer = (
       const Limited = limitedClient(limits)
       class Client extends Limited {
         constructor(config?: string | Pg.ClientConfig) {
-          super(config)
+          // A login that gets no answer (a frozen pooler or network) fails after 10 s instead of waiting for good;
+          // the client's own option, not the pool's, which would also time out waits for a free connection.
+          super(typeof config === "object" ? { connectionTimeoutMillis: 10_000, ...config } : config)
           connections.add(this)
           this.once("end", () => void connections.delete(this))
         }

@@ -1,8 +1,8 @@
 /**
  * A frozen network: a TCP proxy in front of one worker stops forwarding (without closing anything) for longer than
  * a lease. That worker aborts what it runs before its lease runs out, the other worker takes the work over after
- * the lease, the frozen one's late results are refused, and no two sequential executions overlap. A worker told to
- * stop while frozen stops within seconds all the same.
+ * the lease, the frozen one's late results are refused, and no two sequential executions overlap. A statement left
+ * without an answer is closed after its timeout and cancel; a worker told to stop while frozen stops within seconds.
  * Integration: real processes, a real Postgres, wall time.
  */
 import { spawn } from "node:child_process"
@@ -203,6 +203,41 @@ describe("a frozen network", () => {
         await db.query(`SELECT status, count(*)::int AS n FROM $schema.processed_items GROUP BY status ORDER BY status`)
       ).toEqual([{ status: "ok", n: 1 }])
       expect((await other.stop()).code).toBe(0)
+    }
+  )
+
+  it(
+    "a statement whose connection stops answering is closed once it and its cancel went unanswered: ticks fail and say so, and after the thaw the work runs",
+    { timeout: 90_000 },
+    async () => {
+      const setup = await schemaBehindProxy("frozentick")
+      db = setup.db
+      proxy = setup.proxy
+      const viaProxy = setup.viaProxy
+      // A statement timeout of 2 s: the client cancels at 2 s, gives the cancel 5 s and the statement 5 s more.
+      viaProxy.searchParams.set("statement_timeout", "2000")
+      const frozenOne = startWorker(
+        { ...db, url: viaProxy.toString() },
+        { config: { workers: 2, interval: "1 second", leaseDuration: "3 seconds" } }
+      )
+      workers = [frozenOne]
+      await frozenOne.waitFor((e) => e.event === "ready")
+      await sleep(1500)
+      const from = frozenOne.events.length
+      proxy.freeze()
+      const frozenAt = Date.now()
+      // Before, the tick in progress waited for an answer that never came: no line, no tick, until the thaw.
+      await frozenOne.waitFor((e) => e.event === "log" && /^tick failed/.test(String(e.message)), 40_000, from)
+      expect(Date.now() - frozenAt).toBeLessThan(30_000)
+      proxy.thaw()
+      await db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('sleepy', '100', 1)`)
+      await until(
+        async () =>
+          (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.processed_items`))[0]!.n === 1,
+        30_000,
+        "the item enqueued after the thaw to run"
+      )
+      expect((await frozenOne.stop()).code).toBe(0)
     }
   )
 

@@ -175,6 +175,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     timedOut: boolean
     cancelRunning: () => Promise<void>
     getTransactionStatus: () => string | null
+    connection: Pg.Client["connection"]
   }
   const baseQuery = EndingClient.prototype.query as unknown as (...args: Array<unknown>) => unknown
   const basePulse = (EndingClient.prototype as unknown as Internals)._pulseQueryQueue
@@ -187,7 +188,16 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
       this.timer = setTimeout(() => {
         this.timer = undefined
         this.timedOut = true
-        void this.cancelRunning()
+        void this.cancelRunning().then(() => {
+          // Still running 5 s after its cancel was answered or given up (the statement's end clears `timedOut`):
+          // the connection stopped answering (a frozen pooler, a network that drops packets), and the statement
+          // would wait for good. Closed, it fails as a lost connection, and the pool makes a new one.
+          if (this.timedOut && this.timer === undefined)
+            this.timer = setTimeout(() => {
+              this.timer = undefined
+              this.connection.stream.destroy()
+            }, CANCEL_TIMEOUT_MS)
+        })
       }, timeoutMs)
     }
     return baseQuery.apply(this, args)
