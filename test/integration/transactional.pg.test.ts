@@ -52,7 +52,9 @@ const Stores = Layer.unwrapEffect(
 const Live = Runner.layer({
   workers: 6,
   interval: "200 millis",
-  leaseDuration: "2 seconds",
+  // Short enough that a long handler outlives it, long enough that a renewal slowed by a loaded machine (renewals
+  // give up after a sixth of the lease) does not lose a lease this file expects kept.
+  leaseDuration: "4 seconds",
   onExecution: (report) => void reports.push(report)
 }).pipe(Layer.provideMerge(Stores), Layer.provideMerge(PgMigrated("txpg")))
 
@@ -254,7 +256,7 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
       yield* Deferred.await(wrote)
       yield* sql`UPDATE ${sql(`${schema}.queue_items`)} SET lease_token = 'taken-over', lease_owner = 'other'
         WHERE id = ${item.id}::bigint`
-      // The next renewal (every third of the 2 s lease) finds the lease gone and aborts the handler.
+      // The next renewal (every third of the 4 s lease) finds the lease gone and aborts the handler.
       yield* Deferred.await(interrupted).pipe(Effect.timeout("10 seconds"))
       yield* until(
         Effect.sync(() => reports.filter((r) => r.job.taskType === "tx-renewal-lost")),
@@ -323,8 +325,8 @@ layer(Live, { timeout: "120 seconds", excludeTestServices: true })("transactiona
           Effect.gen(function* () {
             const sql = yield* SqlClient.SqlClient
             yield* sql`INSERT INTO ${sql.literal(table)} (task, item, note) VALUES ('fx-long', ${job.id}, 'long')`
-            // Idle in the transaction for longer than the lease (2 s) and the client's idle limit (1 s)...
-            yield* Effect.sleep("3500 millis")
+            // Idle in the transaction for longer than the lease (4 s) and the client's idle limit (1 s)...
+            yield* Effect.sleep("4500 millis")
             // ...and a statement longer than the client's statement timeout (1 s).
             yield* sql`SELECT pg_sleep(1.5)`
           }),
@@ -518,7 +520,7 @@ const smallReports: Array<ExecutionReport> = []
 const SmallLive = Runner.layer({
   workers: 4,
   interval: "200 millis",
-  leaseDuration: "1 second",
+  leaseDuration: "2 seconds",
   onExecution: (report) => void smallReports.push(report)
 }).pipe(
   Layer.provideMerge(
@@ -552,8 +554,8 @@ layer(SmallLive, { timeout: "60 seconds", excludeTestServices: true })(
               const sql = yield* SqlClient.SqlClient
               yield* sql`SELECT 1`
               most = Math.max(most, ++running)
-              // Longer than the lease (1 s): renewed meanwhile, on the connections left.
-              yield* Effect.sleep("1500 millis")
+              // Longer than the lease (2 s): renewed meanwhile, on the connections left.
+              yield* Effect.sleep("2500 millis")
               running--
             }),
           { transactional: true }

@@ -11,6 +11,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 /** Files that take ten seconds or more on their own: keep it to the heavy ones, the rest start after them. */
 const knownSeconds: Readonly<Record<string, number>> = {
   "test/faults/sigkill-storm.test.ts": 68,
+  "test/faults/frozen-network.test.ts": 56,
   "test/faults/transactional-storm.test.ts": 56,
   "test/cli/worker.test.ts": 49,
   "test/package.test.ts": 48,
@@ -30,11 +31,10 @@ const knownSeconds: Readonly<Record<string, number>> = {
   "test/faults/db-restart.test.ts": 20,
   "test/faults/clock-skew.test.ts": 19,
   "test/faults/pooled-outage.test.ts": 18,
+  "test/integration/transactional.pg.test.ts": 18,
   "test/faults/flow-kill.test.ts": 18,
-  "test/faults/frozen-network.test.ts": 16,
   "test/faults/concurrent-start.test.ts": 15,
   "test/cli/admin.test.ts": 15,
-  "test/integration/transactional.pg.test.ts": 13,
   "test/integration/leastPrivilege.test.ts": 12,
   "test/support/EmbeddedPostgres.test.ts": 11,
   "test/adapters/pgQueue.test.ts": 11
