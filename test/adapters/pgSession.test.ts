@@ -5,7 +5,8 @@
  * Postgres, wall time (about 4 s).
  */
 import { describe, expect, it } from "vitest"
-import { beginWith, limitsOf } from "../../src/adapters/postgres/PgSession.js"
+import { beginFor } from "../../src/adapters/postgres/PgTransaction.js"
+import { beginWith, limitsOf, statementTimeoutSet } from "../../src/adapters/postgres/PgSession.js"
 import { databaseUrl } from "../support/database.js"
 import { sessionLimitTests } from "../support/sessionLimits.js"
 
@@ -38,5 +39,24 @@ describe("limitsOf", () => {
     expect(beginWith({ statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 30_000 })).toBe(
       "BEGIN; SET LOCAL statement_timeout = 60000; SET LOCAL idle_in_transaction_session_timeout = 30000"
     )
+  })
+})
+
+describe("statementTimeoutSet: the limit the client reads off a transaction's statements, to time them", () => {
+  it("reads kairos's BEGINs and a migration's SET LOCAL; trusts nothing it cannot read; ignores other statements", () => {
+    expect(statementTimeoutSet(beginWith({ statementTimeoutMs: 60_000, idleInTransactionTimeoutMs: 30_000 }))).toBe(
+      60_000
+    )
+    // A transactional execution's: its handler's timeout and 5 s, or none.
+    expect(statementTimeoutSet(beginFor(1_000))).toBe(6_000)
+    expect(statementTimeoutSet(beginFor(0))).toBe(0)
+    expect(statementTimeoutSet("SET LOCAL statement_timeout = 0")).toBe(0)
+    // Units, a session SET, set_config, a second setting in one text: not read, so the transaction is not timed.
+    expect(statementTimeoutSet("SET LOCAL statement_timeout = '5min'")).toBeUndefined()
+    expect(statementTimeoutSet("SET statement_timeout = 1000")).toBeUndefined()
+    expect(statementTimeoutSet("SELECT set_config('statement_timeout', '0', true)")).toBeUndefined()
+    expect(statementTimeoutSet("SET LOCAL statement_timeout = 10; SET LOCAL statement_timeout = 0")).toBeUndefined()
+    expect(statementTimeoutSet("SELECT 1")).toBeNull()
+    expect(statementTimeoutSet("ROLLBACK")).toBeNull()
   })
 })

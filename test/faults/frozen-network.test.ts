@@ -8,7 +8,13 @@
 import { spawn } from "node:child_process"
 import net from "node:net"
 import path from "node:path"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Cause from "effect/Cause"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import { afterEach, describe, expect, it } from "vitest"
+import { Kairos } from "../../src/index.js"
+import * as PgKairos from "../../src/layers/PgKairos.js"
 import { exited, projectRoot } from "../support/process.js"
 import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
 
@@ -238,6 +244,165 @@ describe("a frozen network", () => {
         "the item enqueued after the thaw to run"
       )
       expect((await frozenOne.stop()).code).toBe(0)
+    }
+  )
+
+  it(
+    "inside a transaction: a statement unanswered 5 s past the transaction's limit closes its connection, so does a ROLLBACK unanswered 5 s; a transaction without a limit (a migration's lock wait) is not cut short",
+    { timeout: 90_000 },
+    async () => {
+      const setup = await schemaBehindProxy("frozentx")
+      db = setup.db
+      const frozen = setup.proxy
+      proxy = frozen
+      // kairos's own client through the proxy; its transactions begin with SET LOCAL statement_timeout = 2000.
+      const client = PgKairos.clientLayer({ url: setup.viaProxy.toString(), statementTimeout: "2 seconds" })
+      const timed = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
+        Effect.gen(function* () {
+          const started = Date.now()
+          // Before, each of these waited for an answer that never came (no client timing inside a transaction).
+          const exit = yield* Effect.exit(
+            effect.pipe(Effect.timeoutFail({ duration: "40 seconds", onTimeout: () => "hung" as const }))
+          )
+          return {
+            exit,
+            ms: Date.now() - started,
+            hung: Exit.isFailure(exit) && String(Cause.squash(exit.cause)) === "hung"
+          }
+        })
+      const result = await Effect.runPromise(
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          // A statement in a transaction of kairos's own: the server would cancel it at 2 s; no answer by 7 s
+          // means none will come, and the connection is closed.
+          const statement = yield* timed(
+            sql.withTransaction(
+              Effect.gen(function* () {
+                yield* sql`SELECT 1`
+                frozen.freeze()
+                yield* sql`SELECT 2`
+              })
+            )
+          )
+          frozen.thaw()
+          // A ROLLBACK: after 5 s whatever the limit (here none), since a closed connection rolls back too.
+          const rollback = yield* timed(
+            sql.withTransaction(
+              Effect.gen(function* () {
+                yield* sql`SET LOCAL statement_timeout = 0`
+                frozen.freeze()
+                return yield* Effect.fail("the handler failed" as const)
+              })
+            )
+          )
+          frozen.thaw()
+          // No limit (a migration waiting for its lock sets 0): a statement answered only after 9 s still succeeds.
+          const unlimited = yield* timed(
+            sql.withTransaction(
+              Effect.gen(function* () {
+                yield* sql`SET LOCAL statement_timeout = 0`
+                frozen.freeze()
+                setTimeout(() => frozen.thaw(), 9_000)
+                return yield* sql<{ n: number }>`SELECT 3 AS n`
+              })
+            )
+          )
+          return { statement, rollback, unlimited }
+        }).pipe(Effect.provide(client), Effect.scoped)
+      )
+      const { statement, rollback, unlimited } = result
+      // Failed as a lost connection, after the 2 s limit and its 5 s, well before the 40 s.
+      expect(statement.hung).toBe(false)
+      expect(Exit.isFailure(statement.exit)).toBe(true)
+      expect(statement.ms).toBeGreaterThanOrEqual(6_500)
+      expect(statement.ms).toBeLessThan(25_000)
+      // The rollback's failure (a lost connection) is a defect of @effect/sql's; it ended, after ~5 s.
+      expect(rollback.hung).toBe(false)
+      expect(Exit.isFailure(rollback.exit)).toBe(true)
+      expect(rollback.ms).toBeGreaterThanOrEqual(4_500)
+      expect(rollback.ms).toBeLessThan(25_000)
+      expect(unlimited.exit).toEqual(Exit.succeed([{ n: 3 }]))
+      expect(unlimited.ms).toBeGreaterThanOrEqual(8_500)
+    }
+  )
+
+  it(
+    "a transactional handler frozen mid-transaction: its transaction ends within seconds, not with the freeze; after the thaw the item commits once",
+    { timeout: 90_000 },
+    async () => {
+      const setup = await schemaBehindProxy("frozenhandler")
+      db = setup.db
+      const frozen = setup.proxy
+      proxy = frozen
+      await db.query(`CREATE TABLE $schema.effects (item text NOT NULL, run int NOT NULL)`)
+      const lines: Array<string> = []
+      const kairos = await Kairos.create({
+        url: setup.viaProxy.toString(),
+        schema: db.schema,
+        leaseDuration: "3 seconds",
+        interval: "1 second",
+        gracePeriod: "1 second",
+        logger: { info: (m) => void lines.push(m), error: (m) => void lines.push(m) }
+      })
+      try {
+        let runs = 0
+        let wrote!: () => void
+        const inTransaction = new Promise<void>((resolve) => (wrote = resolve))
+        let release!: () => void
+        const released = new Promise<void>((resolve) => (release = resolve))
+        await kairos.register(
+          "tx-frozen",
+          async (job, tx) => {
+            const run = ++runs
+            await tx.query(`INSERT INTO "${db!.schema}".effects (item, run) VALUES ($1, $2)`, [job.id, run])
+            if (run === 1) {
+              wrote()
+              await released
+              await tx.query("SELECT 1")
+            }
+          },
+          { transactional: true }
+        )
+        await kairos.start()
+        const item = await kairos.enqueue({ taskType: "tx-frozen", payload: "" })
+        await inTransaction
+        frozen.freeze()
+        const frozenAt = Date.now()
+        release()
+        // The open transaction holds its lock on the table. Its lease is lost (3 s), its statement's cancel goes
+        // unanswered (5 s), its ROLLBACK too (5 s): its connection is closed, which ends the transaction. Before, it
+        // stayed open as long as the freeze (a handler without a timeout has no server-side limit).
+        const locks = async () =>
+          (
+            await db!.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db!.schema}".effects'::regclass`
+            )
+          )[0]!.n
+        expect(await locks()).toBe(1)
+        await until(
+          async () => (await locks()) === 0,
+          40_000,
+          "the frozen transaction to end",
+          async () => lines.join("\n")
+        )
+        expect(Date.now() - frozenAt).toBeLessThan(30_000)
+        frozen.thaw()
+        await until(
+          async () =>
+            (
+              await db!.query<{ n: number }>(
+                `SELECT count(*)::int AS n FROM $schema.processed_items WHERE status = 'ok'`
+              )
+            )[0]!.n === 1,
+          30_000,
+          "the item to run again and commit after the thaw",
+          async () => lines.join("\n")
+        )
+        expect(await db.query(`SELECT item, run FROM $schema.effects`)).toEqual([{ item: item.id, run: 2 }])
+      } finally {
+        frozen.thaw()
+        await kairos.stop()
+      }
     }
   )
 

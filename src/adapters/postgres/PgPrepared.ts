@@ -25,7 +25,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import type * as Pg from "pg"
-import { cancelRunning } from "./PgSession.js"
+import { CANCEL_TIMEOUT_MS, cancelInterrupted } from "./PgSession.js"
 
 /** The node-postgres pool under kairos's own `PgClient` (see `PgKairos.clientLayer`). */
 export class PgPool extends Context.Tag("kairos/PgPool")<PgPool, Pg.Pool>() {}
@@ -72,9 +72,6 @@ const stalePlan = (e: unknown) => {
   const code = (e as { code?: unknown } | null)?.code
   return code === "0A000" || code === "26000"
 }
-
-// How long an interrupted statement's cancel may take before the interruption goes on without it.
-const CANCEL_TIMEOUT_MS = 5000
 
 /**
  * Runs `query` on a connection of `pool`, cancellably (see the module's comment). `query` gets the connection and a
@@ -147,7 +144,7 @@ export const cancellable = <A>(
         resumeCancel(Effect.void)
       }
       onEnded = finish
-      void cancelRunning(client).then(() => {
+      void cancelInterrupted(client, () => ended).then(() => {
         answered = true
         finish()
       })

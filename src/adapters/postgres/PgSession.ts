@@ -13,6 +13,13 @@
  *   timeout"). A `SET` clause on a function would not do: Postgres arms the statement timer when the statement
  *   starts, and a function's setting changes nothing for the statement that calls it (measured on 15).
  *
+ * - a connection that stops answering (a frozen pooler, a network that drops packets) is closed, which the server
+ *   takes as a rollback: outside a transaction once the statement and its cancel went unanswered 5 s past the
+ *   timeout; inside one once a statement went unanswered 5 s past the transaction's own `statement_timeout` (the
+ *   server would have answered with its error by then), and a `ROLLBACK` after 5 s whatever the limit. A transaction
+ *   whose limit the client does not know (a `statement_timeout` it cannot read, or 0, as a migration waiting for its
+ *   lock sets) is not timed.
+ *
  * What the client cannot bound: a statement outside a transaction whose process is frozen (SIGSTOP) while it runs;
  * such a statement holds only the locks of its own implicit transaction, and ends when it ends.
  */
@@ -67,8 +74,11 @@ export const limitsOf = (
   }
 }
 
-// How long a cancel request may take to be answered before the connection is used again anyway.
-const CANCEL_TIMEOUT_MS = 5000
+/**
+ * How long a cancel request may take to be answered before the connection is used again anyway (or an interruption
+ * goes on without it), and how long after its deadline a statement left without an answer keeps its connection.
+ */
+export const CANCEL_TIMEOUT_MS = 5000
 
 /** What node-postgres keeps on a client and its types do not declare. */
 interface ClientInternals {
@@ -116,6 +126,18 @@ export const beginWith = (limits: Limits): string =>
   `BEGIN; SET LOCAL statement_timeout = ${limits.statementTimeoutMs}; ` +
   `SET LOCAL idle_in_transaction_session_timeout = ${limits.idleInTransactionTimeoutMs}`
 
+/**
+ * The `statement_timeout` (ms) a statement's text sets for the transaction it begins or runs in: a number for
+ * `SET LOCAL statement_timeout = <ms>` (how kairos's `BEGIN`s and its migrations write it), undefined when the text
+ * sets it otherwise (units, `set_config`, a session `SET`: not read, so not trusted), null when it does not name it.
+ */
+export const statementTimeoutSet = (text: string): number | undefined | null => {
+  if (!text.includes("statement_timeout")) return null
+  const set = /^(?:BEGIN; )?SET LOCAL statement_timeout = (\d+)(?:;|$)/.exec(text)
+  if (set === null || text.indexOf("statement_timeout") !== text.lastIndexOf("statement_timeout")) return undefined
+  return Number(set[1])
+}
+
 /** What node-postgres's client does that this class builds on; its types declare none of it. */
 interface Internals {
   readyForQuery: boolean
@@ -138,6 +160,8 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     timedOut = false
     /** A cancel request not yet answered: nothing is sent on this connection until it is. */
     cancelling = false
+    /** The `statement_timeout` of the transaction in progress (ms; 0 none), undefined when not known. */
+    transactionLimitMs: number | undefined = undefined
 
     constructor(config?: string | Pg.ClientConfig) {
       super(config)
@@ -173,32 +197,53 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     cancelling: boolean
     timer: ReturnType<typeof setTimeout> | undefined
     timedOut: boolean
+    transactionLimitMs: number | undefined
     cancelRunning: () => Promise<void>
     getTransactionStatus: () => string | null
     connection: Pg.Client["connection"]
   }
   const baseQuery = EndingClient.prototype.query as unknown as (...args: Array<unknown>) => unknown
   const basePulse = (EndingClient.prototype as unknown as Internals)._pulseQueryQueue
+  // Closes the connection: its statement fails as a lost connection, the server rolls back what it holds, and the
+  // pool makes a new one.
+  const close = (client: typeof proto) => {
+    client.timer = undefined
+    client.connection.stream.destroy()
+  }
   proto.query = function (this: typeof proto, ...args: Array<unknown>) {
     if (args[0] === "BEGIN") args[0] = begin
-    // Timed when it is sent at once (the connection is free) outside a transaction (inside one, the server's SET
-    // LOCAL applies). A statement that waits behind another on the same client is not: kairos never queues one.
-    else if (timeoutMs > 0 && this.readyForQuery && !this.cancelling && this.getTransactionStatus() === "I") {
-      if (this.timer !== undefined) clearTimeout(this.timer)
-      this.timer = setTimeout(() => {
-        this.timer = undefined
-        this.timedOut = true
-        void this.cancelRunning().then(() => {
-          // Still running 5 s after its cancel was answered or given up (the statement's end clears `timedOut`):
-          // the connection stopped answering (a frozen pooler, a network that drops packets), and the statement
-          // would wait for good. Closed, it fails as a lost connection, and the pool makes a new one.
-          if (this.timedOut && this.timer === undefined)
-            this.timer = setTimeout(() => {
-              this.timer = undefined
-              this.connection.stream.destroy()
-            }, CANCEL_TIMEOUT_MS)
-        })
-      }, timeoutMs)
+    // Timed when it is sent at once (the connection is free). A statement that waits behind another on the same
+    // client is not: kairos never queues one.
+    if (!this.readyForQuery || this.cancelling) return baseQuery.apply(this, args)
+    const first = args[0]
+    const text = typeof first === "string" ? first : ((first as { text?: unknown } | null)?.text ?? "")
+    const set = typeof text === "string" ? statementTimeoutSet(text) : undefined
+    if (this.getTransactionStatus() === "I") {
+      // A transaction's limit is known from the `BEGIN` that sets it (kairos's own), else not.
+      this.transactionLimitMs = set ?? undefined
+      if (timeoutMs > 0) {
+        if (this.timer !== undefined) clearTimeout(this.timer)
+        this.timer = setTimeout(() => {
+          this.timer = undefined
+          this.timedOut = true
+          void this.cancelRunning().then(() => {
+            // Still running 5 s after its cancel was answered or given up (the statement's end clears `timedOut`):
+            // the connection stopped answering, and the statement would wait for good.
+            if (this.timedOut && this.timer === undefined) this.timer = setTimeout(() => close(this), CANCEL_TIMEOUT_MS)
+          })
+        }, timeoutMs)
+      }
+    } else {
+      // Inside a transaction the server's `SET LOCAL` limit applies; no answer 5 s past it means none will come. A
+      // ROLLBACK can always be cut short: a closed connection rolls back too.
+      if (set !== null) this.transactionLimitMs = set
+      const limit = this.transactionLimitMs
+      const rollback = typeof text === "string" && /^ROLLBACK\s*$/i.test(text)
+      const waitMs = rollback ? CANCEL_TIMEOUT_MS : limit !== undefined && limit > 0 ? limit + CANCEL_TIMEOUT_MS : 0
+      if (waitMs > 0) {
+        if (this.timer !== undefined) clearTimeout(this.timer)
+        this.timer = setTimeout(() => close(this), waitMs)
+      }
     }
     return baseQuery.apply(this, args)
   }
@@ -214,3 +259,17 @@ export const cancelRunning = (client: Pg.Client): Promise<void> => {
   const own = (client as { cancelRunning?: () => Promise<void> }).cancelRunning
   return own === undefined ? cancelRequest(client) : own.call(client)
 }
+
+/**
+ * Cancels an interrupted statement (`cancelRunning`); resolves once the cancel was answered or given up. When the
+ * statement has still not ended 5 s later (`ended`), its connection stopped answering (a frozen pooler, a network
+ * that drops packets) and is closed, as the client's own timeout does: the statement fails as a lost connection, the
+ * server rolls back what it held, and what was queued behind it (a transaction's ROLLBACK) does not wait for good.
+ */
+export const cancelInterrupted = (client: Pg.Client, ended: () => boolean): Promise<void> =>
+  cancelRunning(client).then(() => {
+    if (ended()) return
+    setTimeout(() => {
+      if (!ended()) client.connection.stream.destroy()
+    }, CANCEL_TIMEOUT_MS).unref()
+  })

@@ -33,13 +33,10 @@ import * as Stream from "effect/Stream"
 import type * as Pg from "pg"
 import type { Transacted, Transaction, TransactOptions } from "../../ports/Transaction.js"
 import { classify, type PgFailure } from "./PgErrors.js"
-import { cancelRunning } from "./PgSession.js"
+import { CANCEL_TIMEOUT_MS, cancelInterrupted } from "./PgSession.js"
 
 /** How far past the handler's timeout the database's own limits on its transaction are set (ms). */
 export const LIMIT_MARGIN_MS = 5000
-
-// How long an interrupted statement's cancel may take before the interruption goes on without it.
-const CANCEL_TIMEOUT_MS = 5000
 
 /** Connections of a pool that transactional executions leave to everything else. */
 const LEFT_TO_OTHERS = 2
@@ -91,7 +88,7 @@ const onClient = <A>(
         if (answered && ended) resumeCancel(Effect.void)
       }
       onEnded = finish
-      void cancelRunning(client).then(() => {
+      void cancelInterrupted(client, () => ended).then(() => {
         answered = true
         finish()
       })
