@@ -10,8 +10,8 @@ import { BaseSequencer, type TestSpecification } from "vitest/node"
 
 /** Files that take ten seconds or more on their own: keep it to the heavy ones, the rest start after them. */
 const knownSeconds: Readonly<Record<string, number>> = {
+  "test/faults/frozen-network.test.ts": 84,
   "test/faults/sigkill-storm.test.ts": 68,
-  "test/faults/frozen-network.test.ts": 56,
   "test/faults/transactional-storm.test.ts": 56,
   "test/cli/worker.test.ts": 49,
   "test/package.test.ts": 48,
