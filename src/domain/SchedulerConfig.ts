@@ -34,7 +34,10 @@ export interface SchedulerConfigInput {
   readonly rateLimit?: number | undefined
   /** How long one execution may run before it is interrupted, unless its task type says otherwise. Default 15 minutes. */
   readonly timeout?: DurationInput.Input | undefined
-  /** How long `stop` waits for running handlers before interrupting them. Default 30 seconds. */
+  /**
+   * How long `stop` waits for running handlers before interrupting them, counted from the stop (the tick in progress
+   * shares it). Default 30 seconds.
+   */
   readonly gracePeriod?: DurationInput.Input | undefined
   /**
    * How long a claim stays valid without renewal; owners renew it at a third of this (see `leaseTimes` for every

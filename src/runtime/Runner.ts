@@ -468,7 +468,8 @@ const handBack = (lanes: Parts["lanes"]) =>
   })
 
 /**
- * Stops claiming, waits for running handlers up to the grace period, then interrupts them. Each step that waits on
+ * Stops claiming, waits for running handlers up to the grace period (counted from the stop: the tick in progress and
+ * the handlers share it), then interrupts them. Each step that waits on
  * the database (handing back, a tick's or a handler's interruption, the last writes) waits at most `stopStepMs`, a
  * third of the lease (`leaseTimes`): on a database that stopped answering (a frozen pooler, a network that drops
  * packets) a stop must still end. What those steps did not write is not lost: its leases expire and another instance
@@ -480,6 +481,9 @@ const stop = (parts: Parts): Effect.Effect<void> =>
     if (state.stopping) return
     state.stopping = true
     const atMost = boundedStep(Duration.millis(leaseTimes(config).stopStepMs))
+    // One grace period from the stop, whatever waited first: a tick that took part of it leaves the handlers the rest.
+    const graceEnds = (yield* clockNow).getTime() + Duration.toMillis(config.gracePeriod)
+    const graceLeft = Effect.map(clockNow, (now) => Duration.millis(Math.max(0, graceEnds - now.getTime())))
     // Stop means stop: nothing more starts. Executions claimed ahead into the buffer are handed back now, not run
     // during the grace period; what the tick in progress, or a write in flight, still claims is handed back as it
     // comes (see the lanes' `startClaimed`).
@@ -494,7 +498,7 @@ const stop = (parts: Parts): Effect.Effect<void> =>
       yield* Fiber.await(fiber).pipe(
         Effect.interruptible,
         Effect.timeoutTo({
-          duration: config.gracePeriod,
+          duration: yield* graceLeft,
           onSuccess: () => Effect.void,
           onTimeout: () => atMost("interrupting the tick in progress", Fiber.interrupt(fiber))
         }),
@@ -505,7 +509,7 @@ const stop = (parts: Parts): Effect.Effect<void> =>
     // otherwise cut the wait short.
     const drained = yield* capacity.awaitIdle.pipe(
       Effect.interruptible,
-      Effect.timeoutTo({ duration: config.gracePeriod, onSuccess: () => true, onTimeout: () => false })
+      Effect.timeoutTo({ duration: yield* graceLeft, onSuccess: () => true, onTimeout: () => capacity.running() === 0 })
     )
     if (!drained) {
       yield* Effect.logWarning(`grace period of ${Duration.format(config.gracePeriod)} over: interrupting handlers`)

@@ -575,6 +575,65 @@ describe("Runner.stop", () => {
   )
 })
 
+describe("Runner.stop's grace period", () => {
+  // A queue whose claims never answer once `hang` is set: the tick in progress at the stop waits on one.
+  const hang = Context.GenericTag<{ on: boolean; reached: Deferred.Deferred<void> }>("test/claimHang")
+  const hangingQueue = Layer.effect(
+    QueueStore,
+    Effect.gen(function* () {
+      const queue = yield* QueueStore
+      const flag = yield* hang
+      return QueueStore.of({
+        ...queue,
+        claimBatch: (...args) =>
+          flag.on ? Effect.zipRight(Deferred.succeed(flag.reached, undefined), Effect.never) : queue.claimBatch(...args)
+      })
+    })
+  )
+  const layer = Runner.layer({
+    ...TestRunner.testDefaults,
+    workers: 4,
+    gracePeriod: "30 seconds",
+    leaseDuration: "30 seconds",
+    timeout: "1 hour"
+  }).pipe(
+    Layer.provide(hangingQueue),
+    Layer.provideMerge(TestRunner.memoryPorts()),
+    Layer.provideMerge(
+      Layer.effect(
+        hang,
+        Effect.map(Deferred.make<void>(), (reached) => ({ on: false, reached }))
+      )
+    )
+  )
+
+  it.scoped("counts from the stop: a tick that took all of it leaves the handlers none, not a second period", () =>
+    Effect.gen(function* () {
+      yield* FakeClock.set("2026-01-01T00:00:00Z")
+      const runner = yield* Runner.Runner
+      const queue = yield* QueueStore
+      const flag = yield* hang
+      const interrupted = yield* Deferred.make<void>()
+      yield* runner.register("t", () =>
+        Effect.onInterrupt(Effect.never, () => Deferred.succeed(interrupted, undefined))
+      )
+      yield* runner.start
+      yield* queue.enqueue({ taskType: "t", payload: "" }, new Date())
+      yield* settle(Effect.map(runner.running, (n) => n === 1))
+      // The next tick's claim gets no answer: the stop's wait for the loop takes the whole grace period.
+      flag.on = true
+      yield* runner.wake
+      yield* Deferred.await(flag.reached)
+      const stopping = yield* Effect.fork(runner.stop)
+      yield* FakeClock.advance("30 seconds")
+      yield* settle(Effect.sync(() => stopping.unsafePoll() !== null))
+      yield* Fiber.join(stopping)
+      expect(yield* Deferred.isDone(interrupted)).toBe(true)
+      expect(yield* runner.running).toBe(0)
+    }).pipe(Effect.provide(layer), Effect.provide(FakeClock.layer))
+  )
+})
+
 describe("Runner.stop on a database that stopped answering", () => {
   // A registry whose `unregister` never answers, as a statement on a frozen connection (a pooler or a network that
   // stopped forwarding) never does; `called` says the stop got that far.
