@@ -469,11 +469,10 @@ const handBack = (lanes: Parts["lanes"]) =>
 
 /**
  * Stops claiming, waits for running handlers up to the grace period (counted from the stop: the tick in progress and
- * the handlers share it), then interrupts them. Each step that waits on
- * the database (handing back, a tick's or a handler's interruption, the last writes) waits at most `stopStepMs`, a
- * third of the lease (`leaseTimes`): on a database that stopped answering (a frozen pooler, a network that drops
- * packets) a stop must still end. What those steps did not write is not lost: its leases expire and another instance
- * takes it over.
+ * the handlers share it), then interrupts them. Each step that waits on the database (handing back, a tick's or a
+ * handler's interruption, the last writes) waits at most `stopStepMs`, a third of the lease (`leaseTimes`): on a
+ * database that stopped answering (a frozen pooler, a network that drops packets) a stop must still end. What those
+ * steps did not write is not lost: its leases expire and another instance takes it over.
  */
 const stop = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
