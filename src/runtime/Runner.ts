@@ -178,6 +178,8 @@ interface Parts {
   /** The flow limits as this runner knows them (see LimitsView). */
   readonly limits: LimitsView.LimitsView
   readonly writer: ResultsWriter.ResultsWriter
+  /** The longest a stop waits for one step that needs the database (`LeaseTimes.stopStepMs`). */
+  readonly stopStep: Duration.Duration
   readonly heartbeat: Heartbeat.Heartbeat
 }
 
@@ -303,7 +305,8 @@ export const make = (
       state,
       loop,
       switches,
-      writer
+      writer,
+      stopStep: Duration.millis(lease.stopStepMs)
     }
     const context = laneContext(shared, {
       lease,
@@ -321,10 +324,9 @@ export const make = (
     )
     const heartbeat = Heartbeat.make({ config, queueStore, workerRegistry, owner, taskTypes })
     const parts: Parts = { ...shared, lanes, scheduled, heartbeat, limits }
-    const stopStep = Duration.millis(lease.stopStepMs)
-    yield* forkSupervised("lease renewal", keeper.round, scope, stopStep)
-    yield* forkSupervised("results writer", writer.round, scope, stopStep)
-    yield* forkSupervised("timeout watch", watch.round, scope, stopStep)
+    yield* forkSupervised("lease renewal", keeper.round, scope, parts.stopStep)
+    yield* forkSupervised("results writer", writer.round, scope, parts.stopStep)
+    yield* forkSupervised("timeout watch", watch.round, scope, parts.stopStep)
     yield* Effect.addFinalizer(() => stop(parts))
     return Runner.of({
       register: (taskType, handler, options) => register(parts, taskType, handler, options),
@@ -406,7 +408,7 @@ const lastWordAtExit =
 /** Starts the loop and the fibers that run only once started (heartbeat, retention, the queue's vacuum). */
 const start = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const { config, limits, loop, queueStore, scope, state, switches, wakeUps } = parts
+    const { config, limits, loop, queueStore, scope, state, stopStep, switches, wakeUps } = parts
     if (!config.enabled || state.loopFiber !== undefined || state.stopping) return
     for (const taskType of parts.definedTypes) {
       if (!parts.handlers.has(taskType)) {
@@ -440,7 +442,6 @@ const start = (parts: Parts): Effect.Effect<void> =>
     switches.listening(subscription)
     limits.listening(subscription)
     loop.listening(subscription)
-    const stopStep = Duration.millis(leaseTimes(config).stopStepMs)
     yield* forkSupervised("heartbeat", parts.heartbeat.round, scope, stopStep)
     if (RetentionRound.isActive(config))
       yield* forkSupervised("retention", RetentionRound.round(config, queueStore, parts.jobStore), scope, stopStep)
@@ -479,7 +480,7 @@ const stop = (parts: Parts): Effect.Effect<void> =>
     const { capacity, config, lanes, loop, state } = parts
     if (state.stopping) return
     state.stopping = true
-    const atMost = boundedStep(Duration.millis(leaseTimes(config).stopStepMs))
+    const atMost = boundedStep(parts.stopStep)
     // One grace period from the stop, whatever waited first: a tick that took part of it leaves the handlers the rest.
     const graceEnds = (yield* clockNow).getTime() + Duration.toMillis(config.gracePeriod)
     const graceLeft = Effect.map(clockNow, (now) => Duration.millis(Math.max(0, graceEnds - now.getTime())))
