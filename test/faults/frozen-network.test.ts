@@ -18,17 +18,18 @@ import * as PgKairos from "../../src/layers/PgKairos.js"
 import { exited, projectRoot } from "../support/process.js"
 import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
 
-let db: TestDb | undefined
+// What a test opened (see `schemaBehindProxy`), closed after it.
+let openDb: TestDb | undefined
 let workers: Array<Worker> = []
-let proxy: FreezableProxy | undefined
+let openProxy: FreezableProxy | undefined
 
 afterEach(async () => {
   killAll(workers)
   workers = []
-  proxy?.close()
-  proxy = undefined
-  await db?.close()
-  db = undefined
+  openProxy?.close()
+  openProxy = undefined
+  await openDb?.close()
+  openDb = undefined
 })
 
 interface FreezableProxy {
@@ -80,11 +81,16 @@ const freezableProxy = (host: string, port: number): Promise<FreezableProxy> =>
     )
   })
 
-/** A fresh schema and a freezable proxy in front of its server, with the schema's URL through the proxy. */
+/**
+ * A fresh schema and a freezable proxy in front of its server, with the schema's URL through the proxy; both are
+ * closed after the test.
+ */
 const schemaBehindProxy = async (label: string) => {
   const db = await migratedSchema(label)
+  openDb = db
   const url = new URL(db.url)
   const proxy = await freezableProxy(url.hostname, Number(url.port || 5432))
+  openProxy = proxy
   const viaProxy = new URL(db.url)
   viaProxy.hostname = "127.0.0.1"
   viaProxy.port = String(proxy.port)
@@ -96,10 +102,7 @@ describe("a frozen network", () => {
     "one worker's network freezes longer than a lease: it aborts, its work is taken over and recorded once, no sequential overlap",
     { timeout: 90_000 },
     async () => {
-      const setup = await schemaBehindProxy("frozen")
-      db = setup.db
-      proxy = setup.proxy
-      const viaProxy = setup.viaProxy
+      const { db, proxy, viaProxy } = await schemaBehindProxy("frozen")
       const config = { workers: 4, batchSize: 10, interval: "1 second", leaseDuration: "3 seconds" }
       // The frozen worker starts alone, so it (not the other one) holds a sequential item when the network freezes;
       // the other worker starts during the freeze and takes the work over.
@@ -129,7 +132,7 @@ describe("a frozen network", () => {
       proxy.thaw()
 
       await until(
-        async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+        async () => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
         45_000,
         "the queue to drain"
       )
@@ -171,10 +174,7 @@ describe("a frozen network", () => {
     "SIGTERM while its database is frozen: the worker stops within seconds, says what it could not write, loses nothing",
     { timeout: 90_000 },
     async () => {
-      const setup = await schemaBehindProxy("frozenstop")
-      db = setup.db
-      proxy = setup.proxy
-      const viaProxy = setup.viaProxy
+      const { db, proxy, viaProxy } = await schemaBehindProxy("frozenstop")
       // Everything through the proxy, the listener too; a lease of 3 s: a stop's step waits 1 s at most.
       const config = { workers: 2, interval: "1 second", leaseDuration: "3 seconds", gracePeriod: "1 second" }
       const frozenOne = startWorker({ ...db, url: viaProxy.toString() }, { config })
@@ -201,7 +201,7 @@ describe("a frozen network", () => {
       const other = startWorker(db, { config, sleepFactor: 0 })
       workers = [frozenOne, other]
       await until(
-        async () => (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
+        async () => (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`))[0]!.n === 0,
         30_000,
         "the item to be taken over"
       )
@@ -216,10 +216,7 @@ describe("a frozen network", () => {
     "a statement whose connection stops answering is closed once it and its cancel went unanswered: ticks fail and say so, and after the thaw the work runs",
     { timeout: 90_000 },
     async () => {
-      const setup = await schemaBehindProxy("frozentick")
-      db = setup.db
-      proxy = setup.proxy
-      const viaProxy = setup.viaProxy
+      const { db, proxy, viaProxy } = await schemaBehindProxy("frozentick")
       // A statement timeout of 2 s: the client cancels at 2 s, gives the cancel 5 s and the statement 5 s more.
       viaProxy.searchParams.set("statement_timeout", "2000")
       const frozenOne = startWorker(
@@ -239,7 +236,7 @@ describe("a frozen network", () => {
       await db.query(`INSERT INTO $schema.queue_items (task_type, payload, thread) VALUES ('sleepy', '100', 1)`)
       await until(
         async () =>
-          (await db!.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.processed_items`))[0]!.n === 1,
+          (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.processed_items`))[0]!.n === 1,
         30_000,
         "the item enqueued after the thaw to run"
       )
@@ -251,12 +248,9 @@ describe("a frozen network", () => {
     "inside a transaction: a statement unanswered 5 s past the transaction's limit closes its connection, so does a ROLLBACK unanswered 5 s; a transaction without a limit (a migration's lock wait) is not cut short",
     { timeout: 90_000 },
     async () => {
-      const setup = await schemaBehindProxy("frozentx")
-      db = setup.db
-      const frozen = setup.proxy
-      proxy = frozen
+      const { proxy: frozen, viaProxy } = await schemaBehindProxy("frozentx")
       // kairos's own client through the proxy; its transactions begin with SET LOCAL statement_timeout = 2000.
-      const client = PgKairos.clientLayer({ url: setup.viaProxy.toString(), statementTimeout: "2 seconds" })
+      const client = PgKairos.clientLayer({ url: viaProxy.toString(), statementTimeout: "2 seconds" })
       const timed = <A, E>(effect: Effect.Effect<A, E, SqlClient.SqlClient>) =>
         Effect.gen(function* () {
           const started = Date.now()
@@ -330,14 +324,11 @@ describe("a frozen network", () => {
     "a transactional handler frozen mid-transaction: its transaction ends within seconds, not with the freeze; after the thaw the item commits once",
     { timeout: 90_000 },
     async () => {
-      const setup = await schemaBehindProxy("frozenhandler")
-      db = setup.db
-      const frozen = setup.proxy
-      proxy = frozen
+      const { db, proxy: frozen, viaProxy } = await schemaBehindProxy("frozenhandler")
       await db.query(`CREATE TABLE $schema.effects (item text NOT NULL, run int NOT NULL)`)
       const lines: Array<string> = []
       const kairos = await Kairos.create({
-        url: setup.viaProxy.toString(),
+        url: viaProxy.toString(),
         schema: db.schema,
         leaseDuration: "3 seconds",
         interval: "1 second",
@@ -354,7 +345,7 @@ describe("a frozen network", () => {
           "tx-frozen",
           async (job, tx) => {
             const run = ++runs
-            await tx.query(`INSERT INTO "${db!.schema}".effects (item, run) VALUES ($1, $2)`, [job.id, run])
+            await tx.query(`INSERT INTO "${db.schema}".effects (item, run) VALUES ($1, $2)`, [job.id, run])
             if (run === 1) {
               wrote()
               await released
@@ -374,8 +365,8 @@ describe("a frozen network", () => {
         // stayed open as long as the freeze (a handler without a timeout has no server-side limit).
         const locks = async () =>
           (
-            await db!.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db!.schema}".effects'::regclass`
+            await db.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db.schema}".effects'::regclass`
             )
           )[0]!.n
         expect(await locks()).toBe(1)
@@ -390,7 +381,7 @@ describe("a frozen network", () => {
         await until(
           async () =>
             (
-              await db!.query<{ n: number }>(
+              await db.query<{ n: number }>(
                 `SELECT count(*)::int AS n FROM $schema.processed_items WHERE status = 'ok'`
               )
             )[0]!.n === 1,
@@ -410,10 +401,7 @@ describe("a frozen network", () => {
     "the Promise API's stop() returns while its database is frozen, and the process then ends by itself",
     { timeout: 60_000 },
     async () => {
-      const setup = await schemaBehindProxy("frozenpromise")
-      db = setup.db
-      proxy = setup.proxy
-      const viaProxy = setup.viaProxy
+      const { db, proxy, viaProxy } = await schemaBehindProxy("frozenpromise")
       const child = spawn(process.execPath, [path.join(projectRoot, "test/fixtures/promise-stop.mjs")], {
         env: { ...process.env, DATABASE_URL: viaProxy.toString(), KAIROS_SCHEMA: db.schema },
         stdio: ["ignore", "pipe", "pipe"]
