@@ -99,6 +99,8 @@ interface Figures {
   /** From writable to the fresh items committed, and to the first of them started. */
   readonly freshEnqueuedAfterMs: number
   readonly freshStartedAfterMs: number
+  /** The worker that started the first of them. */
+  readonly freshStartedBy: number
   /** Per worker, from writable to its line saying the database is reachable again (its first tick that succeeded). */
   readonly backAfterMs: ReadonlyArray<number>
   /** Per worker, how long that first successful tick took (fresh connections to the promoted standby). */
@@ -319,12 +321,14 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     `SELECT count(*)::int AS skipped FROM $schema.job_runs
      WHERE status = 'skipped' AND scheduled_for >= to_timestamp(${writableAt / 1000})`
   )
+  /** The first start of any of `items`: when, and by which worker. */
   const firstStart = (items: ReadonlySet<string>) =>
-    Math.min(
-      ...workers.flatMap((w) =>
-        w.events.filter((e) => e.event === "start" && items.has(String(e.item))).map((e) => Number(e.at))
+    workers
+      .flatMap((w, by) =>
+        w.events.filter((e) => e.event === "start" && items.has(String(e.item))).map((e) => ({ at: Number(e.at), by }))
       )
-    )
+      .reduce((a, b) => (b.at < a.at ? b : a), { at: Number.POSITIVE_INFINITY, by: -1 })
+  const freshStart = firstStart(new Set(fresh.map((e) => e.id)))
   const backLines = workers.map((w) =>
     w.events.find((e) => e.event === "log" && /the database is reachable again: ticked after/.test(String(e.message)))
   )
@@ -333,7 +337,8 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
     writableAfterMs: writableAt - crashedAt,
     resumedAfterMs: workers.map((w) => resumedAt(w)! - writableAt),
     freshEnqueuedAfterMs: freshAt - writableAt,
-    freshStartedAfterMs: firstStart(new Set(fresh.map((e) => e.id))) - writableAt,
+    freshStartedAfterMs: freshStart.at - writableAt,
+    freshStartedBy: freshStart.by,
     backAfterMs: backLines.map((e) => (e === undefined ? Number.NaN : Number(e.at) - writableAt)),
     firstTickMs: backLines.map((e) =>
       e === undefined ? Number.NaN : Number(/this tick took (\d+) ms/.exec(String(e.message))?.[1] ?? Number.NaN)
@@ -372,15 +377,17 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
  * machine, well short of the 4 s backoff each sat in) and succeeded. How long that tick took is the machine's load, not
  * the backoff (2.2 s with half the CPU and four other test files), so it is not part of the bound. The fleet executed
  * again within 1.5 s: the first of the items enqueued as the standby accepted writes started by then (so did whatever
- * else started first). When each worker executes again is bounded only by the scenario's 30 s: one may find nothing
- * left to take (its peers claimed the fresh items and the rest of the backlog, batch and buffer, in their first ticks;
- * a loaded run saw two workers of three run nothing until the next slot of a job, 3 and 5 s later, though both had
- * ticked at 0.2 s) until the scenario enqueues more.
+ * else started first), not counting the first tick of the worker that started it, for the same reason (CI on a slow
+ * machine: every first tick began within 0.8 s and took 0.9-1.9 s, the first fresh item started at 1.68 s, right as its
+ * worker's first tick ended). When each worker executes again is bounded only by the scenario's 30 s: one may find
+ * nothing left to take (its peers claimed the fresh items and the rest of the backlog, batch and buffer, in their first
+ * ticks; a loaded run saw two workers of three run nothing until the next slot of a job, 3 and 5 s later, though both
+ * had ticked at 0.2 s) until the scenario enqueues more.
  */
 const resumedInTime = (figures: Figures) => {
   // The log line comes when the first tick has succeeded: its start is that line less the tick's length.
   figures.backAfterMs.forEach((ms, i) => expect(ms - figures.firstTickMs[i]!, `worker ${i}`).toBeLessThan(1500))
-  expect(figures.freshStartedAfterMs).toBeLessThan(1500)
+  expect(figures.freshStartedAfterMs - figures.firstTickMs[figures.freshStartedBy]!).toBeLessThan(1500)
   expect(Math.min(...figures.resumedAfterMs)).toBeLessThanOrEqual(figures.freshStartedAfterMs)
 }
 
