@@ -91,9 +91,12 @@ const latestCronSlot = (schedule: Schedule.Cron, slot: Date, now: Date): Date =>
   return Schedule.next(schedule, new Date(lo))
 }
 
-/** Slots in (from, to], as the walk below counts them: up to 10,000, extrapolated past that (it is only logged). */
+/**
+ * Slots in (from, to], as the walk below counts them: up to 1,000, extrapolated past that (it is only logged). Each
+ * step costs ~0.1 ms: 10,000 of them held a tick for 1.3 s (seconds on a loaded machine) for a slot from year 1.
+ */
 const countCronSlots = (schedule: Schedule.Cron, from: Date, to: Date): number => {
-  const cap = 10_000
+  const cap = 1_000
   let t = from
   for (let n = 0; n < cap; n++) {
     t = Schedule.next(schedule, t)
