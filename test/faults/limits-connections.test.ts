@@ -2,15 +2,15 @@
  * Flow control with connections cut: three `kairos worker` processes (the built CLI) drain a type under a concurrency
  * limit, a type ordered per group (1 per group) and one under a rate per group, while this test terminates their
  * Postgres backends again and again (pg_terminate_backend: claims, records and renewals die mid-statement, the
- * listener drops; paused while nothing finishes, see below). A sampler reads the live leases from the database
- * throughout: no limit is ever exceeded, each group's items run in order, each group's rate holds, every item is
- * recorded exactly once, and the workers survive, take new work and stop cleanly. Integration: real processes, a real
- * Postgres, wall time.
+ * listener drops; each round of cuts waits for some progress, see below). A sampler reads the live leases from the
+ * database throughout: no limit is ever exceeded, each group's items run in order, each group's rate holds, every item
+ * is recorded exactly once, and the workers survive, take new work and stop cleanly. Integration: real processes, a
+ * real Postgres, wall time.
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { channel } from "../../src/adapters/postgres/PgSchema.js"
 import { kairos, live } from "../support/cli.js"
-import { migratedSchema, showRows, sleep, type TestDb, until } from "../support/workers.js"
+import { migratedSchema, showRows, sleep, START_LAG_MS, type TestDb, until } from "../support/workers.js"
 
 let db: TestDb | undefined
 let clis: Array<ReturnType<typeof live>> = []
@@ -29,6 +29,8 @@ afterEach(async () => {
  */
 const SKEW_MS = 1000
 const LEASE = "3s"
+/** Items that finish between two rounds of cuts (see the drain). */
+const CUT_AFTER = 8
 
 /** Live leases (with more than `marginMs` left), per task type and group: what the limits count. */
 const liveLeases = (db: TestDb, marginMs: number) =>
@@ -153,8 +155,7 @@ describe("flow control with connections cut", () => {
       const progress: Array<string> = []
       let lastLeft = Number.POSITIVE_INFINITY
       let lastProgress = drainStart
-      let pausedCuts = false
-      let pauses = 0
+      let leftAtCut = Number.POSITIVE_INFINITY
       for (;;) {
         const rows = await liveLeases(db, SKEW_MS)
         const perType = new Map<string, number>()
@@ -165,30 +166,28 @@ describe("flow control with connections cut", () => {
         for (const [t, n] of perType) max.set(t, Math.max(max.get(t) ?? 0, n))
         const [left] = await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.queue_items`)
         if (left!.n === 0) break
-        // Nothing finished for 5 s: the cuts pause until something does. On a loaded machine a tick (a few
-        // statements, on connections opened anew) can take longer than the 200 ms between cuts, and then every tick
-        // fails; what this test proves is the limits under cuts, not progress under a blockade. A drain that does not
-        // resume with the cuts paused has stalled, and fails below.
-        const starved = Date.now() - lastProgress > 5_000
-        if (starved && !pausedCuts) pauses++
-        pausedCuts = starved
-        if (!starved && Date.now() >= nextCut) {
-          // Every 200 ms the workers' pooled connections; every third round their listeners too.
+        // A round of cuts every 200 ms, once CUT_AFTER items have finished since the last one. On a loaded machine a
+        // tick (a few statements, on connections opened anew) can take longer than 200 ms, and cuts on the clock alone
+        // then fail nearly every tick: CI saw a drain at a few items a second, past 200 s. What this test proves is the
+        // limits under cuts, not progress under a blockade; on a fast machine the items come quicker than the clock.
+        if (Date.now() >= nextCut && left!.n <= leftAtCut - CUT_AFTER) {
+          // The workers' pooled connections; every third round their listeners too.
           rounds++
           const n = await cut(db, rounds % 3 === 0)
           killedMidDrain += n
           if (n > 0) roundsThatKilled++
           nextCut = Date.now() + 200
+          leftAtCut = left!.n
         }
         const at = Date.now() - drainStart
         if (at >= progress.length * 10_000)
-          progress.push(`${Math.round(at / 1000)} s: ${left!.n} left${pausedCuts ? " (cuts paused)" : ""}`)
+          progress.push(`${Math.round(at / 1000)} s: ${left!.n} left, ${rounds} rounds of cuts`)
         if (left!.n < lastLeft) [lastLeft, lastProgress] = [left!.n, Date.now()]
         const stalled = Date.now() - lastProgress > 60_000
         if (stalled || at > 200_000)
           throw new Error(
             `the queue ${stalled ? "stopped draining (nothing finished for 60 s)" : "did not drain in 200 s"}; ` +
-              `${progress.join(", ")}; the cuts paused ${pauses} time(s) for want of progress\n${await explain(db, clis)}`
+              `${progress.join("; ")}\n${await explain(db, clis)}`
           )
         await sleep(10)
       }
@@ -224,13 +223,13 @@ describe("flow control with connections cut", () => {
       }
 
       // The rate per group held: each group's 9 starts at 3 per second span at least three windows (more than a full
-      // second between its first and its last), however the cuts fell.
+      // second between its first and its last claim), however the cuts fell; the recorded starts, less their lag.
       for (const g of ["r0", "r1", "r2", "r3"]) {
         const starts = inserted
           .filter((i) => i.task_type === "grouprated" && i.group_key === g)
           .map((i) => byItem.get(i.id)!.started.getTime())
         expect(starts).toHaveLength(9)
-        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000)
+        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000 - START_LAG_MS)
       }
 
       // The workers survived and said what happened to them.

@@ -7,7 +7,16 @@
  */
 import { afterEach, describe, expect, it } from "vitest"
 import { kairos, live } from "../support/cli.js"
-import { killAll, migratedSchema, sleep, startWorker, type TestDb, until, type Worker } from "../support/workers.js"
+import {
+  killAll,
+  migratedSchema,
+  sleep,
+  START_LAG_MS,
+  startWorker,
+  type TestDb,
+  until,
+  type Worker
+} from "../support/workers.js"
 
 let db: TestDb | undefined
 let clis: Array<ReturnType<typeof live>> = []
@@ -167,10 +176,9 @@ describe("flow control across processes", () => {
           expect(Number(runs[k]!.id)).toBeGreaterThan(Number(runs[k - 1]!.id))
         }
       }
-      // The same seen from the starts the workers recorded. A start comes a little after its claim (the windows are the
-      // database's, claims by its clock), so a span is checked less that lag: up to 250 ms on a loaded machine (a run
-      // with three files at a time saw a first start 50 ms late; the claims' own bounds are checked above).
-      const lag = 250
+      // The same seen from the starts the workers recorded, each span less the lag of a start behind its claim (the
+      // claims' own bounds are checked above).
+      const lag = START_LAG_MS
       // The shared rate: 20 starts at 5 per second span at least four windows (two full seconds between the first and the last), whichever process claimed.
       const rated = inserted.filter((i) => i.task_type === "rated").map((i) => byItem.get(i.id)!.started.getTime())
       expect(Math.max(...rated) - Math.min(...rated)).toBeGreaterThanOrEqual(2000 - lag)
