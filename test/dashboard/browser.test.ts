@@ -37,7 +37,15 @@ if (required && !available) {
 
 const TOKEN = "browser-token-0123456789"
 
-describe.skipIf(!available)("the dashboard in Chromium", () => {
+/**
+ * Each test's bound. Alone one takes 1-3 s; what it waits on is Chromium's work (a renderer per context, layout, the
+ * event stream), CPU that a loaded 2-core machine shares out: beside CI's other files, the default 30 s ran out (once
+ * with twenty workers draining beside it, once without). Playwright's own bounds stay as they are (30 s for a navigation
+ * or an action, 15 s for `live`), so a step that hangs still fails, and its error names the step and the locator.
+ */
+const TEST_TIMEOUT_MS = 120_000
+
+describe.skipIf(!available)("the dashboard in Chromium", { timeout: TEST_TIMEOUT_MS }, () => {
   let db: TestDb
   let dashboard: RunningDashboard
   let browser: Browser
