@@ -14,7 +14,9 @@
  * Integration: real processes, a real PgBouncer, wall time (no speed is asserted; the figures are printed). On 2
  * cores a worker takes ~1.5 s of CPU to start, ~2 s with 19 others starting beside it (almost all of it loading
  * modules): 20 s or more of wall time before the drain begins. The file took 2 to 4.5 minutes on a 2-core machine
- * loaded by other test runs (start 46–80 s, drain 44–181 s). Skipped, saying so, where pgbouncer is not installed;
+ * loaded by other test runs (start 46–80 s, drain 44–181 s). At nice 10 (below) the fleet yields the cores to the
+ * other files: in a whole run beside three spinning processes it took 6 minutes (start 187 s, drain 156 s), so its
+ * bounds are wide. Skipped, saying so, where pgbouncer is not installed;
  * failing instead with KAIROS_REQUIRE_PGBOUNCER=1 (CI).
  */
 import os from "node:os"
@@ -60,7 +62,7 @@ pgbouncerTests(`${PROCESSES} kairos worker processes through one PgBouncer (serv
 
   it(
     `drain ${ITEMS.toLocaleString("en")} items exactly once, each process executing at least ${LEAST_SHARE}; \`kairos workers\` lists all ${PROCESSES}; SIGTERM stops each cleanly`,
-    { timeout: 420_000 },
+    { timeout: 900_000 },
     async () => {
       const pooled = bouncer!.url
       const schema = db!.schema
@@ -107,7 +109,7 @@ pgbouncerTests(`${PROCESSES} kairos worker processes through one PgBouncer (serv
       // CI's 2-core machine, beside this drain, a `kairos worker` failing at start took 49-58 s (about 1 s alone), a
       // CLI test timed out at 60 s and two browser tests at 30 s.
       for (const w of workers) os.setPriority(w.child.pid!, 10)
-      await Promise.all(workers.map((w) => w.waitFor(/"event":"started"/, "out", 240_000)))
+      await Promise.all(workers.map((w) => w.waitFor(/"event":"started"/, "out", 480_000)))
       const startedMs = Date.now() - t0
       const owners = workers.map((w) => String(w.events().find((e) => e["event"] === "started")!["owner"]))
       expect(new Set(owners).size).toBe(PROCESSES)
