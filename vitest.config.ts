@@ -36,6 +36,8 @@ export default defineConfig({
     exclude: ["test/fixtures/**", "node_modules/**"],
     testTimeout: 30_000,
     hookTimeout: 60_000,
+    // The default report, then the tests that came near their time limit (test/support/boundsReporter.ts).
+    reporters: ["default", "./test/support/boundsReporter.ts"],
     // The longest files first (test/support/sequencer.ts), so the run does not end on a long file started last.
     sequence: { sequencer: LongestFirstSequencer },
     // Without isolation files share modules in a worker; this undoes what one file's @effect/vitest `layer` left.
