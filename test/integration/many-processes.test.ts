@@ -16,8 +16,8 @@
  * modules): 20 s or more of wall time before the drain begins. The file took 2 to 4.5 minutes on a 2-core machine
  * loaded by other test runs (start 46–80 s, drain 44–181 s). At nice 10 (below) the fleet yields the cores to the
  * other files: in a whole run beside three spinning processes it took 6 minutes (start 187 s, drain 156 s), so its
- * bounds are wide. Skipped, saying so, where pgbouncer is not installed;
- * failing instead with KAIROS_REQUIRE_PGBOUNCER=1 (CI).
+ * bounds are wide. Skipped, saying so, where pgbouncer is not installed; failing instead with
+ * KAIROS_REQUIRE_PGBOUNCER=1 (CI).
  */
 import os from "node:os"
 import { afterAll, beforeAll, expect, it } from "vitest"
