@@ -27,8 +27,18 @@ const withDatabase = async <A>(body: (url: string) => Promise<A>): Promise<A> =>
   }
 }
 
+/**
+ * The bounds of an example's run: its process is killed after PROCESS_MS, before its test's TEST_MS ends, so a run
+ * that hangs fails at the test's assertions (no exit status) and leaves no process behind. The examples run side by
+ * side (below), each a process under tsx (~1.5 s of CPU to start), beside the other files: in CI's loaded first pass
+ * on a 2-core machine, schedules.ts took 37 s and the quickstart against a closed port 38 s, of the 60 s they had then;
+ * with this file alone, 8 s and 9 s (the others 3-14 s).
+ */
+const PROCESS_MS = 110_000
+const TEST_MS = 120_000
+
 /** Runs an example through tsx, as `npm run example` does, on a database of its own. */
-const example = (file: string, env: Record<string, string> = {}, timeout = 80_000) =>
+const example = (file: string, env: Record<string, string> = {}, timeout = PROCESS_MS) =>
   withDatabase((url) =>
     runCommand(process.execPath, ["--conditions=kairos-source", "--import", "tsx", file], {
       cwd: projectRoot,
@@ -41,13 +51,14 @@ const example = (file: string, env: Record<string, string> = {}, timeout = 80_00
 // Side by side: each example is a process of its own on a database of its own, and mostly waits (for its seconds of
 // running); one after another they took ~50 s.
 describe.concurrent("examples", () => {
-  it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: 60_000 }, async () => {
+  it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: TEST_MS }, async () => {
     const run = await runCommand(
       process.execPath,
       ["--conditions=kairos-source", "--import", "tsx", "examples/schedules.ts"],
       {
         cwd: projectRoot,
-        encoding: "utf8"
+        encoding: "utf8",
+        timeout: PROCESS_MS
       }
     )
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
@@ -62,7 +73,7 @@ describe.concurrent("examples", () => {
     expect(run.stdout).toMatch(/Sun 2026-11-01 01:30 -04:00 +2026-11-01T05:30:00Z .*\n +Sun 2026-11-01 02:00 -05:00/)
   })
 
-  it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: 90_000 }, async () => {
+  it("effect-program.ts composes the runner on Postgres and prints its runs", { timeout: TEST_MS }, async () => {
     const run = await example("examples/effect-program.ts", { KAIROS_EXAMPLE_SECONDS: "3" })
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
@@ -74,9 +85,9 @@ describe.concurrent("examples", () => {
 
   it(
     "opentelemetry.ts exports a span per execution and the execution counters through OpenTelemetry",
-    { timeout: 120_000 },
+    { timeout: TEST_MS },
     async () => {
-      const run = await example("examples/opentelemetry.ts", {}, 100_000)
+      const run = await example("examples/opentelemetry.ts")
       expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
       expect(run.status).toBe(0)
       expect(run.stdout.match(/kairos\.execute {2}kind=queue {2}task_type=send_email .* outcome=ok/g)?.length).toBe(2)
@@ -90,7 +101,7 @@ describe.concurrent("examples", () => {
 
   it(
     "quickstart.ts against a port where nothing listens: one line that says what to fix, exit 1",
-    { timeout: 60_000 },
+    { timeout: TEST_MS },
     async () => {
       const port = await new Promise<number>((resolve) => {
         const server = net.createServer().listen(0, "127.0.0.1", () => {
@@ -105,7 +116,7 @@ describe.concurrent("examples", () => {
           cwd: projectRoot,
           encoding: "utf8",
           env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
-          timeout: 60_000
+          timeout: PROCESS_MS
         }
       )
       expect(run.status).toBe(1)
@@ -169,7 +180,7 @@ describe.concurrent("examples", () => {
     }
   )
 
-  it("plain-async.ts runs handlers written as async functions", { timeout: 90_000 }, async () => {
+  it("plain-async.ts runs handlers written as async functions", { timeout: TEST_MS }, async () => {
     // Five seconds, not two: beside five heavy test files on two cores, two seconds ran one of its two handlers.
     const run = await example("examples/plain-async.ts", { KAIROS_EXAMPLE_SECONDS: "5" })
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
@@ -180,7 +191,7 @@ describe.concurrent("examples", () => {
 
   it(
     "transactional.ts: a failed attempt's ledger row is rolled back with it; one row per successful charge",
-    { timeout: 90_000 },
+    { timeout: TEST_MS },
     async () => {
       const run = await example("examples/transactional.ts")
       expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
@@ -207,7 +218,7 @@ describe.concurrent("examples", () => {
 
   it(
     "workflow.ts: the invoice waits for its PDF and payment and reads their outputs; a declined one is not sent",
-    { timeout: 90_000 },
+    { timeout: TEST_MS },
     async () => {
       const run = await example("examples/workflow.ts")
       expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
