@@ -322,12 +322,15 @@ describe("kairos commands", () => {
       ["worker", "--tasks", "examples/tasks.ts", "--grace", "0ms"],
       /^kairos: --grace: "0ms" is not a positive duration/
     ]
-  ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 60_000 }, async (name, args, pattern) => {
+  ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 120_000 }, async (name, args, pattern) => {
     const withUrl = args.includes("--database-url") ? args : [...args, "--database-url", url]
     // A flag's error comes from the CLI's program alone: run here (kairosHere), without a process start each (a
     // worker's start alone is ~1.4 s of CPU). A tasks module is loaded (through tsx) by a real process, which alone
     // shows what Node or tsx would print besides; and three flag errors go through the binary as a user meets them.
-    const r = asProcess.has(name) ? await kairos(withUrl) : await kairosHere(withUrl)
+    // Those processes start side by side (vitest runs five of these tests at once) beside the other files: in CI's
+    // loaded first pass one took 31 s (alone ~2 s), and with twenty workers at full priority beside it one ran past
+    // 60 s. Each is killed at 110 s, before its test's 120 s, so a hang fails with what the process was doing.
+    const r = asProcess.has(name) ? await kairos(withUrl, { timeoutMs: 110_000 }) : await kairosHere(withUrl)
     expect(r.code).not.toBe(0)
     expect(r.stdout + r.stderr).toMatch(pattern)
     expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)

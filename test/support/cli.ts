@@ -23,11 +23,14 @@ export let schema = uniqueSchemaName("cli")
 
 // Without blocking the test file's event loop (see `run` in test/support/process.ts): independent commands run side
 // by side.
-export const kairos = async (args: ReadonlyArray<string>, options: { cwd?: string; env?: NodeJS.ProcessEnv } = {}) => {
+export const kairos = async (
+  args: ReadonlyArray<string>,
+  options: { cwd?: string; env?: NodeJS.ProcessEnv; timeoutMs?: number } = {}
+) => {
   const run = await runCommand(process.execPath, [...reportFlags, bin, ...args], {
     cwd: options.cwd ?? projectRoot,
     env: options.env ?? process.env,
-    timeout: 60_000
+    timeout: options.timeoutMs ?? 60_000
   })
   // Killed at the timeout: what it was doing then shows where an assertion prints its output.
   const killed = run.error === undefined ? "" : `\n[test] ${run.error.message}`
