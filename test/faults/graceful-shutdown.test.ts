@@ -19,6 +19,13 @@ afterEach(async () => {
 })
 
 const LEASE_MS = 60_000
+/**
+ * The first test's short items and its grace period. The short ones must all be running when the last of the 200
+ * starts (so the stop meets them in flight) and finish within the grace period after it. With 1.5 s and 3 s, CI on a
+ * loaded 2-core machine saw a short one end before the 200th had started; 5 s and 10 s leave that room.
+ */
+const SHORT_MS = 5_000
+const GRACE_S = 10
 
 describe("graceful shutdown under load", () => {
   it(
@@ -31,24 +38,28 @@ describe("graceful shutdown under load", () => {
           workers: 200,
           batchSize: 200,
           interval: "1 second",
-          gracePeriod: "3 seconds",
+          gracePeriod: `${GRACE_S} seconds`,
           leaseDuration: `${LEASE_MS} millis`
         }
       })
       workers = [first]
       await first.waitFor((e) => e.event === "ready")
-      // 100 items of 1.5 s (they finish within the grace period) and 100 of a minute (they do not).
+      // 100 short items (they finish within the grace period) and 100 of a minute (they do not).
       const enqueued = await db.query<Enqueued & { payload: string }>(
         `INSERT INTO $schema.queue_items (task_type, payload, thread, max_runs)
-         SELECT 'sleepy', CASE WHEN g % 2 = 0 THEN '1500' ELSE '60000' END, 1, 1 FROM generate_series(1, 200) g
+         SELECT 'sleepy', CASE WHEN g % 2 = 0 THEN '${SHORT_MS}' ELSE '60000' END, 1, 1 FROM generate_series(1, 200) g
          RETURNING id::text AS id, max_runs, thread, payload`
       )
-      const short = new Set(enqueued.filter((e) => e.payload === "1500").map((e) => e.id))
-      const starts = () => first.events.filter((e) => e.event === "start").length
-      await until(async () => starts() === 200, 30_000, "200 items in flight")
+      const short = new Set(enqueued.filter((e) => e.payload === String(SHORT_MS)).map((e) => e.id))
+      const startEvents = () => first.events.filter((e) => e.event === "start")
+      await until(async () => startEvents().length === 200, 30_000, "200 items in flight")
 
       // None has finished yet: the short ones end within the grace period.
-      expect(first.events.filter((e) => e.event === "end")).toEqual([])
+      const startTimes = startEvents().map((e) => Number(e["at"]))
+      expect(
+        first.events.filter((e) => e.event === "end"),
+        `the 200 starts took ${Math.max(...startTimes) - Math.min(...startTimes)} ms`
+      ).toEqual([])
 
       // SIGTERM, and another worker starts meanwhile: what the first hands back, it takes at once.
       const termAt = Date.now()
@@ -63,11 +74,13 @@ describe("graceful shutdown under load", () => {
       expect(exit.code).toBe(0)
       expect(
         first.events.some(
-          (e) => e.event === "log" && /grace period of 3s over: interrupting handlers/.test(String(e.message))
+          (e) =>
+            e.event === "log" &&
+            new RegExp(`grace period of ${GRACE_S}s over: interrupting handlers`).test(String(e.message))
         )
       ).toBe(true)
       // It stopped within its grace period (plus the time to write): a wide bound, far below the lease.
-      expect(exitedAt - termAt).toBeLessThan(15_000)
+      expect(exitedAt - termAt).toBeLessThan(GRACE_S * 1000 + 12_000)
       // Its leases were handed back, not left to expire.
       const owner = String(first.events.find((e) => e.event === "ready")!.owner)
       expect(await db.query(`SELECT 1 FROM $schema.queue_leases WHERE owner = $1`, [owner])).toEqual([])
