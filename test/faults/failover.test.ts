@@ -207,7 +207,27 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   await Promise.race(
     workers.map((w, i) => w.waitFor((e) => e.event === "end" && String(e.job).startsWith("long-"), 10_000, from[i]))
   )
-  await sleep(300)
+  if (sync) await sleep(300)
+  else {
+    // Asynchronous: the crash comes while a long run's success is on the primary and still in the lagging link, which
+    // then goes dead (`freeze`, as the link to a crashing primary does). Its success finished within 400 ms of the
+    // primary's clock, found within 300 ms: committed well inside the second the link holds it. A fixed wait after
+    // the run's `end` line was not enough on a loaded machine: the line or the result's write came late, the success
+    // had reached the standby, and nothing was lost (CI: no run let go).
+    await until(
+      async () => {
+        const asked = Date.now()
+        const fresh = await db.query(
+          `SELECT 1 FROM $schema.job_runs r JOIN $schema.scheduled_jobs j ON j.id = r.job_id
+           WHERE j.name LIKE 'long-%' AND r.status = 'success' AND r.finished_at > now() - interval '400 milliseconds'`
+        )
+        return fresh.length > 0 && Date.now() - asked < 300
+      },
+      30_000,
+      "a long run's success committed on the primary within the last 400 ms"
+    )
+    lagging!.freeze()
+  }
   const [atCrash] = await db.query<{ left: number; pending: number }>(
     `SELECT count(*)::int AS left, count(*) FILTER (WHERE status = 'pending')::int AS pending FROM $schema.queue_items`
   )

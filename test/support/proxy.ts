@@ -19,11 +19,19 @@ export interface Proxy {
    * afterwards pass as usual. Returns how many were armed.
    */
   readonly resetOnNextUse: () => number
+  /**
+   * From now on nothing the servers send reaches the clients: what is still delayed is dropped, and what comes next.
+   * The connections stay open (a standby does not reconnect and fetch it again): the link to a standby goes dead at the
+   * moment its primary crashes, so what the primary committed within the last `delayMs` is lost, whatever time the
+   * crash itself then takes.
+   */
+  readonly freeze: () => void
   readonly close: () => Promise<void>
 }
 
 export const startProxy = async (targetPort: number, options: { readonly delayMs?: number } = {}): Promise<Proxy> => {
   let target = targetPort
+  let frozen = false
   const delayMs = options.delayMs ?? 0
   const open = new Set<net.Socket>()
   const pairs = new Map<net.Socket, net.Socket>()
@@ -50,7 +58,7 @@ export const startProxy = async (targetPort: number, options: { readonly delayMs
       upstream.on("data", (chunk: Buffer) => {
         // In order: timers of one delay fire in the order they were set.
         setTimeout(() => {
-          if (!closed) client.write(chunk)
+          if (!closed && !frozen) client.write(chunk)
         }, delayMs)
       })
   })
@@ -79,6 +87,14 @@ export const startProxy = async (targetPort: number, options: { readonly delayMs
       target = next
     },
     cutAll,
+    freeze: () => {
+      frozen = true
+      for (const [client, upstream] of pairs) {
+        // Piped (no delay): unpiped, and what comes is read and discarded.
+        upstream.unpipe(client)
+        upstream.on("data", () => undefined).resume()
+      }
+    },
     close: () =>
       new Promise<void>((resolve) => {
         cutAll()
