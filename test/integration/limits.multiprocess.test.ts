@@ -178,10 +178,9 @@ describe("flow control across processes", () => {
       }
       // The same seen from the starts the workers recorded, each span less the lag of a start behind its claim (the
       // claims' own bounds are checked above).
-      const lag = START_LAG_MS
       // The shared rate: 20 starts at 5 per second span at least four windows (two full seconds between the first and the last), whichever process claimed.
       const rated = inserted.filter((i) => i.task_type === "rated").map((i) => byItem.get(i.id)!.started.getTime())
-      expect(Math.max(...rated) - Math.min(...rated)).toBeGreaterThanOrEqual(2000 - lag)
+      expect(Math.max(...rated) - Math.min(...rated)).toBeGreaterThanOrEqual(2000 - START_LAG_MS)
       // The shared rate per group: each group's 6 starts at 2 per second span at least three windows (more than one
       // full second between its first and its last), whichever process claimed.
       for (const g of ["r0", "r1", "r2"]) {
@@ -189,14 +188,14 @@ describe("flow control across processes", () => {
           .filter((i) => i.task_type === "grouprated" && i.group_key === g)
           .map((i) => byItem.get(i.id)!.started.getTime())
         expect(starts).toHaveLength(6)
-        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000 - lag)
+        expect(Math.max(...starts) - Math.min(...starts)).toBeGreaterThanOrEqual(1000 - START_LAG_MS)
       }
       // The rate of a type ordered per group is the type's: 12 starts at 4 per second span at least three windows (more
       // than one full second), though each group's 3 would fit in one.
       const orderedRated = inserted
         .filter((i) => i.task_type === "orderedrated")
         .map((i) => byItem.get(i.id)!.started.getTime())
-      expect(Math.max(...orderedRated) - Math.min(...orderedRated)).toBeGreaterThanOrEqual(1000 - lag)
+      expect(Math.max(...orderedRated) - Math.min(...orderedRated)).toBeGreaterThanOrEqual(1000 - START_LAG_MS)
       // And the groups side by side: one rate of 2 per second for the whole type would need nine windows (more than 8 s).
       const groupRated = inserted
         .filter((i) => i.task_type === "grouprated")
