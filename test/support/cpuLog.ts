@@ -1,6 +1,6 @@
 /**
  * A setup file for measuring where a run's CPU goes: with KAIROS_TEST_CPU_LOG=<file>, each postgres test file appends
- * one JSON line, {file, wall, self, children} (seconds), to it. `self` is the test process's own CPU over the file's
+ * one JSON line, {file, pid, start, wall, self, children} (seconds; `start` since the epoch), to it. `self` is the test process's own CPU over the file's
  * tests, `children` that of the processes it started and reaped (workers, CLI commands, npm, tsc) — from
  * /proc/self/stat, so Linux only. The unit files are left out: they run in a thread of vitest's main process, whose
  * CPU /proc/self/stat would count with theirs. Module loading (collection) happens before and is not counted; nor is
@@ -31,6 +31,8 @@ if (out !== undefined && out.length > 0 && isMainThread) {
     const end = ticks()
     const line = {
       file: expect.getState().testPath ?? "",
+      pid: process.pid,
+      start: startedAt / 1000,
       wall: (Date.now() - startedAt) / 1000,
       self: (end.self - start.self) / 100,
       children: (end.children - start.children) / 100
