@@ -187,9 +187,11 @@ describe("kairos tables: what any program wrote reaches the terminal escaped", (
 })
 
 describe("kairos db (the embedded development database)", () => {
+  // Eight CLI processes one after another, two of them starting a server (initdb the first time): ~7 s alone, and 64 s
+  // of the 120 s it had in CI's loaded second pass (the bounds report). 240 s; each process still has its own 60 s.
   it(
     "starts on first use in the project's .kairos, found from a subfolder too; `db start` prints its URL, `db stop` stops it",
-    { timeout: 120_000 },
+    { timeout: 240_000 },
     async () => {
       const cwd = await serverTempDir("kairos-cli-dev-")
       await fs.writeFile(path.join(cwd, "package.json"), "{}\n")

@@ -8,7 +8,7 @@ import pg from "pg"
 import { describe, expect, it } from "vitest"
 import { uniqueSchemaName } from "../support/database.js"
 import { startEmbedded } from "../../src/adapters/postgres/EmbeddedPostgres.js"
-import { exited, firstLine, projectRoot, spawnTs } from "../support/process.js"
+import { exited, firstLine, PROCESS_LIMITS, projectRoot, spawnTs } from "../support/process.js"
 import { until } from "../support/workers.js"
 import { migrationNames } from "../../src/adapters/postgres/migrations.js"
 import { bin, db, json, kairos, kairosHere, live, query, schema, url, useCli } from "../support/cli.js"
@@ -322,19 +322,25 @@ describe("kairos commands", () => {
       ["worker", "--tasks", "examples/tasks.ts", "--grace", "0ms"],
       /^kairos: --grace: "0ms" is not a positive duration/
     ]
-  ])("%s: one clear line, non-zero exit, no stack trace", { timeout: 120_000 }, async (name, args, pattern) => {
-    const withUrl = args.includes("--database-url") ? args : [...args, "--database-url", url]
-    // A flag's error comes from the CLI's program alone: run here (kairosHere), without a process start each (a
-    // worker's start alone is ~1.4 s of CPU). A tasks module is loaded (through tsx) by a real process, which alone
-    // shows what Node or tsx would print besides; and three flag errors go through the binary as a user meets them.
-    // Those processes start side by side (vitest runs five of these tests at once) beside the other files: in CI's
-    // loaded first pass one took 31 s (alone ~2 s), and with twenty workers at full priority beside it one ran past
-    // 60 s. Each is killed at 110 s, before its test's 120 s, so a hang fails with what the process was doing.
-    const r = asProcess.has(name) ? await kairos(withUrl, { timeoutMs: 110_000 }) : await kairosHere(withUrl)
-    expect(r.code).not.toBe(0)
-    expect(r.stdout + r.stderr).toMatch(pattern)
-    expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)
-  })
+  ])(
+    "%s: one clear line, non-zero exit, no stack trace",
+    { timeout: PROCESS_LIMITS.testMs },
+    async (name, args, pattern) => {
+      const withUrl = args.includes("--database-url") ? args : [...args, "--database-url", url]
+      // A flag's error comes from the CLI's program alone: run here (kairosHere), without a process start each (a
+      // worker's start alone is ~1.4 s of CPU). A tasks module is loaded (through tsx) by a real process, which alone
+      // shows what Node or tsx would print besides; and three flag errors go through the binary as a user meets them.
+      // Those processes start side by side (vitest runs five of these tests at once) beside the other files: in CI's
+      // loaded first pass one took 31 s (alone ~2 s), and with twenty workers at full priority beside it one ran past
+      // 60 s. Each is killed before its test's limit (PROCESS_LIMITS), so a hang fails with what the process was doing.
+      const r = asProcess.has(name)
+        ? await kairos(withUrl, { timeoutMs: PROCESS_LIMITS.processMs })
+        : await kairosHere(withUrl)
+      expect(r.code).not.toBe(0)
+      expect(r.stdout + r.stderr).toMatch(pattern)
+      expect(r.stdout + r.stderr).not.toMatch(/\n\s+at /)
+    }
+  )
 
   it(
     "a password server: no password, a wrong one, a missing database, missing tables; a worker's queue=? when it goes",

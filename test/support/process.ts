@@ -74,6 +74,14 @@ export const exited = (child: ChildProcess): Promise<{ code: number | null; sign
 /** Whether something accepts TCP connections on 127.0.0.1:port. */
 export { portAnswers as portOpen } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 
+/**
+ * The bounds of a test that waits for a real process to end by itself (an example, a worker's failing start): the
+ * process is killed at `processMs`, some seconds before the test's own `testMs`, so a hang fails at the test's
+ * assertions, with what the process printed, and leaves nothing running. Wide: such a process under tsx takes 3-9 s
+ * alone and took 31-38 s beside the other files in CI's loaded first pass on a 2-core machine.
+ */
+export const PROCESS_LIMITS = { processMs: 110_000, testMs: 120_000 } as const
+
 /** What `run` gives back: `spawnSync`'s fields, as strings. */
 export interface RunResult {
   readonly status: number | null
