@@ -1,8 +1,8 @@
 /**
  * A setup file for measuring where a run's CPU goes: with KAIROS_TEST_CPU_LOG=<file>, each postgres test file appends
- * one JSON line, {file, pid, start, wall, self, children} (seconds; `start` since the epoch), to it. `self` is the test process's own CPU over the file's
- * tests, `children` that of the processes it started and reaped (workers, CLI commands, npm, tsc) — from
- * /proc/self/stat, so Linux only. The unit files are left out: they run in a thread of vitest's main process, whose
+ * one JSON line, {file, pid, start, wall, self, children} (seconds; `start` since the epoch), to it. `pid` is the
+ * test process, `self` its own CPU over the file's tests, `children` that of the processes it started and reaped
+ * (workers, CLI commands, npm, tsc) — from /proc/self/stat, so Linux only. The unit files are left out: they run in a thread of vitest's main process, whose
  * CPU /proc/self/stat would count with theirs. Module loading (collection) happens before and is not counted; nor is
  * the Postgres server's CPU (pg_ctl detaches it). docs/development.md shows how to sum it up.
  */
