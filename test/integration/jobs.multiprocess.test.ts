@@ -67,7 +67,10 @@ describe("many runner processes, one database", () => {
     { timeout: 150_000 },
     async () => {
       db = await migratedSchema("four")
-      const config = { workers: 16, batchSize: 50, interval: "1 second", leaseDuration: "10 seconds" }
+      // Batches of 10: the 100 slots due at one instant take ten claims, which the four processes race for (a tick
+      // that started a full batch ticks again at once). With batches of 50, two claims took them all: over the seven
+      // instants of a 3-s interval, CI once saw a process that never won one (3 owners of 4).
+      const config = { workers: 16, batchSize: 10, interval: "1 second", leaseDuration: "10 seconds" }
       workers = Array.from({ length: 4 }, () => startWorker(db!, { config }))
       await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
 
