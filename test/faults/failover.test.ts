@@ -90,6 +90,55 @@ const direct = async <R>(url: string, text: string): Promise<Array<R>> => {
   }
 }
 
+/**
+ * Samples the primary directly, twice a second until `stop`: transactions open for over 3 s, and running runs whose
+ * lease ended over 2 s ago (which any worker's next claim takes back). Each distinct sight once, with its time.
+ */
+const watchPrimary = (url: string, schema: string) => {
+  const seen: Array<string> = []
+  const known = new Set<string>()
+  let stopped = false
+  const client = new pg.Client({ connectionString: url })
+  client.on("error", () => undefined)
+  const done = (async () => {
+    await client.connect()
+    while (!stopped) {
+      const at = new Date().toISOString()
+      const rows = [
+        ...(
+          await client.query(
+            `SELECT 'xact' AS what, pid::text AS key, state, wait_event_type AS wait,
+                    round(extract(epoch FROM now() - xact_start)::numeric, 1) AS open_s, left(query, 160) AS query
+               FROM pg_stat_activity
+              WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()
+                AND xact_start < now() - interval '3 seconds'`
+          )
+        ).rows,
+        ...(
+          await client.query(
+            `SELECT 'run' AS what, id::text AS key, owner, lease_until, started_at, attempt
+               FROM "${schema}".job_runs WHERE status = 'running' AND lease_until < now() - interval '2 seconds'`
+          )
+        ).rows
+      ] as Array<{ what: string; key: string }>
+      for (const row of rows) {
+        if (known.has(`${row.what}:${row.key}`)) continue
+        known.add(`${row.what}:${row.key}`)
+        seen.push(`  ${at} ${JSON.stringify(row)}`)
+      }
+      await sleep(500)
+    }
+  })().catch((e: unknown) => seen.push(`  the watch ended: ${String(e)}`))
+  return {
+    seen,
+    stop: async () => {
+      stopped = true
+      await done
+      await client.end().catch(() => undefined)
+    }
+  }
+}
+
 interface Figures {
   readonly mode: string
   /** From the crash to the standby accepting writes (promoted, proxy switched). */
@@ -198,6 +247,10 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   const workers: Array<Worker> = [0, 1, 2].map(() => startWorker(db, { config, slowMs: 1500, debug: true }))
   cleanups.push(async () => killAll(workers))
   await Promise.all(workers.map((w) => w.waitFor((e) => e.event === "ready")))
+  // What the failure below (no run blamed on a lost owner) would need to be explained: long transactions on the
+  // primary and running runs left past their lease, sampled twice a second until the crash.
+  const watch = watchPrimary(cluster.primary.url, db.schema)
+  cleanups.push(watch.stop)
   const processed = async () =>
     (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.processed_items`))[0]!.n
   await until(async () => (await processed()) >= ITEMS / 4, 60_000, "a quarter of the backlog to drain")
@@ -233,6 +286,7 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   )
 
   // The failover.
+  await watch.stop()
   const crashedAt = Date.now()
   await cluster.crash(cluster.primary)
   // A failover manager takes a moment to decide: long enough for every worker's ticks to fail and back off.
@@ -335,8 +389,37 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   const lostRunsLetGo = letGo.length
   // Let go as soon as their owners reached the promoted standby, not when their leases expired.
   for (const r of letGo) expect(r.finished_at.getTime() - writableAt).toBeLessThan(2000)
-  // No worker died: a run left to expire as "owner lost" would be a live owner blamed.
-  expect(errors.filter((r) => r.error.startsWith("owner lost:"))).toEqual([])
+  // No worker died: a run left to expire as "owner lost" would be a live owner blamed. Seen once in CI (asynchronous):
+  // on a failure, say what those runs were and what their owner printed about them.
+  const blamed = await db.query<{ id: string; error: string }>(
+    `SELECT r.id::text AS id, j.name, r.scheduled_for, r.attempt, r.started_at, r.finished_at, r.lease_until, r.owner,
+            r.error
+       FROM $schema.job_runs r JOIN $schema.scheduled_jobs j ON j.id = r.job_id
+      WHERE r.status = 'failed' AND r.error LIKE 'owner lost:%'`
+  )
+  if (blamed.length > 0) {
+    const ids = new Set(blamed.map((r) => r.id))
+    const iso = (ms: number) => new Date(ms).toISOString()
+    const about = workers.map(
+      (w, i) =>
+        `worker ${i} (${String(w.events.find((e) => e.event === "ready")?.["owner"])}):\n` +
+        w.events
+          .filter(
+            (e) =>
+              ids.has(String(e["runId"])) ||
+              (e.event === "log" && [...ids].some((id) => String(e.message).includes(id))) ||
+              (e.event === "log" && String(e["level"]) !== "DEBUG" && Number(e.at) >= crashedAt - 5000)
+          )
+          .map((e) => `  ${iso(Number(e.at))} ${JSON.stringify({ ...e, at: undefined }).slice(0, 400)}`)
+          .join("\n")
+    )
+    expect.fail(
+      `runs blamed on a lost owner (crashed ${iso(crashedAt)}, writable ${iso(writableAt)}):\n` +
+        `${blamed.map((r) => `  ${JSON.stringify(r)}`).join("\n")}\n${about.join("\n")}\n` +
+        `on the primary before the crash (transactions open over 3 s; running runs 2 s past their lease):\n` +
+        `${watch.seen.slice(-200).join("\n") || "  (none)"}`
+    )
+  }
   const [after] = await db.query<{ skipped: number }>(
     `SELECT count(*)::int AS skipped FROM $schema.job_runs
      WHERE status = 'skipped' AND scheduled_for >= to_timestamp(${writableAt / 1000})`
