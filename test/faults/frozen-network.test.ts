@@ -245,7 +245,7 @@ describe("a frozen network", () => {
   )
 
   it(
-    "inside a transaction: a statement unanswered 5 s past the transaction's limit closes its connection, so does a ROLLBACK unanswered 5 s; a transaction without a limit (a migration's lock wait) is not cut short",
+    "inside a transaction: a statement unanswered 5 s past the transaction's limit closes its connection, so does a COMMIT 5 s past the statement timeout whatever that limit, and a ROLLBACK unanswered 5 s; a statement without a limit (a migration's lock wait) is not cut short",
     { timeout: 90_000 },
     async () => {
       const { proxy: frozen, viaProxy } = await schemaBehindProxy("frozentx")
@@ -290,6 +290,23 @@ describe("a frozen network", () => {
             )
           )
           frozen.thaw()
+          // A COMMIT: 5 s past the connection's statement timeout (2 s), whatever the transaction's own limit — a
+          // transactional handler's long one (30 s here, its timeout by default 15 minutes) or none. Before, the
+          // first waited 35 s and the second for good.
+          const commit = (limitMs: number) =>
+            timed(
+              sql.withTransaction(
+                Effect.gen(function* () {
+                  yield* sql.unsafe(`SET LOCAL statement_timeout = ${limitMs}`)
+                  yield* sql`SELECT 1`
+                  frozen.freeze()
+                })
+              )
+            )
+          const commitLong = yield* commit(30_000)
+          frozen.thaw()
+          const commitUnlimited = yield* commit(0)
+          frozen.thaw()
           // No limit (a migration waiting for its lock sets 0): a statement answered only after 9 s still succeeds.
           const unlimited = yield* timed(
             sql.withTransaction(
@@ -301,10 +318,10 @@ describe("a frozen network", () => {
               })
             )
           )
-          return { statement, rollback, unlimited }
+          return { statement, rollback, commitLong, commitUnlimited, unlimited }
         }).pipe(Effect.provide(client), Effect.scoped)
       )
-      const { statement, rollback, unlimited } = result
+      const { statement, rollback, commitLong, commitUnlimited, unlimited } = result
       // Failed as a lost connection, after the 2 s limit and its 5 s, well before the 40 s.
       expect(statement.hung).toBe(false)
       expect(Exit.isFailure(statement.exit)).toBe(true)
@@ -315,8 +332,94 @@ describe("a frozen network", () => {
       expect(Exit.isFailure(rollback.exit)).toBe(true)
       expect(rollback.ms).toBeGreaterThanOrEqual(4_500)
       expect(rollback.ms).toBeLessThan(25_000)
+      for (const commit of [commitLong, commitUnlimited]) {
+        expect(commit.hung).toBe(false)
+        expect(Exit.isFailure(commit.exit)).toBe(true)
+        expect(commit.ms).toBeGreaterThanOrEqual(6_500)
+        expect(commit.ms).toBeLessThan(25_000)
+      }
       expect(unlimited.exit).toEqual(Exit.succeed([{ n: 3 }]))
       expect(unlimited.ms).toBeGreaterThanOrEqual(8_500)
+    }
+  )
+
+  it(
+    "a transactional handler that returns as the network freezes: its record and COMMIT run under the statement timeout, not the handler's; the transaction ends within seconds, its writes rolled back, and its failure is recorded after the thaw",
+    { timeout: 90_000 },
+    async () => {
+      const { db, proxy: frozen, viaProxy } = await schemaBehindProxy("frozenrecord")
+      await db.query(`CREATE TABLE $schema.effects (item text NOT NULL, run int NOT NULL)`)
+      // kairos's statements: 2 s (a URL setting wins over the default minute). The handler's: ten minutes.
+      viaProxy.searchParams.set("statement_timeout", "2000")
+      const lines: Array<string> = []
+      const kairos = await Kairos.create({
+        url: viaProxy.toString(),
+        schema: db.schema,
+        interval: "1 second",
+        gracePeriod: "1 second",
+        logger: { info: (m) => void lines.push(m), error: (m) => void lines.push(m) }
+      })
+      try {
+        let runs = 0
+        let returned!: () => void
+        const returning = new Promise<void>((resolve) => (returned = resolve))
+        await kairos.register(
+          "tx-record-frozen",
+          async (job, tx) => {
+            const run = ++runs
+            await tx.query(`INSERT INTO "${db.schema}".effects (item, run) VALUES ($1, $2)`, [job.id, run])
+            // The network freezes as the first run returns: its record and COMMIT get no answer.
+            if (run === 1) {
+              frozen.freeze()
+              returned()
+            }
+          },
+          { transactional: true, timeout: "10 minutes" }
+        )
+        await kairos.start()
+        const item = await kairos.enqueue({ taskType: "tx-record-frozen", payload: "" })
+        await returning
+        const frozenAt = Date.now()
+        // The open transaction holds its lock on the table until its connection is closed: 2 s and 5 s after the
+        // first statement of kairos's went unanswered. Before, the record waited out the handler's limit (ten minutes
+        // and 10 s), and with no timeout for good.
+        const locks = async () =>
+          (
+            await db.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db.schema}".effects'::regclass`
+            )
+          )[0]!.n
+        expect(await locks()).toBe(1)
+        await until(
+          async () => (await locks()) === 0,
+          40_000,
+          "the frozen transaction to end",
+          async () => lines.join("\n")
+        )
+        expect(Date.now() - frozenAt).toBeGreaterThanOrEqual(6_000)
+        expect(Date.now() - frozenAt).toBeLessThan(30_000)
+        frozen.thaw()
+        // The transaction's own failure (its connection closed, its COMMIT unanswered), recorded as its handler's
+        // would be once the database answers again; its writes were rolled back with it.
+        await until(
+          async () =>
+            (await db.query<{ n: number }>(`SELECT count(*)::int AS n FROM $schema.processed_items`))[0]!.n === 1,
+          30_000,
+          "the execution to be recorded after the thaw",
+          async () => lines.join("\n")
+        )
+        const [recorded] = await db.query<{ status: string; error_msg: string }>(
+          `SELECT status, error_msg FROM $schema.processed_items WHERE queue_item_id = $1`,
+          [item.id]
+        )
+        expect(recorded!.status).toBe("error")
+        expect(recorded!.error_msg).toMatch(/^the handler's transaction failed: /)
+        expect(await db.query(`SELECT item, run FROM $schema.effects`)).toEqual([])
+        expect(runs).toBe(1)
+      } finally {
+        frozen.thaw()
+        await kairos.stop()
+      }
     }
   )
 

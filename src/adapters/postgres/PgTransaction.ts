@@ -9,7 +9,8 @@
  * - The limits are the execution's own, set with `SET LOCAL` in the `BEGIN`'s round trip (no session state: it holds
  *   through a transaction pooler): the statement and idle-in-transaction timeouts a little past the handler's
  *   timeout. A handler awaiting other work inside its transaction is not ended by the database before the runner
- *   times it out; a frozen process's transaction is ended by the server then, releasing its locks.
+ *   times it out; a frozen process's transaction is ended by the server then, releasing its locks. Once the handler
+ *   returned, the record and COMMIT run under kairos's own limits (those of its pool's connections), where lower.
  * - No lock is taken on the item's or run's row before the record: the lease keeper renews the execution's lease
  *   (an update of that row, on another connection) all through the handler. The record locks it, just before COMMIT.
  * - Interrupted (its timeout, a lost lease, a forced stop), the run's statement in flight is cancelled (the protocol's
@@ -33,7 +34,7 @@ import * as Stream from "effect/Stream"
 import type * as Pg from "pg"
 import type { Transacted, Transaction, TransactOptions } from "../../ports/Transaction.js"
 import { classify, type PgFailure } from "./PgErrors.js"
-import { CANCEL_TIMEOUT_MS, cancelInterrupted } from "./PgSession.js"
+import { CANCEL_TIMEOUT_MS, cancelInterrupted, clientLimits, type Limits, lowerLimits } from "./PgSession.js"
 
 /** How far past the handler's timeout the database's own limits on its transaction are set (ms). */
 export const LIMIT_MARGIN_MS = 5000
@@ -41,15 +42,20 @@ export const LIMIT_MARGIN_MS = 5000
 /** Connections of a pool that transactional executions leave to everything else. */
 const LEFT_TO_OTHERS = 2
 
+/** The database's limits on a transactional execution's transaction (ms, 0: none): past the handler's timeout. */
+const limitFor = (timeoutMs: number): number => (timeoutMs > 0 ? Math.round(timeoutMs) + LIMIT_MARGIN_MS : 0)
+
 /** The `BEGIN` of a transactional execution: its limits set in the same round trip (0: none). */
 export const beginFor = (timeoutMs: number): string => {
-  const limit = timeoutMs > 0 ? Math.round(timeoutMs) + LIMIT_MARGIN_MS : 0
+  const limit = limitFor(timeoutMs)
   return `BEGIN; SET LOCAL statement_timeout = ${limit}; SET LOCAL idle_in_transaction_session_timeout = ${limit}`
 }
 
 /** A connection held for one transactional execution. */
 interface Held {
   readonly connection: SqlConnection.Connection
+  /** The limits of kairos's own statements on it, when it is a connection of kairos's pool (see PgSession). */
+  readonly ownLimits?: Limits | undefined
   /** Gives the connection back; `broken`: its state is not known (destroyed, when that is possible). */
   readonly release: (broken: boolean) => Effect.Effect<void>
 }
@@ -161,6 +167,7 @@ const fromPool = (pool: Pg.Pool): Effect.Effect<Held, SqlError> => {
       resume(
         Effect.succeed({
           connection: clientConnection(client),
+          ownLimits: clientLimits(client),
           release: (broken) =>
             Effect.sync(() => {
               client.off("error", onError)
@@ -299,6 +306,17 @@ export const transact = <A, StoreError>(
       if (recording === undefined) {
         yield* rollBack
         return { _tag: "RolledBack", value } as const
+      }
+      // The handler returned: what is left, the record and COMMIT, is kairos's own work and runs under kairos's own
+      // limits, not the handler's (its timeout, 15 minutes by default, or none). A network that freezes now frees the
+      // worker once a statement of kairos's goes unanswered, and a process frozen now holds its locks that long.
+      const lowered = held.ownLimits && lowerLimits(held.ownLimits, limitFor(options.timeoutMs))
+      if (lowered !== undefined) {
+        const set = yield* Effect.exit(connection.executeUnprepared(lowered, [], undefined))
+        if (Exit.isFailure(set)) {
+          yield* rollBack
+          return yield* fail(Cause.squash(set.cause))
+        }
       }
       // The store's own statements, on the transaction's connection (kairos's, not the handler's view).
       const recorded = yield* Effect.exit(
