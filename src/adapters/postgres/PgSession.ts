@@ -272,7 +272,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
       const waitMs = rollback
         ? CANCEL_TIMEOUT_MS
         : commit
-          ? Math.min(limit !== undefined && limit > 0 ? limit : timeoutMs, timeoutMs) + CANCEL_TIMEOUT_MS
+          ? (limit !== undefined && limit > 0 ? Math.min(limit, timeoutMs) : timeoutMs) + CANCEL_TIMEOUT_MS
           : limit !== undefined && limit > 0
             ? limit + CANCEL_TIMEOUT_MS
             : 0
