@@ -344,7 +344,7 @@ describe("a frozen network", () => {
   )
 
   it(
-    "a transactional handler that returns as the network freezes: its record and COMMIT run under the statement timeout, not the handler's; the transaction ends within seconds, its writes rolled back, and its failure is recorded after the thaw",
+    "a transactional handler that returns as the network freezes: its record and COMMIT are timed by the statement timeout, not the handler's; the transaction ends within seconds, its writes rolled back, and its failure is recorded after the thaw",
     { timeout: 90_000 },
     async () => {
       const { db, proxy: frozen, viaProxy } = await schemaBehindProxy("frozenrecord")

@@ -16,9 +16,10 @@
  * - a connection that stops answering (a frozen pooler, a network that drops packets) is closed, which the server
  *   takes as a rollback: outside a transaction once the statement and its cancel went unanswered 5 s past the
  *   timeout; inside one once a statement went unanswered 5 s past the transaction's own `statement_timeout` (the
- *   server would have answered with its error by then), a `COMMIT` 5 s past the connection's statement timeout
- *   whatever the transaction's limit (a transactional handler's runs to its own timeout, 15 minutes by default, and
- *   its worker would wait that long on a frozen network), and a `ROLLBACK` after 5 s. Otherwise a transaction whose
+ *   server would have answered with its error by then), a `COMMIT` (and a transactional handler's record, once it
+ *   returned: `ownStatementsFollow`) 5 s past the connection's statement timeout whatever the transaction's limit (a
+ *   transactional handler's runs to its own timeout, 15 minutes by default, and its worker would wait that long on a
+ *   frozen network), and a `ROLLBACK` after 5 s. Otherwise a transaction whose
  *   limit the client does not know (a `statement_timeout` it cannot read, or 0, as a migration waiting for its lock
  *   sets) is not timed. A COMMIT closed unanswered may have committed all the same: its callers treat it as such (a
  *   record fenced by its lease token is refused, not written twice). Work that runs at COMMIT (deferred constraints,
@@ -142,26 +143,18 @@ export const statementTimeoutSet = (text: string): number | undefined | null => 
   return Number(set[1])
 }
 
-/** Where a limited client keeps its limits (`clientLimits` reads them). */
-const LIMITS = Symbol.for("kairos/PgSession/limits")
-
-/** The limits `client` runs under when it is a limited client (`limitedClient`), else undefined. */
-export const clientLimits = (client: object): Limits | undefined =>
-  (client as { readonly [LIMITS]?: Limits | undefined })[LIMITS]
+/** Where a limited client keeps its mark that kairos's own statements follow (see `ownStatementsFollow`). */
+const OWN = Symbol.for("kairos/PgSession/ownStatements")
 
 /**
- * The `SET LOCAL`s that lower a transaction's limits, begun at `currentMs` (0: none), to `limits` where those are
- * lower; undefined when neither is. The client reads the new statement limit off the text, as off a `BEGIN`.
+ * Marks that the rest of the transaction in progress on `client` is kairos's own statements (a transactional
+ * handler returned: its record and COMMIT follow). The client then times them by its statement timeout, not by the
+ * transaction's limit, which is the handler's. Nothing is sent: the server keeps the transaction's limits. A client
+ * that is not a limited client (an application's own) is left as it is.
  */
-export const lowerLimits = (limits: Limits, currentMs: number): string | undefined => {
-  const lower = (ms: number) => ms > 0 && (currentMs <= 0 || ms < currentMs)
-  const sets = [
-    ...(lower(limits.statementTimeoutMs) ? [`SET LOCAL statement_timeout = ${limits.statementTimeoutMs}`] : []),
-    ...(lower(limits.idleInTransactionTimeoutMs)
-      ? [`SET LOCAL idle_in_transaction_session_timeout = ${limits.idleInTransactionTimeoutMs}`]
-      : [])
-  ]
-  return sets.length === 0 ? undefined : sets.join("; ")
+export const ownStatementsFollow = (client: object): void => {
+  const marked = client as { [OWN]?: boolean }
+  if (OWN in marked) marked[OWN] = true
 }
 
 /** What node-postgres's client does that this class builds on; its types declare none of it. */
@@ -180,7 +173,8 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
   const timeoutMs = limits.statementTimeoutMs
 
   class LimitedClient extends EndingClient {
-    readonly [LIMITS]: Limits = limits
+    /** The rest of the transaction in progress is kairos's own statements (`ownStatementsFollow`). */
+    [OWN] = false
     /** The running statement's timer, while one is armed. */
     timer: ReturnType<typeof setTimeout> | undefined = undefined
     /** The running statement was cancelled by its timer: its cancellation is reported as a statement timeout. */
@@ -225,6 +219,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     timer: ReturnType<typeof setTimeout> | undefined
     timedOut: boolean
     transactionLimitMs: number | undefined
+    [OWN]: boolean
     cancelRunning: () => Promise<void>
     getTransactionStatus: () => string | null
     connection: Pg.Client["connection"]
@@ -248,6 +243,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     if (this.getTransactionStatus() === "I") {
       // A transaction's limit is known from the `BEGIN` that sets it (kairos's own), else not.
       this.transactionLimitMs = set ?? undefined
+      this[OWN] = false
       if (timeoutMs > 0) {
         if (this.timer !== undefined) clearTimeout(this.timer)
         this.timer = setTimeout(() => {
@@ -262,16 +258,17 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
       }
     } else {
       // Inside a transaction the server's `SET LOCAL` limit applies; no answer 5 s past it means none will come. A
-      // ROLLBACK can always be cut short: a closed connection rolls back too. A COMMIT is kairos's own statement, not
-      // the transaction's work: it gets the connection's statement timeout, not a transactional handler's long limit
-      // (or none), so a network that freezes on it frees its worker within that and 5 s.
+      // ROLLBACK can always be cut short: a closed connection rolls back too. A COMMIT, and a transactional handler's
+      // record once it returned, are kairos's own statements, not the transaction's work: they get the connection's
+      // statement timeout, not the handler's long limit (or none), so a network that freezes on them frees the
+      // worker within that and 5 s.
       if (set !== null) this.transactionLimitMs = set
       const limit = this.transactionLimitMs
       const rollback = typeof text === "string" && /^ROLLBACK\s*$/i.test(text)
-      const commit = typeof text === "string" && timeoutMs > 0 && /^COMMIT\s*$/i.test(text)
+      const own = timeoutMs > 0 && (this[OWN] || (typeof text === "string" && /^COMMIT\s*$/i.test(text)))
       const waitMs = rollback
         ? CANCEL_TIMEOUT_MS
-        : commit
+        : own
           ? (limit !== undefined && limit > 0 ? Math.min(limit, timeoutMs) : timeoutMs) + CANCEL_TIMEOUT_MS
           : limit !== undefined && limit > 0
             ? limit + CANCEL_TIMEOUT_MS

@@ -10,7 +10,7 @@
  *   through a transaction pooler): the statement and idle-in-transaction timeouts a little past the handler's
  *   timeout. A handler awaiting other work inside its transaction is not ended by the database before the runner
  *   times it out; a frozen process's transaction is ended by the server then, releasing its locks. Once the handler
- *   returned, the record and COMMIT run under kairos's own limits (those of its pool's connections), where lower.
+ *   returned, the client times the record and COMMIT by its own statement timeout (PgSession).
  * - No lock is taken on the item's or run's row before the record: the lease keeper renews the execution's lease
  *   (an update of that row, on another connection) all through the handler. The record locks it, just before COMMIT.
  * - Interrupted (its timeout, a lost lease, a forced stop), the run's statement in flight is cancelled (the protocol's
@@ -34,7 +34,7 @@ import * as Stream from "effect/Stream"
 import type * as Pg from "pg"
 import type { Transacted, Transaction, TransactOptions } from "../../ports/Transaction.js"
 import { classify, type PgFailure } from "./PgErrors.js"
-import { CANCEL_TIMEOUT_MS, cancelInterrupted, clientLimits, type Limits, lowerLimits } from "./PgSession.js"
+import { CANCEL_TIMEOUT_MS, cancelInterrupted, ownStatementsFollow } from "./PgSession.js"
 
 /** How far past the handler's timeout the database's own limits on its transaction are set (ms). */
 export const LIMIT_MARGIN_MS = 5000
@@ -42,20 +42,17 @@ export const LIMIT_MARGIN_MS = 5000
 /** Connections of a pool that transactional executions leave to everything else. */
 const LEFT_TO_OTHERS = 2
 
-/** The database's limits on a transactional execution's transaction (ms, 0: none): past the handler's timeout. */
-const limitFor = (timeoutMs: number): number => (timeoutMs > 0 ? Math.round(timeoutMs) + LIMIT_MARGIN_MS : 0)
-
 /** The `BEGIN` of a transactional execution: its limits set in the same round trip (0: none). */
 export const beginFor = (timeoutMs: number): string => {
-  const limit = limitFor(timeoutMs)
+  const limit = timeoutMs > 0 ? Math.round(timeoutMs) + LIMIT_MARGIN_MS : 0
   return `BEGIN; SET LOCAL statement_timeout = ${limit}; SET LOCAL idle_in_transaction_session_timeout = ${limit}`
 }
 
 /** A connection held for one transactional execution. */
 interface Held {
   readonly connection: SqlConnection.Connection
-  /** The limits of kairos's own statements on it, when it is a connection of kairos's pool (see PgSession). */
-  readonly ownLimits?: Limits | undefined
+  /** Says that kairos's own statements follow (the handler returned), on a connection of kairos's pool (PgSession). */
+  readonly ownStatementsFollow: () => void
   /** Gives the connection back; `broken`: its state is not known (destroyed, when that is possible). */
   readonly release: (broken: boolean) => Effect.Effect<void>
 }
@@ -167,7 +164,7 @@ const fromPool = (pool: Pg.Pool): Effect.Effect<Held, SqlError> => {
       resume(
         Effect.succeed({
           connection: clientConnection(client),
-          ownLimits: clientLimits(client),
+          ownStatementsFollow: () => ownStatementsFollow(client),
           release: (broken) =>
             Effect.sync(() => {
               client.off("error", onError)
@@ -199,7 +196,8 @@ const fromClient = (sql: SqlClient.SqlClient): Effect.Effect<Held, SqlError> =>
     const connection = yield* Scope.extend(sql.reserve, scope).pipe(
       Effect.onExit((exit) => (Exit.isFailure(exit) ? Scope.close(scope, exit) : Effect.void))
     )
-    return { connection, release: () => Scope.close(scope, Exit.void) }
+    // An application's client: its statements are timed as that client times them.
+    return { connection, release: () => Scope.close(scope, Exit.void), ownStatementsFollow: () => undefined }
   })
 
 /** The message of a statement sent after the transaction ended. */
@@ -307,17 +305,11 @@ export const transact = <A, StoreError>(
         yield* rollBack
         return { _tag: "RolledBack", value } as const
       }
-      // The handler returned: what is left, the record and COMMIT, is kairos's own work and runs under kairos's own
-      // limits, not the handler's (its timeout, 15 minutes by default, or none). A network that freezes now frees the
-      // worker once a statement of kairos's goes unanswered, and a process frozen now holds its locks that long.
-      const lowered = held.ownLimits && lowerLimits(held.ownLimits, limitFor(options.timeoutMs))
-      if (lowered !== undefined) {
-        const set = yield* Effect.exit(connection.executeUnprepared(lowered, [], undefined))
-        if (Exit.isFailure(set)) {
-          yield* rollBack
-          return yield* fail(Cause.squash(set.cause))
-        }
-      }
+      // The handler returned: what is left, the record and COMMIT, is kairos's own work, and the client times it by
+      // kairos's statement timeout, not the handler's (15 minutes by default): a network that freezes now frees the
+      // worker within a minute or so. Nothing is sent for it (a SET LOCAL cost a round trip, ~13 % of a transactional
+      // drain); the server keeps the handler's limits.
+      held.ownStatementsFollow()
       // The store's own statements, on the transaction's connection (kairos's, not the handler's view).
       const recorded = yield* Effect.exit(
         recording.pipe(Effect.provideService(SqlClient.TransactionConnection, [connection, 0]))
