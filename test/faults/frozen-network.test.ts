@@ -97,6 +97,39 @@ const schemaBehindProxy = async (label: string) => {
   return { db, proxy, viaProxy }
 }
 
+/**
+ * A schema behind a freezable proxy with an `effects` table, and a `Kairos.create` instance on it through the proxy
+ * (`url` adjusts its URL), whose log lines are kept; `locks` counts the locks held on `effects` (an open transaction
+ * that wrote to it holds one).
+ */
+const transactionalBehindProxy = async (
+  label: string,
+  options: {
+    readonly leaseDuration?: Parameters<typeof Kairos.create>[0]["leaseDuration"]
+    readonly url?: (url: URL) => void
+  } = {}
+) => {
+  const { db, proxy, viaProxy } = await schemaBehindProxy(label)
+  await db.query(`CREATE TABLE $schema.effects (item text NOT NULL, run int NOT NULL)`)
+  options.url?.(viaProxy)
+  const lines: Array<string> = []
+  const kairos = await Kairos.create({
+    url: viaProxy.toString(),
+    schema: db.schema,
+    ...(options.leaseDuration === undefined ? {} : { leaseDuration: options.leaseDuration }),
+    interval: "1 second",
+    gracePeriod: "1 second",
+    logger: { info: (m) => void lines.push(m), error: (m) => void lines.push(m) }
+  })
+  const locks = async () =>
+    (
+      await db.query<{ n: number }>(
+        `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db.schema}".effects'::regclass`
+      )
+    )[0]!.n
+  return { db, frozen: proxy, kairos, lines, locks }
+}
+
 describe("a frozen network", () => {
   it(
     "one worker's network freezes longer than a lease: it aborts, its work is taken over and recorded once, no sequential overlap",
@@ -347,17 +380,9 @@ describe("a frozen network", () => {
     "a transactional handler that returns as the network freezes: its record and COMMIT are timed by the statement timeout, not the handler's; the transaction ends within seconds, its writes rolled back, and its failure is recorded after the thaw",
     { timeout: 90_000 },
     async () => {
-      const { db, proxy: frozen, viaProxy } = await schemaBehindProxy("frozenrecord")
-      await db.query(`CREATE TABLE $schema.effects (item text NOT NULL, run int NOT NULL)`)
       // kairos's statements: 2 s (a URL setting wins over the default minute). The handler's: ten minutes.
-      viaProxy.searchParams.set("statement_timeout", "2000")
-      const lines: Array<string> = []
-      const kairos = await Kairos.create({
-        url: viaProxy.toString(),
-        schema: db.schema,
-        interval: "1 second",
-        gracePeriod: "1 second",
-        logger: { info: (m) => void lines.push(m), error: (m) => void lines.push(m) }
+      const { db, frozen, kairos, lines, locks } = await transactionalBehindProxy("frozenrecord", {
+        url: (url) => url.searchParams.set("statement_timeout", "2000")
       })
       try {
         let runs = 0
@@ -383,12 +408,6 @@ describe("a frozen network", () => {
         // The open transaction holds its lock on the table until its connection is closed: 2 s and 5 s after the
         // first statement of kairos's went unanswered. Before, the record waited out the handler's limit (ten minutes
         // and 10 s), and with no timeout for good.
-        const locks = async () =>
-          (
-            await db.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db.schema}".effects'::regclass`
-            )
-          )[0]!.n
         expect(await locks()).toBe(1)
         await until(
           async () => (await locks()) === 0,
@@ -427,16 +446,8 @@ describe("a frozen network", () => {
     "a transactional handler frozen mid-transaction: its transaction ends within seconds, not with the freeze; after the thaw the item commits once",
     { timeout: 90_000 },
     async () => {
-      const { db, proxy: frozen, viaProxy } = await schemaBehindProxy("frozenhandler")
-      await db.query(`CREATE TABLE $schema.effects (item text NOT NULL, run int NOT NULL)`)
-      const lines: Array<string> = []
-      const kairos = await Kairos.create({
-        url: viaProxy.toString(),
-        schema: db.schema,
-        leaseDuration: "3 seconds",
-        interval: "1 second",
-        gracePeriod: "1 second",
-        logger: { info: (m) => void lines.push(m), error: (m) => void lines.push(m) }
+      const { db, frozen, kairos, lines, locks } = await transactionalBehindProxy("frozenhandler", {
+        leaseDuration: "3 seconds"
       })
       try {
         let runs = 0
@@ -466,12 +477,6 @@ describe("a frozen network", () => {
         // The open transaction holds its lock on the table. Its lease is lost (3 s), its statement's cancel goes
         // unanswered (5 s), its ROLLBACK too (5 s): its connection is closed, which ends the transaction. Before, it
         // stayed open as long as the freeze (a handler without a timeout has no server-side limit).
-        const locks = async () =>
-          (
-            await db.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_locks WHERE relation = '"${db.schema}".effects'::regclass`
-            )
-          )[0]!.n
         expect(await locks()).toBe(1)
         await until(
           async () => (await locks()) === 0,
