@@ -42,7 +42,9 @@ const start = (args: ReadonlyArray<string>) => {
 const kairos = (args: ReadonlyArray<string>) =>
   runCommand(process.execPath, [bin, ...args], { cwd: projectRoot, timeout: 60_000 })
 
-describe("kairos dashboard", () => {
+// Each test starts the CLI as a process twice, one after the other: CI's loaded second pass on a slow 2-core machine
+// took 16-17 s of the default 30 for two of them. Each process is still bounded by its own 60 s (`kairos`).
+describe("kairos dashboard", { timeout: 120_000 }, () => {
   it("prints its URL with a generated token, serves the pages, and exits 0 on SIGINT", async () => {
     const dashboard = start(["--port", "0"])
     const url = await dashboard.url
