@@ -174,8 +174,13 @@ pgbouncerTests(`${PROCESSES} kairos worker processes through one PgBouncer (serv
       )
       expect(exits).toEqual(workers.map(() => 0))
       // Nothing went wrong on the way: no warning or error from any worker (--quiet prints only those), nothing on
-      // stderr, no client refused by PgBouncer.
-      expect(workers.flatMap((w) => w.events().filter((e) => e["event"] === "log"))).toEqual([])
+      // stderr, no client refused by PgBouncer. But one: a renewal that waited its turn for one of PgBouncer's server
+      // connections past half a renewal period is retried at the next round, and says so (CI's loaded second pass on
+      // a slow machine saw one); harmless while no lease was lost, which would say so in a line of its own.
+      const retried = /^lease renewal failed; retrying next round: no answer within half a renewal period$/
+      expect(
+        workers.flatMap((w) => w.events().filter((e) => e["event"] === "log" && !retried.test(String(e["message"]))))
+      ).toEqual([])
       expect(workers.map((w) => w.err())).toEqual(workers.map(() => ""))
       expect(bouncer!.log()).not.toContain("no more connections allowed")
       // The budget held: at most POOL clients each on PgBouncer, beside the test's own `kairos workers` (a pool of 3,
