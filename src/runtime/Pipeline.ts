@@ -40,6 +40,12 @@ export interface ExecutionReport {
   readonly durationMs: number | undefined
 }
 
+/** How a source's store fails: `reason` "Unavailable" is for want of the database (as the stores' errors say). */
+interface StoreFailure {
+  readonly message: string
+  readonly reason: string
+}
+
 /** A registered handler and its timeout. */
 export interface Registered {
   readonly run: Handler<unknown, unknown, never>
@@ -197,7 +203,7 @@ class Execution<C extends Claimed> implements Task {
    */
   committing = false
   constructor(
-    readonly lane: SourceLane<C, { readonly message: string }>,
+    readonly lane: SourceLane<C, StoreFailure>,
     readonly claim: C,
     /**
      * When this execution stops trusting its lease (ms): a little before the lease's last confirmed expiry. A
@@ -219,7 +225,7 @@ class Execution<C extends Claimed> implements Task {
 }
 
 /** A source wired into the pipeline. */
-class SourceLane<C extends Claimed, E extends { readonly message: string }> implements Lane<E> {
+class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
   readonly active = new Map<string, Execution<C>>()
   readonly waiting: Array<Finished<C>> = []
   /** Executions a stop cancelled before they started, to hand back at once. */
@@ -386,11 +392,16 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
   runTransactional(entry: Execution<C>, handler: Registered, startedAt: number, worker: Worker): false {
     const job = entry.claim.job
     const controller = new AbortController()
+    // Whether the transaction began: the store runs `body` only then.
+    let began = false
     const body = (tx: Transaction) =>
       traced(
         this.kind,
         job,
-        invokeInTransaction(handler.run, job, { query: tx.query, signal: controller.signal }, controller)
+        Effect.suspend(() => {
+          began = true
+          return invokeInTransaction(handler.run, job, { query: tx.query, signal: controller.signal }, controller)
+        })
       ).pipe(
         Effect.map((result): Finished<C> => {
           // The handler returned: its timeout no longer applies; a success is recorded, then committed.
@@ -404,21 +415,23 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
         .transact(entry.claim, (tx) => restore(body(tx)), { timeoutMs: handler.timeoutMs })
         .pipe(
           Effect.exit,
-          Effect.flatMap((exit) => this.settleTransaction(entry, exit, handler, startedAt, worker))
+          Effect.flatMap((exit) => this.settleTransaction(entry, exit, handler, startedAt, worker, began))
         )
     )
     return this.fork(entry, handler, controller, run, startedAt, worker)
   }
 
   // How a transactional execution ended: committed with its record (nothing left for the writer), refused (its lease
-  // was lost: everything rolled back), or a failure for the writer to record in a transaction of its own — the
-  // handler's, its timeout, or the transaction's own (it could not begin, record or commit).
+  // was lost: everything rolled back), not begun for want of the database (let go, below), or a failure for the writer
+  // to record in a transaction of its own — the handler's, its timeout, or the transaction's own (it could not begin
+  // for another reason, record or commit).
   settleTransaction(
     entry: Execution<C>,
     exit: Exit.Exit<Transacted<Finished<C>>, E>,
     handler: Registered,
     startedAt: number,
-    worker: Worker
+    worker: Worker,
+    began: boolean
   ): Effect.Effect<void> {
     return Effect.suspend(() => {
       entry.committing = false
@@ -448,6 +461,19 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
         return Effect.void
       }
       const failure = Cause.failureOption(cause)
+      // No transaction for want of the database (no connection could be had, or its BEGIN went unanswered): the
+      // handler never ran, so this is no failure of the execution's. It is let go as a lost one is, nothing recorded,
+      // and its lease decides: a queue item is taken back when the lease expires (counted, as an expired lease is,
+      // toward giving up), a job's run is let go at this runner's next claim and retried. Handing it back at once
+      // would claim it again at once while the database refuses connections.
+      if (!began && failure._tag === "Some" && failure.value.reason === "Unavailable") {
+        this.forget(entry)
+        entry.lost = true
+        this.abandon(entry)
+        return Effect.logWarning(
+          `a transactional execution could not begin its transaction (${failure.value.message}): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back`
+        ).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
+      }
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       this.finish(
         entry,
@@ -657,7 +683,7 @@ class SourceLane<C extends Claimed, E extends { readonly message: string }> impl
 
 // One renewal round for every lease the lane holds; a lost one is aborted. A renewal that hangs (a frozen network)
 // is given up after half a renewal period, so the next round still comes before the lease is no longer trusted.
-const renewRound = <C extends Claimed, E extends { readonly message: string }>(
+const renewRound = <C extends Claimed, E extends StoreFailure>(
   lane: SourceLane<C, E>,
   leaseUntil: Date,
   now: Date
@@ -729,7 +755,7 @@ interface Written<C> {
 // claims instead). Any cause is retried, defects included: a store that dies on a dead connection may work on the
 // next try. The retry's schedule is set up only once a try failed (most writes never do): that failure is the
 // schedule's first input, so the waits between tries are those of retrying from the start.
-const writeBatch = <C extends Claimed, E extends { readonly message: string }>(
+const writeBatch = <C extends Claimed, E extends StoreFailure>(
   lane: SourceLane<C, E>,
   batch: ReadonlyArray<Finished<C>>,
   tries: { n: number }
@@ -769,9 +795,7 @@ const writeBatch = <C extends Claimed, E extends { readonly message: string }>(
 }
 
 // Writes up to one batch of waiting results, then starts what the write claimed along.
-const flushBatch = <C extends Claimed, E extends { readonly message: string }>(
-  lane: SourceLane<C, E>
-): Effect.Effect<void> =>
+const flushBatch = <C extends Claimed, E extends StoreFailure>(lane: SourceLane<C, E>): Effect.Effect<void> =>
   Effect.gen(function* () {
     const batch = lane.waiting.splice(0, RESULT_BATCH)
     if (batch.length === 0) return
@@ -834,7 +858,7 @@ const traced = (kind: JobKind, job: Job, effect: Effect.Effect<Result.Result>): 
   )
 
 /** Wires a source into the pipeline. */
-export const makeLane = <C extends Claimed, E extends { readonly message: string }>(
+export const makeLane = <C extends Claimed, E extends StoreFailure>(
   source: WorkSource<C, E>,
   context: LaneContext
 ): Lane<E> => new SourceLane(source, context)

@@ -7,7 +7,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Context, type Duration, Effect, Layer, Logger } from "effect"
-import { JobStore, QueueStore, Runner, Schedule } from "../../src/index.js"
+import { JobStore, JobStoreError, QueueStore, QueueStoreError, Runner, Schedule } from "../../src/index.js"
 import type { ExecutionReport } from "../../src/runtime/Runner.js"
 import { FakeClock, MemoryDatabase, MemoryJobStore, MemoryQueueStore } from "../../src/testing.js"
 import * as TestRunner from "../../src/layers/TestRunner.js"
@@ -24,6 +24,9 @@ class Calls extends Context.Tag("test/Calls")<
     readonly renewed: Array<ReadonlyArray<string>>
     /** How long the next transactional executions take to "commit" after their handler returned (clock time). */
     commitDelay: Duration.DurationInput | undefined
+    /** How many of the next transactional executions (queue items and job runs) cannot begin, and why. */
+    unbegun: number
+    unbegunReason: "Unavailable" | "Unknown"
   }
 >() {}
 
@@ -37,8 +40,15 @@ const spiedStores = Layer.effectContext(
       recordResults: 0,
       recordAndClaim: 0,
       renewed: [],
-      commitDelay: undefined
+      commitDelay: undefined,
+      unbegun: 0,
+      unbegunReason: "Unavailable"
     }
+    // As a Postgres store fails when no connection can be had or its BEGIN goes unanswered: before the run runs.
+    const unbegun = <E>(error: (reason: Calls["Type"]["unbegunReason"]) => E): Effect.Effect<never, E> | undefined =>
+      calls.unbegun > 0 ? (calls.unbegun--, Effect.fail(error(calls.unbegunReason))) : undefined
+    const message = (reason: Calls["Type"]["unbegunReason"]) =>
+      reason === "Unavailable" ? "Connection terminated unexpectedly" : "invalid value for parameter"
     return Context.make(
       QueueStore,
       QueueStore.of({
@@ -46,6 +56,8 @@ const spiedStores = Layer.effectContext(
         transact: (run, record, options) =>
           Effect.suspend(() => {
             calls.transact++
+            const refused = unbegun((reason) => new QueueStoreError({ reason, message: message(reason) }))
+            if (refused !== undefined) return refused
             const delay = calls.commitDelay
             return queue.transact(
               (tx) => (delay === undefined ? run(tx) : Effect.zipLeft(run(tx), Effect.sleep(delay))),
@@ -71,7 +83,18 @@ const spiedStores = Layer.effectContext(
       })
     ).pipe(
       Context.add(MemoryQueueStore.MemoryQueue, memory),
-      Context.add(JobStore, jobs.store),
+      Context.add(
+        JobStore,
+        JobStore.of({
+          ...jobs.store,
+          transact: (run, record, options) =>
+            Effect.suspend(
+              () =>
+                unbegun((reason) => new JobStoreError({ reason, message: message(reason) })) ??
+                jobs.store.transact(run, record, options)
+            )
+        })
+      ),
       Context.add(MemoryJobStore.MemoryJobStore, jobs.fake),
       Context.add(Calls, calls)
     )
@@ -284,6 +307,85 @@ describe("transactional handlers (memory stores)", () => {
       expect(yield* memory.processed).toEqual([])
       expect((yield* memory.items).map((i) => [i.status, i.inFlight])).toEqual([["pending", 0]])
     }).pipe(Effect.provide(spiedLayer({ gracePeriod: "1 second" })), Effect.provide(recordLogs))
+  )
+
+  it.scoped(
+    "a queue item whose transaction cannot begin (no database) is let go unrun, nothing recorded, and runs once its lease expires",
+    () =>
+      Effect.gen(function* () {
+        const { calls, memory, queue, runner } = yield* start
+        let ran = 0
+        yield* runner.register("tx", () => Effect.sync(() => void ran++), { transactional: true })
+        calls.unbegun = 1
+        yield* queue.enqueue({ taskType: "tx", payload: "x" }, new Date())
+        yield* runner.start
+        yield* settle(Effect.sync(() => reports.length === 1))
+        // Not a failure of the item's: no record, no run used up; the worker is free and the lease no longer renewed.
+        expect(reports.map((r) => r.outcome)).toEqual(["lost"])
+        expect(ran).toBe(0)
+        expect(yield* memory.processed).toEqual([])
+        expect(yield* runner.running).toBe(0)
+        expect(logged.filter((l) => l.includes("could not begin"))).toEqual([
+          "WARN a transactional execution could not begin its transaction (Connection terminated unexpectedly): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back"
+        ])
+        const renewals = calls.renewed.length
+        yield* FakeClock.advance("29 seconds")
+        expect(calls.renewed.slice(renewals).flat()).toEqual([])
+        expect(yield* memory.processed).toEqual([])
+        // Past its lease (30 s), a claim takes it back, and it runs: one record, a success.
+        yield* FakeClock.advance("1 minute")
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+        expect((yield* memory.processed).map((p) => p.status)).toEqual(["ok"])
+        expect(ran).toBe(1)
+        expect(calls.transact).toBe(2)
+        expect(yield* memory.items).toEqual([])
+      }).pipe(Effect.provide(spiedLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
+  it.scoped("a transaction that cannot begin for another reason (a statement refused) is the execution's failure", () =>
+    Effect.gen(function* () {
+      const { calls, memory, queue, runner } = yield* start
+      let ran = 0
+      yield* runner.register("tx", () => Effect.sync(() => void ran++), { transactional: true })
+      calls.unbegun = 1
+      calls.unbegunReason = "Unknown"
+      yield* queue.enqueue({ taskType: "tx", payload: "x" }, new Date())
+      yield* runner.start
+      yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+      // Recorded, as before: a refusal that would come back every time must not go round for ever.
+      expect((yield* memory.processed).map((p) => [p.status, p.errorMsg])).toEqual([
+        ["error", "the handler's transaction failed: invalid value for parameter"]
+      ])
+      expect(reports.map((r) => r.outcome)).toEqual(["failed"])
+      expect(ran).toBe(0)
+    }).pipe(Effect.provide(spiedLayer({})), Effect.provide(recordLogs))
+  )
+
+  it.scoped("a job's run whose transaction cannot begin is let go unrun, and its slot runs again at once", () =>
+    Effect.gen(function* () {
+      const { calls, runner } = yield* start
+      const memory = yield* MemoryJobStore.MemoryJobStore
+      let ran = 0
+      yield* runner.register("report", () => Effect.sync(() => void ran++), { transactional: true })
+      yield* runner.defineJobs([
+        { name: "hourly", taskType: "report", schedule: Schedule.interval({ every: "1 hour" }) }
+      ])
+      calls.unbegun = 1
+      yield* runner.start
+      yield* FakeClock.advance("1 hour")
+      yield* settle(Effect.sync(() => reports.length === 1))
+      expect(reports.map((r) => r.outcome)).toEqual(["lost"])
+      expect(ran).toBe(0)
+      // The next claim (the next poll) lets the run go, as one this runner no longer runs, and retries its slot.
+      yield* FakeClock.advance("1 minute")
+      yield* settle(Effect.sync(() => ran === 1))
+      const runs = yield* memory.runs
+      expect(runs.map((r) => [r.scheduledFor.toISOString(), r.attempt, r.status])).toEqual([
+        ["2026-01-01T01:00:00.000Z", 1, "failed"],
+        ["2026-01-01T01:00:00.000Z", 2, "success"]
+      ])
+      expect(runs[0]!.error).toContain("no longer runs it")
+    }).pipe(Effect.provide(spiedLayer({})), Effect.provide(recordLogs))
   )
 
   it.scoped("a scheduled job's transactional run is recorded with its output; a failed one is retried", () =>
