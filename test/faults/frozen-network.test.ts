@@ -106,6 +106,8 @@ const transactionalBehindProxy = async (
   label: string,
   options: {
     readonly leaseDuration?: Parameters<typeof Kairos.create>[0]["leaseDuration"]
+    readonly maxConnections?: number
+    readonly workers?: number
     readonly url?: (url: URL) => void
   } = {}
 ) => {
@@ -117,6 +119,8 @@ const transactionalBehindProxy = async (
     url: viaProxy.toString(),
     schema: db.schema,
     ...(options.leaseDuration === undefined ? {} : { leaseDuration: options.leaseDuration }),
+    ...(options.maxConnections === undefined ? {} : { maxConnections: options.maxConnections }),
+    ...(options.workers === undefined ? {} : { workers: options.workers }),
     interval: "1 second",
     gracePeriod: "1 second",
     logger: { info: (m) => void lines.push(m), error: (m) => void lines.push(m) }
@@ -435,6 +439,80 @@ describe("a frozen network", () => {
         expect(recorded!.error_msg).toMatch(/^the handler's transaction failed: /)
         expect(await db.query(`SELECT item, run FROM $schema.effects`)).toEqual([])
         expect(runs).toBe(1)
+      } finally {
+        frozen.thaw()
+        await kairos.stop()
+      }
+    }
+  )
+
+  it(
+    "a transactional item whose transaction cannot begin (the network froze while it waited for a connection) is let go unrun, nothing recorded, and runs once after the thaw",
+    { timeout: 120_000 },
+    async () => {
+      // Three connections: one for transactional executions (kairos leaves two to everything else), so of two items
+      // claimed together the second waits for the first's connection. kairos's statements: 2 s.
+      const { db, frozen, kairos, lines } = await transactionalBehindProxy("unbegun", {
+        maxConnections: 3,
+        workers: 2,
+        leaseDuration: "3 seconds",
+        url: (url) => url.searchParams.set("statement_timeout", "2000")
+      })
+      try {
+        const runs = new Map<string, number>()
+        let total = 0
+        await kairos.register(
+          "tx-unbegun",
+          async (job, tx) => {
+            runs.set(job.id, (runs.get(job.id) ?? 0) + 1)
+            await tx.query(`INSERT INTO "${db.schema}".effects (item, run) VALUES ($1, $2)`, [job.id, runs.get(job.id)])
+            // The first execution freezes the network and fails: its ROLLBACK goes unanswered, its connection is
+            // closed, and the other item, waiting for that connection, cannot begin (no BEGIN or connection answers).
+            if (++total === 1) {
+              frozen.freeze()
+              throw new Error("the first execution gives up")
+            }
+          },
+          { transactional: true, timeout: "10 minutes" }
+        )
+        const [first, second] = await kairos.enqueueMany([
+          { taskType: "tx-unbegun", payload: "", thread: 1 },
+          { taskType: "tx-unbegun", payload: "", thread: 1 }
+        ])
+        await kairos.start()
+        await until(
+          async () => lines.some((l) => l.includes("could not begin its transaction")),
+          60_000,
+          "the waiting execution to fail to begin",
+          async () =>
+            `runs ${JSON.stringify([...runs])}; items ${JSON.stringify(
+              await db.query(`SELECT id, status, in_flight, lease_until FROM $schema.queue_items`)
+            )}\n${lines.join("\n")}`
+        )
+        // One item ran (the one that froze the network); the other did not.
+        expect([...runs.values()]).toEqual([1])
+        const unrun = runs.has(first!) ? second! : first!
+        frozen.thaw()
+        await until(
+          async () =>
+            (
+              await db.query<{ n: number }>(
+                `SELECT count(*)::int AS n FROM $schema.processed_items WHERE queue_item_id = $1`,
+                [unrun]
+              )
+            )[0]!.n === 1,
+          45_000,
+          "the let-go item to run after the thaw",
+          async () => lines.join("\n")
+        )
+        // It ran once, after the thaw, and committed: one success, one write. No failure was recorded for the
+        // attempt that could not begin, and no run of the item was used up by it.
+        expect(runs.get(unrun)).toBe(1)
+        expect(
+          await db.query(`SELECT status, error_msg FROM $schema.processed_items WHERE queue_item_id = $1`, [unrun])
+        ).toEqual([{ status: "ok", error_msg: "" }])
+        expect(await db.query(`SELECT run FROM $schema.effects WHERE item = $1`, [unrun])).toEqual([{ run: 1 }])
+        expect(lines.filter((l) => l.includes("could not begin its transaction"))).toHaveLength(1)
       } finally {
         frozen.thaw()
         await kairos.stop()
