@@ -876,6 +876,38 @@ layer(PgQueue("queuesql"), { timeout: "60 seconds", excludeTestServices: true })
     })
   )
 
+  it.scoped(
+    "an expired lease whose rows an open transaction holds (a record whose COMMIT went unanswered) is skipped, not waited for, and taken back once that transaction ends",
+    () =>
+      Effect.gen(function* () {
+        const schema = yield* TestSchema
+        const q = yield* QueueStore
+        const now = new Date()
+        // A run-once item (its lease on its row) and one of two runs, run side by side (two leases in queue_leases).
+        const once = yield* q.enqueue({ taskType: "held1", payload: "x", thread: 1 }, now)
+        const many = yield* q.enqueue({ taskType: "held2", payload: "y", thread: 1, maxRuns: 2 }, now)
+        expect((yield* q.claimBatch(claimOptions("held1", now, "w", 1_000))).length).toBe(1)
+        expect((yield* q.claimBatch(claimOptions("held2", now, "w", 1_000))).length).toBe(2)
+        // Another session holds what an execution's record locks: the item rows, and the lease row.
+        const holder = yield* connect
+        yield* query(holder, "BEGIN")
+        yield* query(holder, `SELECT id FROM "${schema}".queue_items WHERE id = ANY($1::bigint[]) FOR UPDATE`, [
+          [once.id, many.id]
+        ])
+        yield* query(holder, `SELECT id FROM "${schema}".queue_leases FOR UPDATE`)
+        const later = new Date(now.getTime() + 2_000)
+        // Not waited for: the store's statements would otherwise block until the holder ends.
+        expect(yield* q.recoverStuck(later).pipe(Effect.timeout("5 seconds"))).toBe(0)
+        yield* query(holder, "COMMIT")
+        expect(yield* q.recoverStuck(later)).toBe(3)
+        const claimed = [
+          ...(yield* q.claimBatch(claimOptions("held1", later))),
+          ...(yield* q.claimBatch(claimOptions("held2", later)))
+        ]
+        expect(claimed.map((c) => c.item.id).sort()).toEqual([once.id, many.id, many.id].sort())
+      })
+  )
+
   it.effect("processed_items refuses UPDATE and DELETE, even for a superuser; TRUNCATE works", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -793,22 +793,38 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
         Effect.gen(function* () {
           // Expired leases count as executions that never finished; an owner's own at its stop do not. Leases on
           // item rows first, in a statement of their own (an item changed by SQL to run again may hold leases of
-          // both kinds, and one statement must not update a row twice).
+          // both kinds, and one statement must not update a row twice). Rows locked by a transaction still open are
+          // skipped, taken back by a later round: a transactional execution whose COMMIT went unanswered (its
+          // network frozen) may leave its record's locks on the server until that transaction's limit, and waiting
+          // for them would hold every runner's claims back that long.
           const [onRows] = yield* sql<{ n: number; giveUp: number }>`
-            WITH u AS (
+            WITH t AS (
+              SELECT id FROM ${items}
+              WHERE lease_token IS NOT NULL AND (lease_until < ${now} OR lease_owner = ${owner ?? null})
+              FOR UPDATE SKIP LOCKED
+            ), u AS (
               UPDATE ${items} i SET in_flight = greatest(0, i.in_flight - 1),
                 -- (A lease left on a row that runs nothing, copied by SQL from a running one, is only cleared.)
                 unfinished = i.unfinished + CASE WHEN i.lease_until < ${now} AND i.in_flight > 0 THEN 1 ELSE 0 END,
                 status = CASE WHEN i.in_flight - 1 > 0 THEN 'processing' ELSE 'pending' END,
                 lease_token = NULL, lease_owner = NULL, lease_until = NULL, updated_at = ${now}
-              WHERE i.lease_token IS NOT NULL AND (i.lease_until < ${now} OR i.lease_owner = ${owner ?? null})
+              FROM t WHERE i.id = t.id
               RETURNING i.unfinished >= ${MAX_UNFINISHED} AND i.in_flight = 0 AS give_up
             )
             SELECT count(*)::int AS n, (count(*) FILTER (WHERE give_up))::int AS "giveUp" FROM u`
+          // A lease row whose item's row is locked too (an execution's record locks both) is left as it is; one
+          // whose item is gone (deleted by SQL) is deleted.
           const [taken] = yield* sql<{ n: number; giveUp: number }>`
-            WITH l AS (
-              DELETE FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null}
-              RETURNING item_id, lease_until < ${now} AS expired
+            WITH t AS (
+              SELECT id, item_id FROM ${leases} WHERE lease_until < ${now} OR owner = ${owner ?? null}
+              FOR UPDATE SKIP LOCKED
+            ), r AS (
+              SELECT id FROM ${items} WHERE id IN (SELECT item_id FROM t) FOR UPDATE SKIP LOCKED
+            ), l AS (
+              DELETE FROM ${leases} l USING t
+              WHERE l.id = t.id
+                AND (t.item_id IN (SELECT id FROM r) OR NOT EXISTS (SELECT 1 FROM ${items} x WHERE x.id = t.item_id))
+              RETURNING l.item_id, l.lease_until < ${now} AS expired
             ), c AS (
               SELECT item_id, count(*)::int AS n, count(*) FILTER (WHERE expired)::int AS expired FROM l GROUP BY item_id
             ), u AS (
