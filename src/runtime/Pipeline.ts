@@ -422,9 +422,9 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
   }
 
   // How a transactional execution ended: committed with its record (nothing left for the writer), refused (its lease
-  // was lost: everything rolled back), not begun for want of the database (let go, below), or a failure for the writer
-  // to record in a transaction of its own — the handler's, its timeout, or the transaction's own (it could not begin
-  // for another reason, record or commit).
+  // was lost: everything rolled back), failed for want of the database (let go, below), or a failure for the writer
+  // to record in a transaction of its own — the handler's, its timeout, or the transaction's own (it could not begin,
+  // record or commit for another reason).
   settleTransaction(
     entry: Execution<C>,
     exit: Exit.Exit<Transacted<Finished<C>>, E>,
@@ -461,18 +461,21 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
         return Effect.void
       }
       const failure = Cause.failureOption(cause)
-      // No transaction for want of the database (no connection could be had, or its BEGIN went unanswered): the
-      // handler never ran, so this is no failure of the execution's. It is let go as a lost one is, nothing recorded,
-      // and its lease decides: a queue item is taken back when the lease expires (counted, as an expired lease is,
-      // toward giving up), a job's run is let go at this runner's next claim and retried. Handing it back at once
-      // would claim it again at once while the database refuses connections.
-      if (!began && failure._tag === "Some" && failure.value.reason === "Unavailable") {
+      // The transaction failed for want of the database: no connection could be had or its BEGIN went unanswered
+      // (the handler never ran), or its record or COMMIT went unanswered (it may have committed: nothing says). Either
+      // way this is no failure of the execution's, and this runner does not know how it ended, as after a crash: it
+      // lets the execution go as a lost one, records nothing, and the lease decides. A queue item is taken back when
+      // its lease expires (counted, as an expired lease is, toward giving up), a job's run is let go at this runner's
+      // next claim and retried — unless the COMMIT went through, which ended the lease with the record. Handing it
+      // back at once would claim it again at once while the database refuses connections.
+      if (failure._tag === "Some" && failure.value.reason === "Unavailable") {
         this.forget(entry)
         entry.lost = true
         this.abandon(entry)
-        return Effect.logWarning(
-          `a transactional execution could not begin its transaction (${failure.value.message}): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back`
-        ).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
+        const what = began
+          ? `a transactional execution's record or COMMIT went unanswered (${failure.value.message}): whether it committed is not known; let go, nothing more recorded: unless it committed, it runs again once its lease is taken back`
+          : `a transactional execution could not begin its transaction (${failure.value.message}): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back`
+        return Effect.logWarning(what).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
       }
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       this.finish(

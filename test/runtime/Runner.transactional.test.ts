@@ -27,6 +27,8 @@ class Calls extends Context.Tag("test/Calls")<
     /** How many of the next transactional executions (queue items and job runs) cannot begin, and why. */
     unbegun: number
     unbegunReason: "Unavailable" | "Unknown"
+    /** How many of the next transactional queue executions run, then lose their COMMIT's answer (not committed). */
+    unanswered: number
   }
 >() {}
 
@@ -42,7 +44,8 @@ const spiedStores = Layer.effectContext(
       renewed: [],
       commitDelay: undefined,
       unbegun: 0,
-      unbegunReason: "Unavailable"
+      unbegunReason: "Unavailable",
+      unanswered: 0
     }
     // As a Postgres store fails when no connection can be had or its BEGIN goes unanswered: before the run runs.
     const unbegun = <E>(error: (reason: Calls["Type"]["unbegunReason"]) => E): Effect.Effect<never, E> | undefined =>
@@ -58,6 +61,18 @@ const spiedStores = Layer.effectContext(
             calls.transact++
             const refused = unbegun((reason) => new QueueStoreError({ reason, message: message(reason) }))
             if (refused !== undefined) return refused
+            if (calls.unanswered > 0) {
+              calls.unanswered--
+              // The handler runs; then, as a COMMIT whose connection died unanswered (and that did not commit): the
+              // store's failure, nothing recorded.
+              const tx = { query: () => Promise.reject(new Error("no database")) }
+              return Effect.zipRight(
+                run(tx),
+                Effect.fail(
+                  new QueueStoreError({ reason: "Unavailable", message: "Connection terminated unexpectedly" })
+                )
+              )
+            }
             const delay = calls.commitDelay
             return queue.transact(
               (tx) => (delay === undefined ? run(tx) : Effect.zipLeft(run(tx), Effect.sleep(delay))),
@@ -338,6 +353,34 @@ describe("transactional handlers (memory stores)", () => {
         expect((yield* memory.processed).map((p) => p.status)).toEqual(["ok"])
         expect(ran).toBe(1)
         expect(calls.transact).toBe(2)
+        expect(yield* memory.items).toEqual([])
+      }).pipe(Effect.provide(spiedLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
+  )
+
+  it.scoped(
+    "a queue item whose COMMIT goes unanswered is let go, nothing recorded; not committed, it runs again once its lease expires",
+    () =>
+      Effect.gen(function* () {
+        const { calls, memory, queue, runner } = yield* start
+        let ran = 0
+        yield* runner.register("tx", () => Effect.sync(() => void ran++), { transactional: true })
+        calls.unanswered = 1
+        yield* queue.enqueue({ taskType: "tx", payload: "x" }, new Date())
+        yield* runner.start
+        yield* settle(Effect.sync(() => reports.length === 1))
+        expect(reports.map((r) => r.outcome)).toEqual(["lost"])
+        expect(ran).toBe(1)
+        expect(yield* memory.processed).toEqual([])
+        expect(logged.filter((l) => l.includes("went unanswered"))).toEqual([
+          "WARN a transactional execution's record or COMMIT went unanswered (Connection terminated unexpectedly): whether it committed is not known; let go, nothing more recorded: unless it committed, it runs again once its lease is taken back"
+        ])
+        yield* FakeClock.advance("29 seconds")
+        expect(yield* memory.processed).toEqual([])
+        yield* FakeClock.advance("1 minute")
+        yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
+        // One record: the second execution's success. The first used up no run.
+        expect((yield* memory.processed).map((p) => p.status)).toEqual(["ok"])
+        expect(ran).toBe(2)
         expect(yield* memory.items).toEqual([])
       }).pipe(Effect.provide(spiedLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
   )
