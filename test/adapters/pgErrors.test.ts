@@ -43,7 +43,9 @@ it.effect("a connection the socket lost or could not make is unavailable; the da
     // What the server says as it ends a connection.
     for (const [code, message] of [
       ["57P01", "terminating connection due to administrator command"],
-      ["08006", "connection failure"]
+      ["08006", "connection failure"],
+      // A connection refused at its start: none could be made (a transactional execution is let go, not failed).
+      ["53300", "sorry, too many clients already"]
     ] as const)
       expect([code, yield* reason(pgError(code, message))]).toEqual([code, "Unavailable"])
     // Node's system errors, as the socket ends with them: reset, broken, refused, timed out.

@@ -44,12 +44,13 @@ export const classify = (e: unknown): PgFailure => {
     // (a failover promotes it, or moves the URL back to a primary).
     if (code === "25006")
       return { reason: "Unavailable", message: `the database is read-only (a standby?): ${message}`, cause: e }
-    // Class 08 (connection), 57P (shutdown, terminated), no code at all (the socket went away), or the socket's own
-    // code, which is no SQLSTATE (ECONNRESET, ECONNREFUSED, EPIPE, ETIMEDOUT...: the connection died or none could
-    // be made): unavailable.
+    // Class 08 (connection), 57P (shutdown, terminated), 53300 (too many connections: the server refused a new one),
+    // no code at all (the socket went away), or the socket's own code, which is no SQLSTATE (ECONNRESET, ECONNREFUSED,
+    // EPIPE, ETIMEDOUT...: the connection died or none could be made): unavailable.
     if (
       code === undefined ||
       isSocketError(e) ||
+      code === "53300" ||
       (typeof code === "string" && (code.startsWith("08") || code.startsWith("57P")))
     ) {
       return { reason: "Unavailable", message, cause: e }
