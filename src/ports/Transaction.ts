@@ -51,8 +51,9 @@ export interface TransactOptions {
  * by the execution's lease: both commit (`Committed`), or everything is rolled back when the lease was lost
  * (`Refused`). `record` answering undefined rolls back too (`RolledBack`). A run that dies or is interrupted is
  * rolled back, and ends with that cause. Fails when the transaction cannot begin, record or commit (nothing then
- * says whether a commit whose answer was lost went through: a record of the execution made afterwards is fenced,
- * and refused if it did). In memory there is no database: the run runs, and its record is made at once, fenced.
+ * says whether a commit whose answer was lost went through): the runner lets an execution whose transaction failed
+ * for want of the database (`Unavailable`) go to its lease, and records another failure afterwards, fenced (refused
+ * if the commit went through). In memory there is no database: the run runs, and its record is made at once, fenced.
  */
 export type Transact<Rec, E> = <A>(
   run: (tx: Transaction) => Effect.Effect<A>,
