@@ -324,25 +324,38 @@ describe("transactional handlers (memory stores)", () => {
     }).pipe(Effect.provide(spiedLayer({ gracePeriod: "1 second" })), Effect.provide(recordLogs))
   )
 
-  it.scoped(
-    "a queue item whose transaction cannot begin (no database) is let go unrun, nothing recorded, and runs once its lease expires",
-    () =>
+  // The two ways a transaction fails for want of the database: before its handler runs, or after (its COMMIT
+  // unanswered, and not committed). Either way the execution is let go, nothing recorded, and runs again once its
+  // lease expires.
+  for (const [what, fail, ranBefore, line] of [
+    [
+      "cannot begin (no database): let go unrun",
+      (calls: Calls["Type"]) => void (calls.unbegun = 1),
+      0,
+      "WARN a transactional execution could not begin its transaction (Connection terminated unexpectedly): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back"
+    ],
+    [
+      "COMMIT goes unanswered (not committed): let go after its handler ran",
+      (calls: Calls["Type"]) => void (calls.unanswered = 1),
+      1,
+      "WARN a transactional execution's record or COMMIT went unanswered (Connection terminated unexpectedly): whether it committed is not known; let go, nothing more recorded: unless it committed, it runs again once its lease is taken back"
+    ]
+  ] as const) {
+    it.scoped(`a queue item whose transaction ${what}, nothing recorded; it runs again once its lease expires`, () =>
       Effect.gen(function* () {
         const { calls, memory, queue, runner } = yield* start
         let ran = 0
         yield* runner.register("tx", () => Effect.sync(() => void ran++), { transactional: true })
-        calls.unbegun = 1
+        fail(calls)
         yield* queue.enqueue({ taskType: "tx", payload: "x" }, new Date())
         yield* runner.start
         yield* settle(Effect.sync(() => reports.length === 1))
         // Not a failure of the item's: no record, no run used up; the worker is free and the lease no longer renewed.
         expect(reports.map((r) => r.outcome)).toEqual(["lost"])
-        expect(ran).toBe(0)
+        expect(ran).toBe(ranBefore)
         expect(yield* memory.processed).toEqual([])
         expect(yield* runner.running).toBe(0)
-        expect(logged.filter((l) => l.includes("could not begin"))).toEqual([
-          "WARN a transactional execution could not begin its transaction (Connection terminated unexpectedly): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back"
-        ])
+        expect(logged.filter((l) => l.includes("let go"))).toEqual([line])
         const renewals = calls.renewed.length
         yield* FakeClock.advance("29 seconds")
         expect(calls.renewed.slice(renewals).flat()).toEqual([])
@@ -351,39 +364,12 @@ describe("transactional handlers (memory stores)", () => {
         yield* FakeClock.advance("1 minute")
         yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
         expect((yield* memory.processed).map((p) => p.status)).toEqual(["ok"])
-        expect(ran).toBe(1)
+        expect(ran).toBe(ranBefore + 1)
         expect(calls.transact).toBe(2)
         expect(yield* memory.items).toEqual([])
       }).pipe(Effect.provide(spiedLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
-  )
-
-  it.scoped(
-    "a queue item whose COMMIT goes unanswered is let go, nothing recorded; not committed, it runs again once its lease expires",
-    () =>
-      Effect.gen(function* () {
-        const { calls, memory, queue, runner } = yield* start
-        let ran = 0
-        yield* runner.register("tx", () => Effect.sync(() => void ran++), { transactional: true })
-        calls.unanswered = 1
-        yield* queue.enqueue({ taskType: "tx", payload: "x" }, new Date())
-        yield* runner.start
-        yield* settle(Effect.sync(() => reports.length === 1))
-        expect(reports.map((r) => r.outcome)).toEqual(["lost"])
-        expect(ran).toBe(1)
-        expect(yield* memory.processed).toEqual([])
-        expect(logged.filter((l) => l.includes("went unanswered"))).toEqual([
-          "WARN a transactional execution's record or COMMIT went unanswered (Connection terminated unexpectedly): whether it committed is not known; let go, nothing more recorded: unless it committed, it runs again once its lease is taken back"
-        ])
-        yield* FakeClock.advance("29 seconds")
-        expect(yield* memory.processed).toEqual([])
-        yield* FakeClock.advance("1 minute")
-        yield* settle(Effect.map(memory.processed, (p) => p.length === 1))
-        // One record: the second execution's success. The first used up no run.
-        expect((yield* memory.processed).map((p) => p.status)).toEqual(["ok"])
-        expect(ran).toBe(2)
-        expect(yield* memory.items).toEqual([])
-      }).pipe(Effect.provide(spiedLayer({ leaseDuration: "30 seconds" })), Effect.provide(recordLogs))
-  )
+    )
+  }
 
   it.scoped("a transaction that cannot begin for another reason (a statement refused) is the execution's failure", () =>
     Effect.gen(function* () {
