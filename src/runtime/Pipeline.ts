@@ -445,12 +445,10 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
             this.finish(entry, value.result, startedAt, value.finishedAt.getTime())
             return Effect.void
           case "Refused":
-            this.forget(entry)
-            entry.lost = true
-            this.abandon(entry)
-            return Effect.logWarning(
+            return this.letGo(
+              entry,
               "result refused: the execution's lease was lost; its transaction was rolled back, the handler's writes with it"
-            ).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
+            )
         }
       }
       const cause = exit.cause
@@ -469,13 +467,12 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
       // next claim and retried — unless the COMMIT went through, which ended the lease with the record. Handing it
       // back at once would claim it again at once while the database refuses connections.
       if (failure._tag === "Some" && failure.value.reason === "Unavailable") {
-        this.forget(entry)
-        entry.lost = true
-        this.abandon(entry)
-        const what = began
-          ? `a transactional execution's record or COMMIT went unanswered (${failure.value.message}): whether it committed is not known; let go, nothing more recorded: unless it committed, it runs again once its lease is taken back`
-          : `a transactional execution could not begin its transaction (${failure.value.message}): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back`
-        return Effect.logWarning(what).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
+        return this.letGo(
+          entry,
+          began
+            ? `a transactional execution's record or COMMIT went unanswered (${failure.value.message}): whether it committed is not known; let go, nothing more recorded: unless it committed, it runs again once its lease is taken back`
+            : `a transactional execution could not begin its transaction (${failure.value.message}): the handler did not run; let go, nothing recorded, it runs again once its lease is taken back`
+        )
       }
       const error = failure._tag === "Some" ? failure.value : Cause.squash(cause)
       this.finish(
@@ -489,6 +486,15 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
       )
       return Effect.void
     })
+  }
+
+  // A transactional execution whose end this lane cannot record: ended as a lost one (its lease no longer renewed,
+  // nothing recorded; whoever takes the lease back decides), and `why` logged once.
+  letGo(entry: Execution<C>, why: string): Effect.Effect<void> {
+    this.forget(entry)
+    entry.lost = true
+    this.abandon(entry)
+    return Effect.logWarning(why).pipe(Effect.annotateLogs(batchAnnotations(this.kind, [entry.claim.job])))
   }
 
   // Its lease is no longer this lane's to renew (a lost one may already be gone).
