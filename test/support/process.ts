@@ -29,23 +29,27 @@ export const spawnTs = (script: string, args: ReadonlyArray<string> = [], option
   })
 
 /**
- * Spawns a fixture of `test/fixtures` (given by its path, e.g. `test/fixtures/job-worker.ts`) with plain `node`, from
- * its compiled copy (see compiledFixtures.ts), from the project root. Without the global setup that compiles them
- * (a run of another config), it runs the TypeScript through tsx.
+ * The `node` arguments that run a fixture of `test/fixtures` or an example (given by its path from the project root,
+ * e.g. `test/fixtures/job-worker.ts`): its compiled copy (see compiledFixtures.ts), or, without the global setup that
+ * compiles them (a run of another config), the TypeScript through tsx on the sources.
  */
+export const fixtureArgs = (script: string): Array<string> => {
+  const compiled = inject("compiledFixtures")
+  if (compiled === undefined) return [...reportFlags, "--conditions=kairos-source", "--import", "tsx", script]
+  return [path.join(compiled, script.replace(/\.ts$/, ".js"))]
+}
+
+/** Spawns a fixture (see `fixtureArgs`) with plain `node`, from the project root. */
 export const spawnFixture = (
   script: string,
   args: ReadonlyArray<string> = [],
   options: SpawnOptions = {}
-): ChildProcess => {
-  const compiled = inject("compiledFixtures")
-  if (compiled === undefined) return spawnTs(script, args, options)
-  return spawn(process.execPath, [path.join(compiled, script.replace(/\.ts$/, ".js")), ...args], {
+): ChildProcess =>
+  spawn(process.execPath, [...fixtureArgs(script), ...args], {
     cwd: projectRoot,
     stdio: ["ignore", "pipe", "pipe"],
     ...options
   })
-}
 
 /** The first line a child prints on stdout. */
 export const firstLine = (child: ChildProcess): Promise<string> =>
