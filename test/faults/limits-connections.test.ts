@@ -114,7 +114,7 @@ describe("flow control with connections cut", () => {
         live([
           "worker",
           "--tasks",
-          "test/fixtures/limit-tasks.ts",
+          "test/fixtures/limit-tasks.mjs",
           "--database-url",
           db!.url,
           "--schema",

@@ -87,7 +87,7 @@ describe("flow control across processes", () => {
         live([
           "worker",
           "--tasks",
-          "test/fixtures/limit-tasks.ts",
+          "test/fixtures/limit-tasks.mjs",
           "--database-url",
           db!.url,
           "--schema",
