@@ -1,5 +1,6 @@
 /**
- * The examples run as a newcomer runs them (integration: real processes).
+ * The examples run as a newcomer runs them (integration: real processes): the quickstart through tsx, as `npm start`
+ * does; the others from the same esbuild transform under plain node (see `example`).
  */
 import { describe, expect, it } from "@effect/vitest"
 import net from "node:net"
@@ -37,7 +38,8 @@ const { processMs: PROCESS_MS, testMs: TEST_MS } = PROCESS_LIMITS
 /**
  * Runs an example as `npm run example` does, on a database of its own, compiled: the global setup bundles it with the
  * esbuild transform tsx applies (test/support/compiledFixtures.ts), and plain node runs it, without tsx's loader hooks
- * on every module it loads (~1 s of CPU an example). The quickstart's `npm start` test, below, runs it through tsx as `npm start` does.
+ * on every module it loads (~1 s of CPU an example). The quickstart's `npm start` test, below, runs it through tsx,
+ * exactly as a newcomer types it.
  */
 const example = (file: string, env: Record<string, string> = {}, timeout = PROCESS_MS) =>
   withDatabase((url) =>

@@ -5,9 +5,10 @@
  * load), and ~0.4 s for one bundled file: the multi-process tests start some fifty of them on two cores.
  *
  * The processes (`processes` below) are bundled with their imports of `src` and of the dependencies, as the CLI is
- * (scripts/bundle-cli.mjs). So are the examples that examples.test.ts runs beside the quickstart: the same esbuild
- * transform tsx applies, without tsx's loader hooks on every module (~1 s of CPU an example on a 2-core machine). The other files are compiled one by one; their `../../src/...` imports land on `dist/`,
- * the compiled sources the global setup has just brought up to date, through a `src` link beside them.
+ * (scripts/bundle-cli.mjs). So are the examples, which examples.test.ts runs compiled (all but its `npm start` test):
+ * the same esbuild transform tsx applies, without tsx's loader hooks on every module (~1 s of CPU an example on a
+ * 2-core machine). The other files are compiled one by one; their `../../src/...` imports land on `dist/`, the
+ * compiled sources the global setup has just brought up to date, through a `src` link beside them.
  */
 import fs from "node:fs"
 import path from "node:path"
