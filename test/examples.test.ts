@@ -36,30 +36,28 @@ const withDatabase = async <A>(body: (url: string) => Promise<A>): Promise<A> =>
 const { processMs: PROCESS_MS, testMs: TEST_MS } = PROCESS_LIMITS
 
 /**
- * Runs an example as `npm run example` does, on a database of its own, compiled: the global setup bundles it with the
- * esbuild transform tsx applies (test/support/compiledFixtures.ts), and plain node runs it, without tsx's loader hooks
- * on every module it loads (~1 s of CPU an example). The quickstart's `npm start` test, below, runs it through tsx,
- * exactly as a newcomer types it.
+ * Runs an example as `npm run example` does, compiled: the global setup bundles it with the esbuild transform tsx
+ * applies (test/support/compiledFixtures.ts), and plain node runs it, without tsx's loader hooks on every module it
+ * loads (~1 s of CPU an example). The quickstart's `npm start` test, below, runs it through tsx, exactly as a newcomer
+ * types it.
  */
-const example = (file: string, env: Record<string, string> = {}, timeout = PROCESS_MS) =>
-  withDatabase((url) =>
-    runCommand(process.execPath, fixtureArgs(file), {
-      cwd: projectRoot,
-      encoding: "utf8",
-      env: { ...process.env, ...env, DATABASE_URL: url },
-      timeout
-    })
-  )
+const runExample = (file: string, env: Record<string, string> = {}) =>
+  runCommand(process.execPath, fixtureArgs(file), {
+    cwd: projectRoot,
+    encoding: "utf8",
+    env: { ...process.env, ...env },
+    timeout: PROCESS_MS
+  })
+
+/** Runs an example (`runExample`) on a database of its own. */
+const example = (file: string, env: Record<string, string> = {}) =>
+  withDatabase((url) => runExample(file, { ...env, DATABASE_URL: url }))
 
 // Side by side: each example is a process of its own on a database of its own, and mostly waits (for its seconds of
 // running); one after another they took ~50 s.
 describe.concurrent("examples", () => {
   it("schedules.ts (npm run schedules) prints the DST-aware fire times and exits 0", { timeout: TEST_MS }, async () => {
-    const run = await runCommand(process.execPath, fixtureArgs("examples/schedules.ts"), {
-      cwd: projectRoot,
-      encoding: "utf8",
-      timeout: PROCESS_MS
-    })
+    const run = await runExample("examples/schedules.ts")
     expect(run.stderr, `its stdout:\n${run.stdout}`).toBe("")
     expect(run.status).toBe(0)
     expect(run.stdout).toContain("Sun 2026-03-08 03:30 -04:00")
@@ -108,11 +106,8 @@ describe.concurrent("examples", () => {
           server.close(() => resolve(port))
         })
       })
-      const run = await runCommand(process.execPath, fixtureArgs("examples/quickstart.ts"), {
-        cwd: projectRoot,
-        encoding: "utf8",
-        env: { ...process.env, DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app` },
-        timeout: PROCESS_MS
+      const run = await runExample("examples/quickstart.ts", {
+        DATABASE_URL: `postgres://postgres@127.0.0.1:${port}/app`
       })
       expect(run.status).toBe(1)
       expect(run.stderr).toBe(
