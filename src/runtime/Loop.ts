@@ -79,7 +79,7 @@ const reachableLoss = (cause: Cause.Cause<TickError>, listening: boolean): boole
  * the database could not be reached, or the first step while it answers: `reachableLoss`); the first tick that
  * succeeds after them says so once.
  */
-const makeFailures = (nowMs: () => number) => {
+const makeFailures = (nowMs: () => number, reachable: () => void) => {
   let failures = 0
   // Of those, the ones while the database could not be reached: what the wait doubles with.
   let doublings = 0
@@ -115,6 +115,7 @@ const makeFailures = (nowMs: () => number) => {
         const after = failures
         failures = 0
         doublings = 0
+        reachable()
         return Effect.logInfo(
           `the database is reachable again: ticked after ${after} failed tick(s) (this tick took ${nowMs() - startedAtMs} ms)`
         )
@@ -165,13 +166,15 @@ export const make = (options: {
   readonly taskTypes: () => ReadonlyArray<string>
   readonly requestAt: (now: Date, interval: Duration.Duration, force: boolean) => Omit<ClaimRequest, "limit">
   readonly nowMs: () => number
+  /** Called by the first tick that succeeds after failed ones (the lease keeper renews at once then). */
+  readonly reachable: () => void
 }): Loop => {
   const { capacity, config, lanes, lease, nowMs, requestAt, stopping, switches, taskTypes } = options
   const wake = Signal.make()
   const back = Signal.make()
   let queueQuiet = false
   let lastTickAtMs = Number.NEGATIVE_INFINITY
-  const failures = makeFailures(nowMs)
+  const failures = makeFailures(nowMs, options.reachable)
   // Set by an explicit `wake`: the next tick also reads the job tables, whatever they were last known to hold.
   let everywhere = false
   // The time the loop asked to be woken at (its next poll, slot or retry), and what its alarm raises then: `wake`, or

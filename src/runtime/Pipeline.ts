@@ -117,8 +117,11 @@ export interface Lane<E> {
   readonly nextWakeAt: (now: Date, taskTypes: ReadonlyArray<string>) => Effect.Effect<Option.Option<Date>, E>
   /** Executions holding a lease (running, or finished and waiting for their result to be written). */
   readonly leased: () => number
-  /** One renewal round for every held lease; lost ones are aborted. Never fails. */
-  readonly renew: (leaseUntil: Date, now: Date) => Effect.Effect<void>
+  /**
+   * One renewal round for every held lease; lost ones are aborted. Never fails: false when the round could not be
+   * made (logged; the leases stand as they were).
+   */
+  readonly renew: (leaseUntil: Date, now: Date) => Effect.Effect<boolean>
   /** Results waiting for the writer. */
   readonly pending: () => number
   /** Writes up to one batch of waiting results. Never fails: a batch that cannot be written is logged and dropped. */
@@ -614,7 +617,7 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
     })
   }
 
-  renew(leaseUntil: Date, now: Date): Effect.Effect<void> {
+  renew(leaseUntil: Date, now: Date): Effect.Effect<boolean> {
     return renewRound(this, leaseUntil, now)
   }
 
@@ -692,14 +695,15 @@ class SourceLane<C extends Claimed, E extends StoreFailure> implements Lane<E> {
 
 // One renewal round for every lease the lane holds; a lost one is aborted. A renewal that hangs (a frozen network)
 // is given up after half a renewal period, so the next round still comes before the lease is no longer trusted.
+// False when the round failed.
 const renewRound = <C extends Claimed, E extends StoreFailure>(
   lane: SourceLane<C, E>,
   leaseUntil: Date,
   now: Date
-): Effect.Effect<void> =>
+): Effect.Effect<boolean> =>
   Effect.gen(function* () {
     const entries = [...lane.active.values()].filter((e) => !e.committing)
-    if (entries.length === 0) return
+    if (entries.length === 0) return true
     const lease = lane.context.lease
     const held = yield* lane.source
       .renew(
@@ -743,11 +747,18 @@ const renewRound = <C extends Claimed, E extends StoreFailure>(
         `${lost.length} lease(s) lost (another instance took the work back): ${parts.join(", ")}`
       ).pipe(Effect.annotateLogs(batchAnnotations(lane.kind, lost)))
     }
+    return true
   }).pipe(
     // A renewal that fails is not a lost lease: the next round tries again.
     // The reason in the line itself: without --verbose the CLI prints a log's message, not its cause.
     Effect.catchAllCause((cause) =>
-      Effect.logWarning(`lease renewal failed; retrying next round: ${Result.errorMessage(Cause.squash(cause))}`, cause)
+      Effect.as(
+        Effect.logWarning(
+          `lease renewal failed; retrying next round: ${Result.errorMessage(Cause.squash(cause))}`,
+          cause
+        ),
+        false
+      )
     ),
     Effect.annotateLogs({ kind: lane.kind })
   )

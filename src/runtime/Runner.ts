@@ -178,6 +178,7 @@ interface Parts {
   /** The flow limits as this runner knows them (see LimitsView). */
   readonly limits: LimitsView.LimitsView
   readonly writer: ResultsWriter.ResultsWriter
+  readonly keeper: LeaseKeeper.LeaseKeeper
   /** The longest a stop waits for one step that needs the database (`LeaseTimes.stopStepMs`). */
   readonly stopStep: Duration.Duration
   readonly heartbeat: Heartbeat.Heartbeat
@@ -188,13 +189,12 @@ const laneContext = (
   parts: Omit<Parts, "lanes" | "scheduled" | "heartbeat" | "limits">,
   more: {
     readonly lease: LaneContext["lease"]
-    readonly keeper: LeaseKeeper.LeaseKeeper
     readonly deadline: (atMs: number) => void
     readonly requestAt: (now: Date, interval: Duration.Duration, force: boolean) => Omit<ClaimRequest, "limit">
     readonly onExecution: RunnerOptions["onExecution"]
   }
 ): LaneContext => {
-  const { capacity, executionEnded, handlers, loop, state, stats, switches, writer } = parts
+  const { capacity, executionEnded, handlers, keeper, loop, state, stats, switches, writer } = parts
   const released = (chained: boolean) => {
     // The buffer ran low: claim more, unless all this could free is claimed again with its result (a chain).
     if (capacity.ended() && loop.needsTick(chained)) loop.wake.raise()
@@ -217,7 +217,7 @@ const laneContext = (
     },
     dropped: () => released(false),
     resultsReady: writer.ready.raise,
-    leasesHeld: more.keeper.held.raise,
+    leasesHeld: keeper.held.raise,
     written: (chained) => {
       if (loop.needsTick(chained)) loop.wake.raise()
     },
@@ -272,6 +272,7 @@ export const make = (
     // Filled below: the parts that go through every lane are made first, then the lanes that report to them.
     const lanes: Array<Lane<Loop.TickError>> = []
     const nowMs = () => clock.unsafeCurrentTimeMillis()
+    const keeper = LeaseKeeper.make(lanes, lease)
     const loop = Loop.make({
       config,
       lease,
@@ -281,10 +282,10 @@ export const make = (
       taskTypes,
       requestAt,
       nowMs,
-      stopping: () => state.stopping
+      stopping: () => state.stopping,
+      reachable: keeper.reachable
     })
     const writer = yield* ResultsWriter.make(lanes)
-    const keeper = LeaseKeeper.make(lanes, lease)
     const watch = TimeoutWatch.make(lanes)
     const core = {
       config,
@@ -306,11 +307,11 @@ export const make = (
       loop,
       switches,
       writer,
+      keeper,
       stopStep: Duration.millis(lease.stopStepMs)
     }
     const context = laneContext(shared, {
       lease,
-      keeper,
       deadline: watch.sooner,
       requestAt,
       onExecution: input.onExecution
@@ -408,7 +409,7 @@ const lastWordAtExit =
 /** Starts the loop and the fibers that run only once started (heartbeat, retention, the queue's vacuum). */
 const start = (parts: Parts): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const { config, limits, loop, queueStore, scope, state, stopStep, switches, wakeUps } = parts
+    const { config, keeper, limits, loop, queueStore, scope, state, stopStep, switches, wakeUps } = parts
     if (!config.enabled || state.loopFiber !== undefined || state.stopping) return
     for (const taskType of parts.definedTypes) {
       if (!parts.handlers.has(taskType)) {
@@ -434,8 +435,12 @@ const start = (parts: Parts): Effect.Effect<void> =>
           }
           loop.wake.raise()
         },
-        // The database is reachable again: a backoff after failed ticks ends now.
-        loop.back.raise
+        // The database is reachable again: a backoff after failed ticks ends now, and the leases held are renewed
+        // now (the outage's renewals failed; a failover may have lost earlier ones).
+        () => {
+          loop.back.raise()
+          keeper.reachable()
+        }
       ),
       scope
     )
