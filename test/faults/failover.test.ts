@@ -2,8 +2,8 @@
  * Failover to a promoted standby, under load. A primary and a streaming standby from the machine's PostgreSQL
  * binaries (Debian's postgresql-15; the embedded package lacks `pg_basebackup` and `pg_ctl promote`), three worker
  * processes reaching the database through a TCP proxy (as through a virtual IP or a DNS name a failover manager
- * moves), a backlog of queue items and three interval jobs. Mid-drain the primary crashes (`pg_ctl stop -m
- * immediate`), the standby is promoted, the proxy switched to it; the workers must carry on by themselves.
+ * moves), a backlog of queue items and three interval jobs. Mid-drain the primary crashes (SIGKILL to its
+ * processes), the standby is promoted, the proxy switched to it; the workers must carry on by themselves.
  *
  * - Synchronous replication (`synchronous_standby_names = '*'`): nothing is lost, every item runs exactly once.
  * - Asynchronous, over a replication link that lags a second behind: what the primary committed in its last second
@@ -143,6 +143,9 @@ interface Figures {
   readonly mode: string
   /** From the crash to the standby accepting writes (promoted, proxy switched). */
   readonly writableAfterMs: number
+  /** How long the crash (until the primary's postmaster is gone) and the promotion (`pg_ctl promote -w`) took. */
+  readonly crashTookMs: number
+  readonly promoteTookMs: number
   /** Per worker, from writable to its first execution started after it. */
   readonly resumedAfterMs: ReadonlyArray<number>
   /** From writable to the fresh items committed, and to the first of them started. */
@@ -289,9 +292,12 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   await watch.stop()
   const crashedAt = Date.now()
   await cluster.crash(cluster.primary)
+  const crashTookMs = Date.now() - crashedAt
   // A failover manager takes a moment to decide: long enough for every worker's ticks to fail and back off.
   await sleep(PROMOTE_AFTER_MS)
+  const promotedFrom = Date.now()
   await cluster.promote(cluster.standby)
+  const promoteTookMs = Date.now() - promotedFrom
   proxy.switchTo(cluster.standby.port)
   const writableAt = Date.now()
   // Work that arrives as the standby accepts writes, ahead of the backlog (priority): what remains of the backlog
@@ -413,11 +419,14 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
           .map((e) => `  ${iso(Number(e.at))} ${JSON.stringify({ ...e, at: undefined }).slice(0, 400)}`)
           .join("\n")
     )
+    const tail = async (server: Cluster["primary"]) => (await cluster.log(server)).split("\n").slice(-40).join("\n")
     expect.fail(
-      `runs blamed on a lost owner (crashed ${iso(crashedAt)}, writable ${iso(writableAt)}):\n` +
+      `runs blamed on a lost owner (crashed ${iso(crashedAt)}, writable ${iso(writableAt)}; the crash took ` +
+        `${crashTookMs} ms, the promotion ${promoteTookMs} ms):\n` +
         `${blamed.map((r) => `  ${JSON.stringify(r)}`).join("\n")}\n${about.join("\n")}\n` +
         `on the primary before the crash (transactions open over 3 s; running runs 2 s past their lease):\n` +
-        `${watch.seen.slice(-200).join("\n") || "  (none)"}`
+        `${watch.seen.slice(-200).join("\n") || "  (none)"}\n` +
+        `the primary's log:\n${await tail(cluster.primary)}\nthe standby's log:\n${await tail(cluster.standby)}`
     )
   }
   const [after] = await db.query<{ skipped: number }>(
@@ -438,6 +447,8 @@ const scenario = async (mode: "synchronous" | "asynchronous"): Promise<Figures> 
   const figures: Figures = {
     mode,
     writableAfterMs: writableAt - crashedAt,
+    crashTookMs,
+    promoteTookMs,
     resumedAfterMs: workers.map((w) => resumedAt(w)! - writableAt),
     freshEnqueuedAfterMs: freshAt - writableAt,
     freshStartedAfterMs: freshStart.at - writableAt,

@@ -5,7 +5,7 @@
  */
 import { execFile, execFileSync } from "node:child_process"
 import fs from "node:fs/promises"
-import { existsSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { promisify } from "node:util"
 import { portTakenIn } from "../../src/adapters/postgres/EmbeddedPostgres.js"
@@ -13,6 +13,30 @@ import { serverTempDir } from "./process.js"
 import { freePort } from "./proxy.js"
 
 const run = promisify(execFile)
+
+/** A process's state and parent, from `/proc/<pid>/stat` (after the command's closing parenthesis); undefined: gone. */
+const statOf = (pid: number) => {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const [state, ppid] = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return { state: state!, ppid: Number(ppid) }
+  } catch {
+    return undefined
+  }
+}
+
+/** Whether process `pid` still runs (a zombie does not: dead, and only its parent has not reaped it yet). */
+const alive = (pid: number) => {
+  const stat = statOf(pid)
+  return stat !== undefined && stat.state !== "Z"
+}
+
+/** The processes whose parent is `pid`. */
+const childrenOf = (pid: number) =>
+  readdirSync("/proc")
+    .filter((entry) => /^\d+$/.test(entry))
+    .map(Number)
+    .filter((child) => statOf(child)?.ppid === pid)
 
 /** The folder of PostgreSQL's server binaries, with everything the test needs; undefined when there is none. */
 export const postgresBinaries = (): string | undefined => {
@@ -48,7 +72,13 @@ export interface Cluster {
   readonly standby: Server
   /** Starts a server whose data folder is set up (the standby after `pg_basebackup`). */
   readonly start: (server: Server) => Promise<void>
-  /** The primary crashes: `pg_ctl stop -m immediate` (no checkpoint; its clients' connections drop). */
+  /**
+   * The server crashes: SIGKILL to the postmaster and every process it forked (stopped first, so that it forks no
+   * more). Its connections drop as the kernel closes them, as when a machine dies. Not `pg_ctl stop -m immediate`:
+   * that waits until the postmaster has reaped every child, and a loaded run saw it take 60 s (the postmaster logged
+   * SIGKILL to its recalcitrant children at 5 s and was shut down 55 s later); the workers, cut off for longer than
+   * their leases, then rightly took each other's runs back, and the test's premise (a failover in ~3 s) was gone.
+   */
   readonly crash: (server: Server) => Promise<void>
   /** `pg_ctl promote -w`: the standby ends recovery and accepts writes when this returns. */
   readonly promote: (server: Server) => Promise<void>
@@ -116,8 +146,15 @@ export const startCluster = async (options: {
     standby,
     start,
     crash: async (server) => {
-      await pgRun(bindir, "pg_ctl", ["stop", "-m", "immediate", "-D", server.dataDir])
+      const pid = Number((await fs.readFile(path.join(server.dataDir, "postmaster.pid"), "utf8")).split("\n")[0])
+      process.kill(pid, "SIGSTOP")
+      // Each child is in a process group of its own (PostgreSQL's children call setsid): killed one by one.
+      const processes = [...childrenOf(pid), pid]
+      for (const p of processes) process.kill(p, "SIGKILL")
       started.delete(server)
+      // Gone once dead (their connections are closed by then).
+      for (let i = 0; i < 500 && processes.some(alive); i++) await new Promise((resolve) => setTimeout(resolve, 10))
+      if (processes.some(alive)) throw new Error(`the primary's processes outlived SIGKILL for 5 s`)
     },
     promote: async (server) => {
       await pgRun(bindir, "pg_ctl", ["promote", "-w", "-t", "60", "-D", server.dataDir])
