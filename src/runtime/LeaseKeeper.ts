@@ -15,12 +15,12 @@ export interface LeaseKeeper {
   readonly held: Signal.Signal
   /**
    * The database is reachable again (the wake-up listener reconnected, or a tick succeeded after failed ones). If the
-   * last round failed, the next comes at once, not a renewal period later: what the database
-   * kept of the rounds before the outage may be less than this runner trusts (a failover to a standby that lagged
-   * loses the last renewals), and the lease it holds may end before the next period's round.
+   * last round failed, the next comes at once, not a renewal period later: what the database kept of the rounds
+   * before the outage may be less than this runner trusts (a failover to a standby that lagged loses the last
+   * renewals), and the lease it holds may end before the next period's round.
    */
   readonly reachable: () => void
-  /** One round: asleep while nothing is held, then a renewal period (or less: `reachable`), then every lease renewed. */
+  /** One round: asleep while nothing is held, then a renewal period (less after `reachable`), then every renewal. */
   readonly round: Effect.Effect<void>
 }
 
