@@ -146,11 +146,24 @@ export const startCluster = async (options: {
     standby,
     start,
     crash: async (server) => {
+      // Without /proc (not Linux) the children cannot be listed: the orderly immediate stop instead.
+      if (!existsSync("/proc/self/stat")) {
+        await pgRun(bindir, "pg_ctl", ["stop", "-m", "immediate", "-D", server.dataDir])
+        started.delete(server)
+        return
+      }
       const pid = Number((await fs.readFile(path.join(server.dataDir, "postmaster.pid"), "utf8")).split("\n")[0])
       process.kill(pid, "SIGSTOP")
-      // Each child is in a process group of its own (PostgreSQL's children call setsid): killed one by one.
+      // Each child is in a process group of its own (PostgreSQL's children call setsid): killed one by one. One may
+      // have ended since it was listed.
       const processes = [...childrenOf(pid), pid]
-      for (const p of processes) process.kill(p, "SIGKILL")
+      for (const p of processes) {
+        try {
+          process.kill(p, "SIGKILL")
+        } catch {
+          // Gone already.
+        }
+      }
       started.delete(server)
       // Gone once dead (their connections are closed by then).
       for (let i = 0; i < 500 && processes.some(alive); i++) await new Promise((resolve) => setTimeout(resolve, 10))
