@@ -8,7 +8,7 @@ import fs from "node:fs/promises"
 import { existsSync, readdirSync, readFileSync } from "node:fs"
 import path from "node:path"
 import { promisify } from "node:util"
-import { portTakenIn } from "../../src/adapters/postgres/EmbeddedPostgres.js"
+import { portTakenIn, postmasterPid } from "../../src/adapters/postgres/EmbeddedPostgres.js"
 import { serverTempDir } from "./process.js"
 import { freePort } from "./proxy.js"
 
@@ -37,6 +37,28 @@ const childrenOf = (pid: number) =>
     .filter((entry) => /^\d+$/.test(entry))
     .map(Number)
     .filter((child) => statOf(child)?.ppid === pid)
+
+/**
+ * SIGKILL to the postmaster of `dataDir` and every process it forked, stopped first so that it forks no more; resolves
+ * once they are dead (their connections are closed by then).
+ */
+const killWithChildren = async (dataDir: string) => {
+  const pid = await postmasterPid(dataDir)
+  if (pid === undefined) throw new Error(`no postmaster runs in ${dataDir}`)
+  process.kill(pid, "SIGSTOP")
+  // Each child is in a process group of its own (PostgreSQL's children call setsid): killed one by one. One may have
+  // ended since it was listed.
+  const processes = [...childrenOf(pid), pid]
+  for (const p of processes) {
+    try {
+      process.kill(p, "SIGKILL")
+    } catch {
+      // Gone already.
+    }
+  }
+  for (let i = 0; i < 500 && processes.some(alive); i++) await new Promise((resolve) => setTimeout(resolve, 10))
+  if (processes.some(alive)) throw new Error(`the server's processes outlived SIGKILL for 5 s (${dataDir})`)
+}
 
 /** The folder of PostgreSQL's server binaries, with everything the test needs; undefined when there is none. */
 export const postgresBinaries = (): string | undefined => {
@@ -147,27 +169,9 @@ export const startCluster = async (options: {
     start,
     crash: async (server) => {
       // Without /proc (not Linux) the children cannot be listed: the orderly immediate stop instead.
-      if (!existsSync("/proc/self/stat")) {
-        await pgRun(bindir, "pg_ctl", ["stop", "-m", "immediate", "-D", server.dataDir])
-        started.delete(server)
-        return
-      }
-      const pid = Number((await fs.readFile(path.join(server.dataDir, "postmaster.pid"), "utf8")).split("\n")[0])
-      process.kill(pid, "SIGSTOP")
-      // Each child is in a process group of its own (PostgreSQL's children call setsid): killed one by one. One may
-      // have ended since it was listed.
-      const processes = [...childrenOf(pid), pid]
-      for (const p of processes) {
-        try {
-          process.kill(p, "SIGKILL")
-        } catch {
-          // Gone already.
-        }
-      }
+      if (existsSync("/proc/self/stat")) await killWithChildren(server.dataDir)
+      else await pgRun(bindir, "pg_ctl", ["stop", "-m", "immediate", "-D", server.dataDir])
       started.delete(server)
-      // Gone once dead (their connections are closed by then).
-      for (let i = 0; i < 500 && processes.some(alive); i++) await new Promise((resolve) => setTimeout(resolve, 10))
-      if (processes.some(alive)) throw new Error(`the primary's processes outlived SIGKILL for 5 s`)
     },
     promote: async (server) => {
       await pgRun(bindir, "pg_ctl", ["promote", "-w", "-t", "60", "-D", server.dataDir])
