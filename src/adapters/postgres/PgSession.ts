@@ -177,6 +177,8 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     [OWN] = false
     /** The running statement's timer, while one is armed. */
     timer: ReturnType<typeof setTimeout> | undefined = undefined
+    /** Statements ended so far (answered, or the connection closed): tells a statement's end from a later one's. */
+    ended = 0
     /** The running statement was cancelled by its timer: its cancellation is reported as a statement timeout. */
     timedOut = false
     /** A cancel request not yet answered: nothing is sent on this connection until it is. */
@@ -189,6 +191,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
       // Attached before the client's own handlers (attached when it connects), so these run first.
       this.connection.on("readyForQuery", () => {
         // The statement ended, answered or failed.
+        this.ended++
         if (this.timer !== undefined) clearTimeout(this.timer)
         this.timer = undefined
         this.timedOut = false
@@ -197,6 +200,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
         if (this.timedOut && message.code === "57014") message.message = "canceling statement due to statement timeout"
       })
       this.connection.on("end", () => {
+        this.ended++
         if (this.timer !== undefined) clearTimeout(this.timer)
         this.timer = undefined
       })
@@ -218,6 +222,7 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
     cancelling: boolean
     timer: ReturnType<typeof setTimeout> | undefined
     timedOut: boolean
+    ended: number
     transactionLimitMs: number | undefined
     [OWN]: boolean
     cancelRunning: () => Promise<void>
@@ -246,14 +251,12 @@ export const limitedClient = (limits: Limits): typeof EndingClient => {
       this[OWN] = false
       if (timeoutMs > 0) {
         if (this.timer !== undefined) clearTimeout(this.timer)
+        const sent = this.ended
         this.timer = setTimeout(() => {
           this.timer = undefined
           this.timedOut = true
-          void this.cancelRunning().then(() => {
-            // Still running 5 s after its cancel was answered or given up (the statement's end clears `timedOut`):
-            // the connection stopped answering, and the statement would wait for good.
-            if (this.timedOut && this.timer === undefined) this.timer = setTimeout(() => close(this), CANCEL_TIMEOUT_MS)
-          })
+          // Cancelled as an interrupted statement is, and closed the same way if it still has not ended 5 s after.
+          void cancelInterrupted(this as unknown as Pg.Client, () => this.ended !== sent)
         }, timeoutMs)
       }
     } else {
@@ -294,10 +297,11 @@ export const cancelRunning = (client: Pg.Client): Promise<void> => {
 }
 
 /**
- * Cancels an interrupted statement (`cancelRunning`); resolves once the cancel was answered or given up. When the
- * statement has still not ended 5 s later (`ended`), its connection stopped answering (a frozen pooler, a network
- * that drops packets) and is closed, as the client's own timeout does: the statement fails as a lost connection, the
- * server rolls back what it held, and what was queued behind it (a transaction's ROLLBACK) does not wait for good.
+ * Cancels a statement that must not run on (`cancelRunning`): an interrupted one, or one past the client's statement
+ * timeout. Resolves once the cancel was answered or given up. When the statement has still not ended 5 s later
+ * (`ended`), its connection stopped answering (a frozen pooler, a network that drops packets) and is closed: the
+ * statement fails as a lost connection, the server rolls back what it held, and what was queued behind it (a
+ * transaction's ROLLBACK) does not wait for good.
  */
 export const cancelInterrupted = (client: Pg.Client, ended: () => boolean): Promise<void> =>
   cancelRunning(client).then(() => {
