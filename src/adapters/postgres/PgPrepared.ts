@@ -25,7 +25,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { createHash } from "node:crypto"
 import type * as Pg from "pg"
-import { CANCEL_TIMEOUT_MS, cancelInterrupted } from "./PgSession.js"
+import { interruptStatement } from "./PgSession.js"
 
 /** The node-postgres pool under kairos's own `PgClient` (see `PgKairos.clientLayer`). */
 export class PgPool extends Context.Tag("kairos/PgPool")<PgPool, Pg.Pool>() {}
@@ -133,22 +133,19 @@ export const cancellable = <A>(
         resume(onError(error))
       }
     })
-    return Effect.async<void>((resumeCancel) => {
+    return Effect.suspend(() => {
       interrupted = true
       // Not connected yet (the connect callback gives the connection back), or already ended: nothing to cancel.
-      if (client === undefined || ended) return resumeCancel(Effect.void)
-      let answered = false
-      const finish = () => {
-        if (!(answered && ended)) return
-        release()
-        resumeCancel(Effect.void)
-      }
-      onEnded = finish
-      void cancelInterrupted(client, () => ended).then(() => {
-        answered = true
-        finish()
-      })
-    }).pipe(Effect.timeoutOption(CANCEL_TIMEOUT_MS), Effect.asVoid)
+      if (client === undefined || ended) return Effect.void
+      return interruptStatement(
+        client,
+        () => ended,
+        (finish) => {
+          onEnded = finish
+        },
+        release
+      )
+    })
   })
 
 /**

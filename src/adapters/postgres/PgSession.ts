@@ -30,6 +30,7 @@
  */
 import net from "node:net"
 import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
 import type * as Pg from "pg"
 import { EndingClient } from "./PgConnect.js"
 
@@ -303,10 +304,36 @@ export const cancelRunning = (client: Pg.Client): Promise<void> => {
  * statement fails as a lost connection, the server rolls back what it held, and what was queued behind it (a
  * transaction's ROLLBACK) does not wait for good.
  */
-export const cancelInterrupted = (client: Pg.Client, ended: () => boolean): Promise<void> =>
+const cancelInterrupted = (client: Pg.Client, ended: () => boolean): Promise<void> =>
   cancelRunning(client).then(() => {
     if (ended()) return
     setTimeout(() => {
       if (!ended()) client.connection.stream.destroy()
     }, CANCEL_TIMEOUT_MS).unref()
   })
+
+/**
+ * The canceller of a statement running on `client` (what an `Effect.async` around it returns when interrupted): the
+ * statement is cancelled (`cancelInterrupted`), and the interruption ends once it has ended and its cancel was
+ * answered, or after 5 s. `whenEnded` is given the function to call when the statement ends from now on; `then` runs
+ * once both happened (a pool's connection is given back then, not while a cancel may still reach it).
+ */
+export const interruptStatement = (
+  client: Pg.Client,
+  ended: () => boolean,
+  whenEnded: (onEnded: () => void) => void,
+  then?: () => void
+): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    let answered = false
+    const finish = () => {
+      if (!(answered && ended())) return
+      then?.()
+      resume(Effect.void)
+    }
+    whenEnded(finish)
+    void cancelInterrupted(client, ended).then(() => {
+      answered = true
+      finish()
+    })
+  }).pipe(Effect.timeoutOption(CANCEL_TIMEOUT_MS), Effect.asVoid)

@@ -34,7 +34,7 @@ import * as Stream from "effect/Stream"
 import type * as Pg from "pg"
 import type { Transacted, Transaction, TransactOptions } from "../../ports/Transaction.js"
 import { classify, type PgFailure } from "./PgErrors.js"
-import { CANCEL_TIMEOUT_MS, cancelInterrupted, ownStatementsFollow } from "./PgSession.js"
+import { interruptStatement, ownStatementsFollow } from "./PgSession.js"
 
 /** How far past the handler's timeout the database's own limits on its transaction are set (ms). */
 export const LIMIT_MARGIN_MS = 5000
@@ -83,19 +83,17 @@ const onClient = <A>(
       ended = true
       resume(Effect.fail(statementFailed(error)))
     }
-    return Effect.async<void>((resumeCancel) => {
+    return Effect.suspend(() => {
       interrupted = true
-      if (ended) return resumeCancel(Effect.void)
-      let answered = false
-      const finish = () => {
-        if (answered && ended) resumeCancel(Effect.void)
-      }
-      onEnded = finish
-      void cancelInterrupted(client, () => ended).then(() => {
-        answered = true
-        finish()
-      })
-    }).pipe(Effect.timeoutOption(CANCEL_TIMEOUT_MS), Effect.asVoid)
+      if (ended) return Effect.void
+      return interruptStatement(
+        client,
+        () => ended,
+        (finish) => {
+          onEnded = finish
+        }
+      )
+    })
   })
 
 type Rows = ReadonlyArray<Record<string, unknown>>
