@@ -31,9 +31,11 @@ export { Settings, SettingsError, SettingKeys, SettingsWriter, type Switches } f
 export {
   QueueStore,
   QueueStoreError,
+  EXACT_DEPTH_UP_TO,
   type EnqueueInput,
   type FlowStepInput,
   type QueueClaim,
+  type QueueDepth,
   type VacuumOutcome,
   type VacuumRequest
 } from "./ports/QueueStore.js"

@@ -166,13 +166,13 @@ export const create = async (options: Options): Promise<Kairos> => {
   const thenWake = <A, E>(self: Effect.Effect<A, E>) => Effect.zipLeft(self, runner.wake)
   // onIdle's watches: stopped by `stop`, so none outlives the pool.
   const watchers = new Set<Fiber.RuntimeFiber<unknown, unknown>>()
-  // Nothing running here (no query), then nothing in the queue.
+  // Nothing running here (no query), then nothing in the queue (a bounded count: a long backlog costs no more).
   const idle = Effect.flatMap(runner.running, (running) =>
     running > 0
       ? Effect.succeed(false)
       : Effect.map(
-          Effect.flatMap(QueueStore, (queue) => queue.pendingCount()),
-          (n) => n === 0
+          Effect.flatMap(QueueStore, (queue) => queue.depth()),
+          (depth) => depth.count === 0
         )
   )
   return {

@@ -12,6 +12,16 @@ import type { InvalidFlowError, InvalidRetryError } from "../domain/errors.js"
 import type * as Retry from "../domain/Retry.js"
 import type { Transact } from "./Transaction.js"
 
+/** Up to how many queued items `QueueStore.depth` counts exactly. */
+export const EXACT_DEPTH_UP_TO = 10_000
+
+/** The queue's depth as `QueueStore.depth` reads it. */
+export interface QueueDepth {
+  /** Items pending or processing: exact when `exact`, else an estimate above `EXACT_DEPTH_UP_TO`. */
+  readonly count: number
+  readonly exact: boolean
+}
+
 /** A QueueStore failure. */
 export class QueueStoreError extends Data.TaggedError("QueueStoreError")<{
   readonly reason: "Unavailable" | "Decode" | "Unknown"
@@ -250,8 +260,15 @@ export class QueueStore extends Context.Tag("kairos/QueueStore")<
       taskTypes: ReadonlyArray<string>,
       now: Date
     ) => Effect.Effect<Option.Option<Date>, QueueStoreError>
-    /** Items pending or processing. */
+    /** Items pending or processing (waiting for others included), counted exactly: it reads every one of them. */
     readonly pendingCount: () => Effect.Effect<number, QueueStoreError>
+    /**
+     * The queue's depth as a monitor reads it (the CLI worker's status line, the queue-depth gauge): `pendingCount`
+     * where the queue holds at most `EXACT_DEPTH_UP_TO` items, else the database's estimate, never below
+     * `EXACT_DEPTH_UP_TO + 1` (`exact: false`), so that a reading costs the same whatever the backlog. Counting a million
+     * queued items exactly costs Postgres ~0.3 s of CPU, and every worker reads its depth every few seconds.
+     */
+    readonly depth: () => Effect.Effect<QueueDepth, QueueStoreError>
     /**
      * Cancels an item: deletes it whether pending or processing, and returns the status it had; none when no item
      * has that id. A running execution of it finishes, but its result is refused (nothing is logged for it).

@@ -1,8 +1,8 @@
 /**
  * The heartbeat: the runner's row in `scheduler_workers` (its owner id and task types), refreshed on a timer of its
  * own whatever the poll, and at once when the handlers change; asleep while there is nothing to report (no handler
- * registered). A worker counts as live for three heartbeats. The queue-depth gauge is refreshed with it (one count
- * query per heartbeat, not per tick).
+ * registered). A worker counts as live for three heartbeats. The queue-depth gauge is refreshed with it (one reading
+ * of `QueueStore.depth` per heartbeat, not per tick: its cost is bounded whatever the backlog).
  */
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -39,8 +39,8 @@ export const make = (options: {
     yield* workerRegistry
       .register(owner, taskTypes(), now, new Date(now.getTime() + liveFor))
       .pipe(Effect.catchAll((e) => Effect.logWarning(`heartbeat failed: ${e.message}`)))
-    yield* queueStore.pendingCount().pipe(
-      Effect.flatMap((n) => Metric.set(Metrics.queueDepth, n)),
+    yield* queueStore.depth().pipe(
+      Effect.flatMap((depth) => Metric.set(Metrics.queueDepth, depth.count)),
       Effect.ignore
     )
     yield* Effect.raceFirst(Effect.sleep(config.heartbeatInterval), handlersChanged.take)

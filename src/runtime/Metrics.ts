@@ -45,7 +45,9 @@ export const claimDuration = Metric.histogram(
 )
 
 /** Items pending or processing in the queue, as this runner last saw it (every heartbeat). */
-export const queueDepth = Metric.gauge("kairos_queue_depth", { description: "queue items pending or processing" })
+export const queueDepth = Metric.gauge("kairos_queue_depth", {
+  description: "queue items pending or processing (exact up to 10,000, the database's estimate beyond)"
+})
 
 type Labels = ReadonlyArray<MetricLabel.MetricLabel>
 // By kind, outcome ("" for none) and task type: looked up twice per execution, so without building a key.

@@ -10,7 +10,7 @@ import * as PgQueueStore from "../../src/adapters/postgres/PgQueueStore.js"
 import * as PgWakeUps from "../../src/adapters/postgres/PgWakeUps.js"
 import { migrate } from "../../src/adapters/postgres/migrations.js"
 import * as PgKairos from "../../src/layers/PgKairos.js"
-import { type QueueClaim, QueueStore } from "../../src/index.js"
+import { EXACT_DEPTH_UP_TO, type QueueClaim, QueueStore } from "../../src/index.js"
 import { suite } from "../contracts/QueueStoreContract.js"
 import { databaseUrl, TestSchema, TestSchemaLive } from "../support/database.js"
 import { blocked, connect, patient, query } from "../support/locks.js"
@@ -1352,5 +1352,30 @@ layer(PgQueueOnOneConnection, { timeout: "60 seconds", excludeTestServices: true
         expect(p.generic_plans, p.statement).toBeGreaterThanOrEqual(5)
       }
     })
+  )
+})
+
+layer(PgQueue("queuedepth"), { timeout: "60 seconds", excludeTestServices: true })("queue depth", (it) => {
+  it.effect(
+    "past EXACT_DEPTH_UP_TO items the depth is the planner's estimate (never below the bound), close once analyzed",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const schema = yield* TestSchema
+        const q = yield* QueueStore
+        const items = sql(`${schema}.queue_items`)
+        yield* sql`INSERT INTO ${items} (task_type, payload, thread) SELECT 'deep', '', 1 FROM generate_series(1, 50000)`
+        // Never analyzed: the planner guesses from the table's size (no statistics yet), never below the bound.
+        const unanalyzed = yield* q.depth()
+        expect(unanalyzed.exact).toBe(false)
+        expect(unanalyzed.count).toBeGreaterThan(EXACT_DEPTH_UP_TO)
+        yield* sql`ANALYZE ${items}`
+        const analyzed = yield* q.depth()
+        expect(analyzed.exact).toBe(false)
+        expect(Math.abs(analyzed.count - 50_000)).toBeLessThan(2_500)
+        expect(yield* q.pendingCount()).toBe(50_000)
+        yield* sql`DELETE FROM ${items} WHERE id > (SELECT min(id) + 9 FROM ${items})`
+        expect(yield* q.depth()).toEqual({ count: 10, exact: true })
+      })
   )
 })

@@ -101,6 +101,14 @@ describe("kairos worker", () => {
       expect(events).not.toContain("execution")
       expect(events).not.toContain("log")
       expect(events).toContain("stopped")
+      // The status line's queue depth, exact for a queue this short (estimated past EXACT_DEPTH_UP_TO items).
+      const status = out
+        .trimEnd()
+        .split("\n")
+        .map((l) => JSON.parse(l) as Record<string, unknown>)
+        .find((e) => e["event"] === "status")
+      expect(status).toMatchObject({ queue_exact: true })
+      expect(typeof status?.["queue"]).toBe("number")
       expect(await query(`SELECT 1 FROM $schema.queue_items WHERE status = 'processing'`)).toEqual([])
       expect(await json(["workers"])).toEqual([])
     }

@@ -4,7 +4,14 @@
  */
 import { expect, layer } from "@effect/vitest"
 import { Context, Deferred, Effect, type Layer, Option } from "effect"
-import { type ProcessedItem, QueueStore, type QueueClaim, type WakeTopic, WakeUps } from "../../src/index.js"
+import {
+  EXACT_DEPTH_UP_TO,
+  type ProcessedItem,
+  QueueStore,
+  type QueueClaim,
+  type WakeTopic,
+  WakeUps
+} from "../../src/index.js"
 import { gaveUpMessage, MAX_UNFINISHED } from "../../src/domain/QueueItem.js"
 import * as Retry from "../../src/domain/Retry.js"
 
@@ -1081,5 +1088,24 @@ export const suite = (name: string, storeLayer: Layer.Layer<QueueStore | WakeUps
           expect((yield* recentProcessed(10)).map((p) => p.payload)).toEqual(["p3"])
           expect(yield* q.pruneProcessed({ olderThan: later, keepLast: 1, limit: 10 })).toBe(0)
         })
+    )
+
+    // Last in the suite: it fills the store past the bound, and leaves it so (pgQueue.test.ts empties a queue again).
+    it.effect("depth: pendingCount, exact, up to EXACT_DEPTH_UP_TO items; past them more than that, exact or not", () =>
+      Effect.gen(function* () {
+        const q = yield* QueueStore
+        const t = type("depth")
+        expect(yield* q.depth()).toEqual({ count: yield* q.pendingCount(), exact: true })
+        const before = yield* q.pendingCount()
+        yield* q.enqueueMany(
+          Array.from({ length: EXACT_DEPTH_UP_TO + 50 - before }, () => ({ taskType: t, payload: "" })),
+          T0
+        )
+        const deep = yield* q.depth()
+        expect(deep.count).toBeGreaterThan(EXACT_DEPTH_UP_TO)
+        // An estimate may be off (Postgres reads it from the table's statistics); an exact count may not.
+        if (deep.exact) expect(deep.count).toBe(EXACT_DEPTH_UP_TO + 50)
+        expect(yield* q.pendingCount()).toBe(EXACT_DEPTH_UP_TO + 50)
+      })
     )
   })

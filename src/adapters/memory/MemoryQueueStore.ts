@@ -676,6 +676,8 @@ export const make: Effect.Effect<
         return times.length === 0 ? Option.none() : Option.some(new Date(Math.min(...times)))
       }),
     pendingCount: () => Effect.sync(() => rows.length + waiting.length),
+    // Counting costs nothing here: always exact (what the Postgres store answers, short of its estimate).
+    depth: () => Effect.sync(() => ({ count: rows.length + waiting.length, exact: true })),
     cancel: (itemId) =>
       Effect.sync(() => {
         const i = rows.findIndex((r) => r.item.id === itemId)

@@ -264,11 +264,12 @@ export const workerCommand = Command.make(
         process.on("SIGTERM", onSignal("SIGTERM"))
         const queue = yield* QueueStore
         // A live status line on a terminal; a structured line every few seconds otherwise. The queue depth is
-        // unknown ("?", null) while the database cannot be reached.
+        // unknown ("?", null) while the database cannot be reached, and estimated ("~") past EXACT_DEPTH_UP_TO items.
         yield* Effect.gen(function* () {
           const stats = yield* runner.stats
-          const depth = Option.getOrNull(yield* queue.pendingCount().pipe(Effect.option))
-          const shown = depth === null ? "?" : String(depth)
+          const depth = Option.getOrNull(yield* queue.depth().pipe(Effect.option))
+          // Past EXACT_DEPTH_UP_TO items the depth is the database's estimate: "~" says so.
+          const shown = depth === null ? "?" : `${depth.exact ? "" : "~"}${depth.count}`
           const running = yield* runner.running
           if (tty) {
             CliOutput.redraw(
@@ -276,7 +277,15 @@ export const workerCommand = Command.make(
             )
           } else {
             emit(
-              { event: "status", claimed: stats.started, ok: stats.ok, failed: stats.failed, running, queue: depth },
+              {
+                event: "status",
+                claimed: stats.started,
+                ok: stats.ok,
+                failed: stats.failed,
+                running,
+                queue: depth?.count ?? null,
+                queue_exact: depth?.exact ?? null
+              },
               `status claimed=${stats.started} ok=${stats.ok} failed=${stats.failed} running=${running} queue=${shown}`
             )
           }
