@@ -268,7 +268,6 @@ export const workerCommand = Command.make(
         yield* Effect.gen(function* () {
           const stats = yield* runner.stats
           const depth = Option.getOrNull(yield* queue.depth().pipe(Effect.option))
-          // Past EXACT_DEPTH_UP_TO items the depth is the database's estimate: "~" says so.
           const shown = depth === null ? "?" : `${depth.exact ? "" : "~"}${depth.count}`
           const running = yield* runner.running
           if (tty) {
