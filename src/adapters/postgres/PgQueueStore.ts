@@ -45,7 +45,7 @@ import * as PgTransaction from "./PgTransaction.js"
 import { PgPool } from "./PgPrepared.js"
 import * as PgVacuum from "./PgVacuum.js"
 import * as PgFlows from "./PgFlows.js"
-import { type PgOptions, schemaName, table } from "./PgSchema.js"
+import { cappedCount, type PgOptions, schemaName, table } from "./PgSchema.js"
 
 const ItemRow = Schema.Struct({
   id: Schema.String,
@@ -921,8 +921,7 @@ export const make = (options: Options = {}): Effect.Effect<QueueStore["Type"], n
       depth: () =>
         Effect.gen(function* () {
           const [row] = yield* sql<{ items: number; waiting: number }>`
-            SELECT (SELECT count(*) FROM (SELECT 1 FROM ${items} LIMIT ${EXACT_DEPTH_UP_TO + 1}) x)::int AS items,
-                   (SELECT count(*) FROM (SELECT 1 FROM ${waiting} LIMIT ${EXACT_DEPTH_UP_TO + 1}) x)::int AS waiting`
+            SELECT ${cappedCount(sql, items)}::int AS items, ${cappedCount(sql, waiting)}::int AS waiting`
           const past = (n: number) => n > EXACT_DEPTH_UP_TO
           const one = (n: number, name: string) =>
             past(n)

@@ -23,8 +23,7 @@ import { QueueStatus } from "../../domain/QueueItem.js"
 import * as Schedule from "../../domain/Schedule.js"
 import { RunStatus } from "../../domain/ScheduledJob.js"
 import { isGreen, SEMAPHORE_KEY } from "../../domain/SettingValues.js"
-import { EXACT_DEPTH_UP_TO } from "../../ports/QueueStore.js"
-import { type PgOptions, schemaName, table } from "./PgSchema.js"
+import { cappedCount, type PgOptions, schemaName, table } from "./PgSchema.js"
 
 /** Reading kairos's tables failed. `cause` is the `SqlError` (its own `cause` carries Postgres's `code`) or the `ParseError`. */
 export class ReadModelError extends Data.TaggedError("ReadModelError")<{
@@ -621,21 +620,19 @@ export const make = (options: PgOptions = {}): Effect.Effect<PgReadModel, never,
     // Each part is an index lookup or a small table: the newest execution and item, the latest finished run, the
     // jobs' last change, the switch, the number of items and of live workers; the items waiting for others (a count:
     // one arriving, released, doomed or cancelled changes it) and the limits (their number and last change). The
-    // queue's tables are counted up to EXACT_DEPTH_UP_TO + 1 rows (`capped`), and the executions running by their
+    // queue's tables are counted up to EXACT_DEPTH_UP_TO + 1 rows (`cappedCount`), and the executions running by their
     // leases (the leased rows' partial index, and queue_leases), not by a status no index covers: the poll costs the
     // same whatever the backlog (an item cancelled from a longer queue then changes nothing here; the other parts
     // change all the time).
-    const capped = (t: typeof items) =>
-      sql`(SELECT count(*) FROM (SELECT 1 FROM ${t} LIMIT ${EXACT_DEPTH_UP_TO + 1}) c)`
     const signature = sql<{ signature: string }>`
       SELECT concat_ws(':',
-        (SELECT max(id) FROM ${processed}), (SELECT max(id) FROM ${items}), ${capped(items)},
+        (SELECT max(id) FROM ${processed}), (SELECT max(id) FROM ${items}), ${cappedCount(sql, items)},
         (SELECT count(*) FROM ${items} WHERE lease_token IS NOT NULL), (SELECT count(*) FROM ${leases}),
         (SELECT max(id) FROM ${runs}),
         (SELECT max(finished_at) FROM ${runs}), (SELECT max(updated_at) FROM ${jobs}),
         (SELECT value FROM ${meta} WHERE key = ${SEMAPHORE_KEY}),
         (SELECT count(*) FROM ${workers} w WHERE ${liveWorker(sql, "w")}),
-        ${capped(waitingTable)},
+        ${cappedCount(sql, waitingTable)},
         (SELECT count(*) || '/' || max(updated_at) FROM ${sql(table(schema, "queue_limits"))})
       ) AS signature`
 
