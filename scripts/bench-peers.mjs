@@ -1,7 +1,8 @@
 /**
  * The job queues the benchmark measures kairos against (graphile-worker, pg-boss) are not the project's dependencies:
  * a user's or a contributor's `npm install` never fetches them (they want a newer Node than kairos does, and said so
- * in ten warning lines on every install). `npm run bench` runs this first: it installs them from bench/package.json
+ * in ten warning lines on every install). `npm run build:bench` runs this first (every `bench` script builds through
+ * it, and tsc checks the peers' modules against their types): it installs them from bench/package.json
  * and its lock into bench/node_modules (`npm ci`, once, and again when the lock changes), then links each into
  * .bench-build/node_modules, where the compiled benchmark finds them. kairos's own compiled code there still resolves
  * pg and effect from the project's node_modules. The lock pins what the project's tree held when they were its
