@@ -3,8 +3,8 @@ import { defineConfig } from "vitest/config"
 import { LongestFirstSequencer } from "./test/support/sequencer.js"
 
 // Files that need no database: the domain, the runtime on the memory adapters, the memory adapters, the migration
-// files, how Postgres errors are classified and retried, the CLI's help text, the import rule, the user-facing testing
-// example. They run without the Postgres global setup.
+// files, how Postgres errors are classified and retried, the CLI's help text, the dashboard's pacing of live
+// refreshes, the import rule, the user-facing testing example. They run without the Postgres global setup.
 const unit = [
   "test/domain/**/*.test.ts",
   "test/runtime/**/*.test.ts",
@@ -12,6 +12,7 @@ const unit = [
   "test/adapters/migrationFiles.test.ts",
   "test/adapters/pgErrors.test.ts",
   "test/cli/help.test.ts",
+  "test/dashboard/paced.test.ts",
   "test/architecture.test.ts",
   "examples/**/*.test.ts"
 ]

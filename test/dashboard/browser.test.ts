@@ -9,7 +9,8 @@
 import fs from "node:fs"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { migratedSchema, type TestDb } from "../support/workers.js"
+import { channel } from "../../src/adapters/postgres/PgSchema.js"
+import { migratedSchema, type TestDb, until } from "../support/workers.js"
 import { type RunningDashboard, seed, startDashboard } from "./support.js"
 
 const executablePath = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium"
@@ -352,6 +353,49 @@ describe.skipIf(!available)("the dashboard in Chromium", { timeout: TEST_TIMEOUT
       expect(problems).toEqual([])
     } finally {
       await context.close()
+    }
+  })
+
+  it("a page given as read earlier (a slow read, paced) asks again when the hold ends: the change it missed shows", async () => {
+    const { context, page, problems } = await open()
+    try {
+      await page.goto(`${dashboard.url}/queue?task_type=paced_probe`)
+      await live(page)
+      await page.evaluate("window.notReloaded = true")
+      // A change the page hears (a NOTIFY on the schema's channel) while the queue's table is locked for 1.2 s: its
+      // refresh waits for the lock, a read of most of a second, which refreshes are then given for ~20 times that.
+      const locked = db.query(
+        `BEGIN; LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.2); COMMIT`
+      )
+      await until(
+        async () =>
+          (
+            await db.query<{ n: number }>(
+              `SELECT count(*)::int AS n FROM pg_locks
+               WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
+            )
+          )[0]!.n > 0,
+        10_000,
+        "the lock"
+      )
+      const slow = page.waitForResponse((r) => r.url().includes("paced_probe") && r.status() === 200)
+      await db.query(`SELECT pg_notify($1, 'settings')`, [channel(db.schema)])
+      await locked
+      await slow
+      // The item's own change is then given that read, without it, and told when the server reads afresh.
+      const held = page.waitForResponse(
+        (r) => r.url().includes("paced_probe") && r.headers()["x-kairos-held"] !== undefined
+      )
+      await db.query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('paced_probe', '{}')`)
+      const heldFor = Number((await held).headers()["x-kairos-held"])
+      expect(heldFor).toBeGreaterThan(0)
+      // The script asks again once the hold ends: the item shows.
+      await page.locator("#queue-table td", { hasText: "paced_probe" }).waitFor({ timeout: heldFor + 15_000 })
+      expect(await page.evaluate("window.notReloaded")).toBe(true)
+      expect(problems).toEqual([])
+    } finally {
+      await context.close()
+      await db.query(`DELETE FROM $schema.queue_items WHERE task_type = 'paced_probe'`)
     }
   })
 })

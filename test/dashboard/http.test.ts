@@ -865,3 +865,68 @@ describe("flows, outputs and limits", () => {
     await db.query(`DELETE FROM $schema.queue_limits`)
   })
 })
+
+describe("live refreshes", () => {
+  /** The page as the page's script fetches it after a change. */
+  const refresh = async (path: string) => {
+    const response = await fetch(`${dashboard.url}${path}`, { headers: { "x-kairos-refresh": "1" } })
+    return { status: response.status, text: await response.text(), held: response.headers.get("x-kairos-held") }
+  }
+  /** The overview read slowly: the queue's table locked for 0.6 s while it counts it (a read of a long queue). */
+  const slowOverview = async () => {
+    const locked = db.query(
+      `BEGIN; LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(0.6); COMMIT`
+    )
+    await until(
+      async () =>
+        (
+          await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_locks
+             WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
+          )
+        )[0]!.n > 0,
+      10_000,
+      "the lock"
+    )
+    const started = Date.now()
+    const page = await get("/")
+    const took = Date.now() - started
+    await locked
+    expect(page.status).toBe(200)
+    expect(took).toBeGreaterThanOrEqual(200)
+    return took
+  }
+
+  it("are given the page as read while that read took under a twentieth of its age, and told when to ask again; a navigation and an action read afresh", async () => {
+    const took = await slowOverview()
+    await db.query(`INSERT INTO $schema.queue_items (task_type, payload) VALUES ('paced_probe', '{}')`)
+    try {
+      // A second on: the overview as read, without the new type, saying when it was read and for how long it is
+      // given; the script is told when the server reads afresh (under 20 × the read's time from its start).
+      await new Promise((resolve) => setTimeout(resolve, 1100))
+      const held = await refresh("/")
+      expect(held.status).toBe(200)
+      expect(held.text).not.toContain("paced_probe")
+      expect(held.text).toMatch(/data-held>\s*Figures as read at \d\d:\d\d:\d\d UTC: reading them took \d+\.\d\s+s/)
+      expect(Number(held.held)).toBeGreaterThan(0)
+      expect(Number(held.held)).toBeLessThanOrEqual(20 * took)
+      // A navigation or a reload reads afresh, and says nothing of it.
+      const fresh = await get("/")
+      expect(fresh.text).toContain("paced_probe")
+      expect(fresh.text).not.toContain("data-held")
+      expect(fresh.headers.get("x-kairos-held")).toBeNull()
+
+      // Held again; an action sent through the dashboard forgets it: the refresh after it shows what it did.
+      await slowOverview()
+      const csrf = csrfOf((await get("/")).text)
+      await slowOverview()
+      expect(await post("pause-all", {}, { token: TOKEN, csrf })).toMatchObject({ status: 200, body: { ok: true } })
+      const after = await refresh("/")
+      expect(after.text).toContain("Paused")
+      expect(after.held).toBeNull()
+      expect(await post("resume-all", {}, { token: TOKEN, csrf })).toMatchObject({ status: 200, body: { ok: true } })
+    } finally {
+      await db.query(`DELETE FROM $schema.queue_items WHERE task_type = 'paced_probe'`)
+    }
+  })
+})

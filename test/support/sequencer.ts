@@ -28,7 +28,7 @@ const knownSeconds: Readonly<Record<string, number>> = {
   "test/faults/limits-connections.test.ts": 34,
   "test/integration/pgbouncer.test.ts": 30,
   "test/cli/cli.test.ts": 29,
-  "test/dashboard/browser.test.ts": 27,
+  "test/dashboard/browser.test.ts": 45,
   "test/integration/limits.multiprocess.test.ts": 23,
   "test/adapters/pgFlows.test.ts": 22,
   "test/faults/db-restart.test.ts": 20,

@@ -21,6 +21,7 @@ import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import type * as SqlClient from "@effect/sql/SqlClient"
 import type * as PgClient from "@effect/sql-pg/PgClient"
+import * as Clock from "effect/Clock"
 import * as Data from "effect/Data"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
@@ -46,6 +47,7 @@ import * as PgWakeUps from "../postgres/PgWakeUps.js"
 import * as Assets from "./assets.js"
 import { clip, type Html, html } from "./html.js"
 import * as Live from "./Live.js"
+import * as Paced from "./Paced.js"
 import * as Pages from "./pages.js"
 
 /** How the dashboard reads and what it allows. */
@@ -269,7 +271,17 @@ export const router = (
       return authorization?.startsWith("Bearer ") === true && sameSecret(authorization.slice(7), token)
     }
 
-    /** A page whose data comes from the database; an unreachable database is a 503 page, never a stack. */
+    // What each page read last, given to its live refreshes while that read's time is under a twentieth of its age.
+    const pages = Paced.make<readonly [(ctx: Pages.PageContext) => Html, Date], Refusal | PgReadModel.ReadModelError>({
+      share: 0.05,
+      maxHoldMs: 60_000,
+      pages: 64
+    })
+
+    /**
+     * A page whose data comes from the database; an unreachable database is a 503 page, never a stack. A live
+     * refresh (the page's script sends `x-kairos-refresh`) may be given the page as read earlier (Paced).
+     */
     const view = (
       title: string,
       active: string,
@@ -283,14 +295,35 @@ export const router = (
     ) =>
       Effect.gen(function* () {
         const search = yield* HttpServerRequest.ParsedSearchParams
-        const session = hasSession(yield* HttpServerRequest.HttpServerRequest)
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const session = hasSession(request)
+        const asked = yield* Clock.currentTimeMillis
         const result = yield* Effect.either(
-          Effect.zip(build(search), reads.now().pipe(Effect.orElseSucceed(() => new Date())))
+          pages.read(
+            request.url,
+            request.headers["x-kairos-refresh"] !== undefined,
+            Effect.zip(build(search), reads.now().pipe(Effect.orElseSucceed(() => new Date())))
+          )
         )
         if (Either.isRight(result)) {
-          const [body, now] = result.right
+          const { at, ms, value } = result.right
+          const [body, now] = value
           const ctx = context(now, session)
-          return page(200, Pages.layout(ctx, { title, active, live: true }, body(ctx)))
+          // Given as read earlier (see Paced): the page says so.
+          const banner =
+            asked - at >= 1000
+              ? html`<p class="banner info" data-held>
+                  Figures as read at ${now.toISOString().slice(11, 19)} UTC: reading them took ${(ms / 1000).toFixed(1)}
+                  s, so live updates show them for ${Math.round(pages.holdMs(ms) / 1000)} s before reading them again.
+                </p>`
+              : undefined
+          const response = page(200, Pages.layout(ctx, { title, active, live: true, banner }, body(ctx)))
+          // A page given as read earlier may miss the change that asked for it: the script asks again once the read
+          // is no longer given (x-kairos-held: the ms until then), and no change stays unseen.
+          const heldFor = Math.ceil(at + pages.holdMs(ms) - asked)
+          return at < asked && heldFor > 0
+            ? HttpServerResponse.setHeader(response, "x-kairos-held", String(heldFor))
+            : response
         }
         return problemPage(result.left, active, session)
       })
@@ -516,6 +549,7 @@ export const router = (
     ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
       authorize.pipe(
         Effect.flatMap(run),
+        Effect.tap(() => pages.forget),
         Effect.flatMap((message) => answer(200, true, message)),
         Effect.catchTag("Refusal", (refusal) => answer(refusal.status, false, refusal.message))
       )

@@ -87,7 +87,8 @@ dl.fields dt { color: var(--muted); } dl.fields dd { margin: 0; word-break: brea
  * 2. actions: forms marked `data-action` are sent with `fetch` (POST, `Authorization: Bearer <token>`, the page's
  *    CSRF field), and the answer is shown in the flash line;
  * 3. live updates: an EventSource on `/events`; on each change the page is fetched again and its `data-live`
- *    sections replaced (at most once a second), leaving filter forms and focus alone.
+ *    sections replaced (at most once a second), leaving filter forms and focus alone. The fetch says it is a refresh
+ *    (`x-kairos-refresh`): the server may answer with the page as read a moment ago (Paced.ts).
  */
 export const js = `
 (function () {
@@ -162,12 +163,17 @@ export const js = `
     liveState.textContent = text;
   };
 
-  var busy = false, again = false, last = 0, timer = null;
+  var busy = false, again = false, last = 0, timer = null, held = null;
   function refresh() {
     if (busy) { again = true; return; }
     busy = true;
-    fetch(location.href, { headers: { accept: "text/html" }, credentials: "same-origin" })
-      .then(function (response) { return response.text(); })
+    fetch(location.href, { headers: { accept: "text/html", "x-kairos-refresh": "1" }, credentials: "same-origin" })
+      .then(function (response) {
+        // The page as read a moment ago, which may predate the change: asked again once the server reads afresh.
+        var wait = Number(response.headers.get("x-kairos-held") || 0);
+        if (wait > 0 && held === null) held = setTimeout(function () { held = null; schedule(); }, wait);
+        return response.text();
+      })
       .then(function (text) {
         var next = new DOMParser().parseFromString(text, "text/html");
         document.querySelectorAll("[data-live]").forEach(function (el) {

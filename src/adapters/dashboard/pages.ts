@@ -41,7 +41,12 @@ const nav: ReadonlyArray<readonly [string, string]> = [
 /** A whole page. `live` sections (`data-live` with an id) are refreshed in place by the script on each change. */
 export const layout = (
   ctx: PageContext,
-  options: { readonly title: string; readonly active: string; readonly live: boolean; readonly banner?: Html },
+  options: {
+    readonly title: string
+    readonly active: string
+    readonly live: boolean
+    readonly banner?: Html | undefined
+  },
   content: Html
 ): Html =>
   html`<!doctype html>
