@@ -236,9 +236,21 @@ export const router = (
       now: reads.now()
     })
     const wakeUps = yield* PgWakeUps.make({ schema, url: options.directUrl })
+    // What each page read last, given to its live refreshes while that read's time is under a twentieth of its age.
+    const pages = Paced.make<readonly [(ctx: Pages.PageContext) => Html, Date], Refusal | PgReadModel.ReadModelError>({
+      share: 0.05,
+      maxHoldMs: 60_000,
+      pages: 64
+    })
     const live = yield* Live.make({
       signature: reads.signature(),
-      subscribe: wakeUps.subscribe,
+      // An operator's change from anywhere (the switch, a job, limits: the CLI, the Promise API, SQL) is rare and
+      // expected at once: what pages read before it is forgotten. New items ("queue") come all the time: paced.
+      subscribe: (wake) =>
+        wakeUps.subscribe((topic) => {
+          if (topic !== "queue") Effect.runSync(pages.forget)
+          wake(topic)
+        }),
       pollInterval: options.pollInterval ?? "5 seconds"
     })
     // Open event streams end when the router's scope closes, so a server shutting down is not held open by them.
@@ -270,13 +282,6 @@ export const router = (
       const authorization = request.headers["authorization"]
       return authorization?.startsWith("Bearer ") === true && sameSecret(authorization.slice(7), token)
     }
-
-    // What each page read last, given to its live refreshes while that read's time is under a twentieth of its age.
-    const pages = Paced.make<readonly [(ctx: Pages.PageContext) => Html, Date], Refusal | PgReadModel.ReadModelError>({
-      share: 0.05,
-      maxHoldMs: 60_000,
-      pages: 64
-    })
 
     /**
      * A page whose data comes from the database; an unreachable database is a 503 page, never a stack. A live
