@@ -21,7 +21,7 @@ const loads = (ms: number) => {
   return { state, load }
 }
 
-const options = { share: 0.05, maxHoldMs: 60_000, pages: 3 }
+const options = { share: 0.05, maxHoldMs: 60_000, minHoldMs: 1000, pages: 3 }
 
 /** Runs `self` to its end, moving the test clock by `ms` for what it sleeps. */
 const settled = <A, E>(self: Effect.Effect<A, E>, ms: number) =>
@@ -62,14 +62,14 @@ describe("live refreshes paced by what a page costs", () => {
     })
   )
 
-  it.effect("a cheap read is hardly held; a slow one at most a minute", () =>
+  it.effect("a read under 50 ms is not held (pages refresh once a second at most); a slow one at most a minute", () =>
     Effect.gen(function* () {
       const pages = Paced.make<number, string>(options)
-      expect(pages.holdMs(10)).toBe(200)
+      expect(pages.holdMs(49)).toBe(0)
+      expect(pages.holdMs(50)).toBe(1000)
       expect(pages.holdMs(5_000)).toBe(60_000)
       const { load } = loads(10)
       yield* settled(pages.read("/", false, load), 10)
-      yield* TestClock.adjust(190)
       expect((yield* settled(pages.read("/", true, load), 10)).value).toBe(2)
     })
   )

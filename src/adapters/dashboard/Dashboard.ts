@@ -240,6 +240,7 @@ export const router = (
     const pages = Paced.make<readonly [(ctx: Pages.PageContext) => Html, Date], Refusal | PgReadModel.ReadModelError>({
       share: 0.05,
       maxHoldMs: 60_000,
+      minHoldMs: 1000,
       pages: 64
     })
     const live = yield* Live.make({

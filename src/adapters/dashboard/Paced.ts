@@ -6,7 +6,7 @@
  *
  * A refresh is therefore given the page as last read while that read's time is less than `share` of its age: live
  * pages take at most that share of the database's time, however long the queue and however many tabs are open (they
- * share one read, and one in progress). A page read in 20 ms is read afresh every time, as before. A navigation or a
+ * share one read, and one in progress). A page read in under 50 ms is read afresh every time, as before. A navigation or a
  * reload always reads afresh, and an operator's change (an action sent through the dashboard; the switch, a job or
  * limits changed from anywhere, which the schema's channel says) forgets every page read.
  */
@@ -39,6 +39,11 @@ export interface PacedOptions {
   readonly share: number
   /** However long a read takes, it is given to refreshes for at most this long (ms). */
   readonly maxHoldMs: number
+  /**
+   * A read given for less than this is not given at all (ms): pages refresh at most once a second, so holding a read
+   * of a few milliseconds for a fraction of one saves nothing and would only delay a change.
+   */
+  readonly minHoldMs: number
   /** Pages kept at most (each its own path and query); the oldest read goes first. */
   readonly pages: number
 }
@@ -46,7 +51,10 @@ export interface PacedOptions {
 export const make = <A, E>(options: PacedOptions): Paced<A, E> => {
   // In the order read (a Map keeps insertion order): the first is the oldest.
   const reads = new Map<string, Deferred.Deferred<Read<A>, E>>()
-  const holdMs = (ms: number) => Math.min(options.maxHoldMs, ms / options.share)
+  const holdMs = (ms: number) => {
+    const hold = Math.min(options.maxHoldMs, ms / options.share)
+    return hold < options.minHoldMs ? 0 : hold
+  }
 
   const readNow = <R>(key: string, load: Effect.Effect<A, E, R>): Effect.Effect<Read<A>, E, R> =>
     Effect.gen(function* () {
