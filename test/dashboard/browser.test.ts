@@ -10,8 +10,8 @@ import fs from "node:fs"
 import { type Browser, type BrowserContext, chromium, type Page } from "playwright-core"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { channel } from "../../src/adapters/postgres/PgSchema.js"
-import { migratedSchema, type TestDb, until } from "../support/workers.js"
-import { type RunningDashboard, seed, startDashboard } from "./support.js"
+import { migratedSchema, type TestDb } from "../support/workers.js"
+import { lockQueue, type RunningDashboard, seed, startDashboard } from "./support.js"
 
 const executablePath = process.env["CHROMIUM_PATH"] ?? "/usr/bin/chromium"
 const available = fs.existsSync(executablePath)
@@ -362,25 +362,13 @@ describe.skipIf(!available)("the dashboard in Chromium", { timeout: TEST_TIMEOUT
       await page.goto(`${dashboard.url}/queue?task_type=paced_probe`)
       await live(page)
       await page.evaluate("window.notReloaded = true")
-      // A change the page hears (a NOTIFY on the schema's channel) while the queue's table is locked for 1.2 s: its
-      // refresh waits for the lock, a read of most of a second, which refreshes are then given for ~20 times that.
-      const locked = db.query(
-        `BEGIN; LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1.2); COMMIT`
-      )
-      await until(
-        async () =>
-          (
-            await db.query<{ n: number }>(
-              `SELECT count(*)::int AS n FROM pg_locks
-               WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
-            )
-          )[0]!.n > 0,
-        10_000,
-        "the lock"
-      )
+      // A change the page hears (a new item's NOTIFY on the schema's channel) while the queue's table is locked for
+      // 1.2 s: its refresh waits for the lock, a read of most of a second, which refreshes are then given for ~20 times
+      // that.
+      const lock = await lockQueue(db, 1.2)
       const slow = page.waitForResponse((r) => r.url().includes("paced_probe") && r.status() === 200)
-      await db.query(`SELECT pg_notify($1, 'settings')`, [channel(db.schema)])
-      await locked
+      await db.query(`SELECT pg_notify($1, 'queue')`, [channel(db.schema)])
+      await lock.released
       await slow
       // The item's own change is then given that read, without it, and told when the server reads afresh.
       const held = page.waitForResponse(

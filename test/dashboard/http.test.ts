@@ -12,7 +12,7 @@ import { createServer, get as httpGet } from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Dashboard } from "../../src/dashboard.js"
 import { migratedSchema, type TestDb, until } from "../support/workers.js"
-import { dashboardApplicationName, hostile, type RunningDashboard, seed, startDashboard } from "./support.js"
+import { dashboardApplicationName, hostile, lockQueue, type RunningDashboard, seed, startDashboard } from "./support.js"
 
 const TOKEN = "test-token-0123456789"
 let db: TestDb
@@ -874,24 +874,11 @@ describe("live refreshes", () => {
   }
   /** The overview read slowly: the queue's table locked for 1 s while it counts it (a read of a long queue). */
   const slowOverview = async () => {
-    const locked = db.query(
-      `BEGIN; LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(1); COMMIT`
-    )
-    await until(
-      async () =>
-        (
-          await db.query<{ n: number }>(
-            `SELECT count(*)::int AS n FROM pg_locks
-             WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
-          )
-        )[0]!.n > 0,
-      10_000,
-      "the lock"
-    )
+    const lock = await lockQueue(db, 1)
     const started = Date.now()
     const page = await get("/")
     const took = Date.now() - started
-    await locked
+    await lock.released
     expect(page.status).toBe(200)
     expect(took).toBeGreaterThanOrEqual(500)
     return took

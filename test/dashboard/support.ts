@@ -5,7 +5,7 @@
 import { PgClient } from "@effect/sql-pg"
 import { Effect, Exit, Layer, Redacted, Scope } from "effect"
 import { Dashboard } from "../../src/dashboard.js"
-import type { TestDb } from "../support/workers.js"
+import { type TestDb, until } from "../support/workers.js"
 
 /** Values a user or a SQL writer can put in a row, which pages must show as text and never as markup. */
 export const hostile = {
@@ -115,4 +115,27 @@ export const seed = async (db: TestDb): Promise<void> => {
     `INSERT INTO $schema.scheduler_workers (id, task_types, started_at, heartbeat_at, live_until)
      VALUES ('worker-a', ARRAY['send_email', 'resize'], now() - interval '1 hour', now(), now() + interval '1 day')`
   )
+}
+
+/**
+ * Locks the schema's queue table for `seconds`, in a transaction of its own, and resolves once the lock is held: a
+ * page that reads the queue then waits for it, as a read of a long queue takes that long. `released` settles when the
+ * lock is gone.
+ */
+export const lockQueue = async (db: TestDb, seconds: number): Promise<{ readonly released: Promise<unknown> }> => {
+  const released = db.query(
+    `BEGIN; LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(${seconds}); COMMIT`
+  )
+  await until(
+    async () =>
+      (
+        await db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM pg_locks
+           WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
+        )
+      )[0]!.n > 0,
+    10_000,
+    "the lock on queue_items"
+  )
+  return { released }
 }
