@@ -118,24 +118,47 @@ export const seed = async (db: TestDb): Promise<void> => {
 }
 
 /**
- * Locks the schema's queue table for `seconds`, in a transaction of its own, and resolves once the lock is held: a
- * page that reads the queue then waits for it, as a read of a long queue takes that long. `released` settles when the
- * lock is gone.
+ * Makes a page's read of the schema's queue table take `ms` or more, as a read of a long queue does: the table is
+ * locked, `reading` starts, and once a statement matching `waiting` (a fragment of the page's SQL: the dashboard's
+ * change poll waits for the lock too) waits for the lock, the lock is kept `ms` longer, then let go. Resolves with
+ * what `reading` returned.
  */
-export const lockQueue = async (db: TestDb, seconds: number): Promise<{ readonly released: Promise<unknown> }> => {
-  const released = db.query(
-    `BEGIN; LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(${seconds}); COMMIT`
-  )
-  await until(
-    async () =>
-      (
-        await db.query<{ n: number }>(
-          `SELECT count(*)::int AS n FROM pg_locks
-           WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
-        )
-      )[0]!.n > 0,
-    10_000,
-    "the lock on queue_items"
-  )
-  return { released }
+export const slowQueueRead = async <A>(
+  db: TestDb,
+  ms: number,
+  waiting: string,
+  reading: () => Promise<A>
+): Promise<A> => {
+  // One implicit transaction (a single query string): cancelling its sleep ends it, and the lock with it.
+  const locked = db
+    .query(`LOCK TABLE $schema.queue_items IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(120)`)
+    .catch(() => undefined)
+  const holders = () =>
+    db.query<{ pid: number }>(
+      `SELECT pid FROM pg_locks
+       WHERE relation = '$schema.queue_items'::regclass AND mode = 'AccessExclusiveLock' AND granted`
+    )
+  await until(async () => (await holders()).length > 0, 10_000, "the lock on queue_items")
+  const [{ pid }] = (await holders()) as [{ pid: number }]
+  let result: Promise<A> | undefined
+  try {
+    result = reading()
+    result.catch(() => undefined)
+    await until(
+      async () =>
+        (
+          await db.query<{ n: number }>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+            [`%${waiting}%`]
+          )
+        )[0]!.n > 0,
+      30_000,
+      `a read (${waiting}) waiting for the lock`
+    )
+    await new Promise((resolve) => setTimeout(resolve, ms))
+  } finally {
+    await db.query(`SELECT pg_cancel_backend($1)`, [pid])
+    await locked
+  }
+  return await result
 }
