@@ -6,9 +6,9 @@
  *
  * A refresh is therefore given the page as last read while that read's time is less than `share` of its age: live
  * pages take at most that share of the database's time, however long the queue and however many tabs are open (they
- * share one read, and one in progress). A page read in under 50 ms is read afresh every time, as before. A navigation or a
- * reload always reads afresh, and an operator's change (an action sent through the dashboard; the switch, a job or
- * limits changed from anywhere, which the schema's channel says) forgets every page read.
+ * share one read, and one in progress). A page read in under 50 ms is read afresh every time, as before. A navigation
+ * or a reload always reads afresh, and an operator's change (an action sent through the dashboard; the switch, a job
+ * or limits changed from anywhere, which the schema's channel says) forgets every page read.
  */
 import * as Clock from "effect/Clock"
 import * as Deferred from "effect/Deferred"
