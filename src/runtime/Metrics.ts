@@ -6,6 +6,7 @@
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 import * as MetricLabel from "effect/MetricLabel"
+import { EXACT_DEPTH_UP_TO } from "../ports/QueueStore.js"
 import type { ExecutionReport } from "./Pipeline.js"
 
 /** Executions by `kind` (queue, scheduled), `task_type` and `outcome` (ok, failed, lost, interrupted). */
@@ -46,7 +47,7 @@ export const claimDuration = Metric.histogram(
 
 /** Items pending or processing in the queue, as this runner last saw it (every heartbeat). */
 export const queueDepth = Metric.gauge("kairos_queue_depth", {
-  description: "queue items pending or processing (exact up to 10,000, the database's estimate beyond)"
+  description: `queue items pending or processing (exact up to ${EXACT_DEPTH_UP_TO.toLocaleString("en")}, the database's estimate beyond)`
 })
 
 type Labels = ReadonlyArray<MetricLabel.MetricLabel>

@@ -315,18 +315,19 @@ export const router = (
           const { at, ms, value } = result.right
           const [body, now] = value
           const ctx = context(now, session)
+          const holdMs = pages.holdMs(ms)
           // Given as read earlier (see Paced): the page says so.
           const banner =
             asked - at >= 1000
               ? html`<p class="banner info" data-held>
                   Figures as read at ${now.toISOString().slice(11, 19)} UTC: reading them took ${(ms / 1000).toFixed(1)}
-                  s, so live updates show them for ${Math.round(pages.holdMs(ms) / 1000)} s before reading them again.
+                  s, so live updates show them for ${Math.round(holdMs / 1000)} s before reading them again.
                 </p>`
               : undefined
           const response = page(200, Pages.layout(ctx, { title, active, live: true, banner }, body(ctx)))
           // A page given as read earlier may miss the change that asked for it: the script asks again once the read
           // is no longer given (x-kairos-held: the ms until then), and no change stays unseen.
-          const heldFor = Math.ceil(at + pages.holdMs(ms) - asked)
+          const heldFor = Math.ceil(at + holdMs - asked)
           return at < asked && heldFor > 0
             ? HttpServerResponse.setHeader(response, "x-kairos-held", String(heldFor))
             : response

@@ -677,7 +677,7 @@ export const make: Effect.Effect<
       }),
     pendingCount: () => Effect.sync(() => rows.length + waiting.length),
     // Counting costs nothing here: always exact (what the Postgres store answers, short of its estimate).
-    depth: () => Effect.sync(() => ({ count: rows.length + waiting.length, exact: true })),
+    depth: () => Effect.map(store.pendingCount(), (count) => ({ count, exact: true })),
     cancel: (itemId) =>
       Effect.sync(() => {
         const i = rows.findIndex((r) => r.item.id === itemId)
